@@ -1,0 +1,874 @@
+/*
+ * lob.c -- lobreplay's matching core. The contract is lob.h.
+ *
+ * One book = one instrument over a fixed band of price levels:
+ *   levels[]   one per tick in the band; an intrusive FIFO of orders each
+ *   bits/bits2 a two-level occupancy bitmap (bit per level; bit per
+ *              non-empty word) to find the next best level
+ *   orders[]   a pool of order records linked by 32-bit indices, with a free list
+ *   slots[]    an open-addressed (linear probing) index id -> order, twice the
+ *              pool's size rounded to a power of two, backward-shift deletion
+ * A level holds orders of one side only: the book is never crossed, so every
+ * occupied level below the best ask is a bid level and every one above the
+ * best bid is an ask level. That is what lets one bitmap serve both sides.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "lob.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NIL UINT32_MAX
+
+_Static_assert(sizeof(lob_event) == 40, "lob_event must be 40 bytes");
+_Static_assert(sizeof(lob_exec) == 48, "lob_exec must be 48 bytes");
+_Static_assert(sizeof(lob_result) == 24, "lob_result must be 24 bytes");
+_Static_assert(sizeof(lob_bbo) == 48, "lob_bbo must be 48 bytes");
+
+/* ---- allocation accounting ------------------------------------------ */
+
+static _Atomic uint64_t alloc_count;
+
+static void *lob_calloc(size_t n, size_t size)
+{
+    atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed);
+    return calloc(n, size);
+}
+
+uint64_t lob_alloc_count(void)
+{
+    return atomic_load_explicit(&alloc_count, memory_order_relaxed);
+}
+
+const char *lob_strerror(int status)
+{
+    switch (status) {
+    case LOB_OK: return "ok";
+    case LOB_EUNKNOWN_ID: return "unknown order id";
+    case LOB_EDUP_ID: return "duplicate order id";
+    case LOB_EBAND: return "price outside the book's band";
+    case LOB_EFULL: return "book full: no room for another resting order";
+    case LOB_EQTY: return "bad quantity";
+    case LOB_EPRICE: return "price not on the book's tick grid";
+    case LOB_EKIND: return "unknown event kind, side or time in force";
+    case LOB_EINSTRUMENT: return "no book for this instrument";
+    case LOB_EEXECFULL: return "execution array full";
+    case LOB_EARG: return "bad argument";
+    case LOB_ENOMEM: return "out of memory";
+    case LOB_ECORRUPT: return "book invariant broken";
+    default: return "unknown status";
+    }
+}
+
+/* ---- book layout ---------------------------------------------------- */
+
+typedef struct order {
+    uint64_t id;
+    int64_t qty;
+    uint32_t next, prev;  /* FIFO links; next doubles as the free-list link */
+    uint32_t level;       /* level index; NIL while on the free list */
+    uint8_t side;
+} order_t;
+
+typedef struct level {
+    int64_t total;        /* shares resting here */
+    uint32_t head, tail;  /* front and back of the queue */
+    uint32_t count;       /* orders here */
+    uint8_t side;         /* side of the orders here while count > 0 */
+} level_t;
+
+typedef struct slot {
+    uint64_t id;
+    uint32_t order;       /* NIL: empty slot */
+} slot_t;
+
+struct lob_book {
+    int64_t low, high, tick;
+    uint32_t nlevels, capacity, live, free_head;
+    int64_t best_bid, best_ask;   /* level index, -1 when the side is empty */
+    level_t *levels;
+    uint64_t *bits, *bits2;
+    uint32_t nwords, nwords2;
+    order_t *orders;
+    slot_t *slots;
+    uint64_t slot_mask;
+    int slot_shift;
+};
+
+/* ---- occupancy bitmap ------------------------------------------------ */
+
+static inline void bit_set(lob_book *b, uint32_t i)
+{
+    uint32_t w = i >> 6;
+    b->bits[w] |= 1ULL << (i & 63);
+    b->bits2[w >> 6] |= 1ULL << (w & 63);
+}
+
+static inline void bit_clear(lob_book *b, uint32_t i)
+{
+    uint32_t w = i >> 6;
+    b->bits[w] &= ~(1ULL << (i & 63));
+    if (b->bits[w] == 0) b->bits2[w >> 6] &= ~(1ULL << (w & 63));
+}
+
+/* Lowest occupied level >= pos, or -1. */
+static int64_t find_ge(const lob_book *b, int64_t pos)
+{
+    if (pos >= (int64_t)b->nlevels) return -1;
+    if (pos < 0) pos = 0;
+    uint64_t w = (uint64_t)pos >> 6;
+    uint64_t m = b->bits[w] & (~0ULL << (pos & 63));
+    if (m) return (int64_t)(w * 64 + (uint64_t)__builtin_ctzll(m));
+    uint64_t x = w + 1;
+    if (x >= b->nwords) return -1;
+    uint64_t ww = x >> 6;
+    uint64_t m2 = b->bits2[ww] & (~0ULL << (x & 63));
+    while (!m2) {
+        if (++ww >= b->nwords2) return -1;
+        m2 = b->bits2[ww];
+    }
+    uint64_t word = ww * 64 + (uint64_t)__builtin_ctzll(m2);
+    return (int64_t)(word * 64 + (uint64_t)__builtin_ctzll(b->bits[word]));
+}
+
+static inline uint64_t mask_le(uint64_t bit)
+{
+    return bit == 63 ? ~0ULL : ((1ULL << (bit + 1)) - 1);
+}
+
+/* Highest occupied level <= pos, or -1. */
+static int64_t find_le(const lob_book *b, int64_t pos)
+{
+    if (pos < 0) return -1;
+    if (pos >= (int64_t)b->nlevels) pos = (int64_t)b->nlevels - 1;
+    uint64_t w = (uint64_t)pos >> 6;
+    uint64_t m = b->bits[w] & mask_le((uint64_t)pos & 63);
+    if (m) return (int64_t)(w * 64 + 63 - (uint64_t)__builtin_clzll(m));
+    if (w == 0) return -1;
+    uint64_t x = w - 1;
+    uint64_t ww = x >> 6;
+    uint64_t m2 = b->bits2[ww] & mask_le(x & 63);
+    while (!m2) {
+        if (ww == 0) return -1;
+        m2 = b->bits2[--ww];
+    }
+    uint64_t word = ww * 64 + 63 - (uint64_t)__builtin_clzll(m2);
+    return (int64_t)(word * 64 + 63 - (uint64_t)__builtin_clzll(b->bits[word]));
+}
+
+/* ---- id index ---------------------------------------------------------- */
+
+static inline uint64_t slot_home(const lob_book *b, uint64_t id)
+{
+    return (id * 0x9E3779B97F4A7C15ULL) >> b->slot_shift;
+}
+
+/* Order index of a live id, or NIL. */
+static inline uint32_t index_find(const lob_book *b, uint64_t id)
+{
+    uint64_t i = slot_home(b, id);
+    for (;;) {
+        const slot_t *s = &b->slots[i];
+        if (s->order == NIL) return NIL;
+        if (s->id == id) return s->order;
+        i = (i + 1) & b->slot_mask;
+    }
+}
+
+/* The caller has checked that id is not present; the table never fills
+ * (it has at least twice as many slots as the pool has orders). */
+static inline void index_insert(lob_book *b, uint64_t id, uint32_t order)
+{
+    uint64_t i = slot_home(b, id);
+    while (b->slots[i].order != NIL) i = (i + 1) & b->slot_mask;
+    b->slots[i].id = id;
+    b->slots[i].order = order;
+}
+
+/* Remove a present id, shifting later members of its probe run back. */
+static void index_remove(lob_book *b, uint64_t id)
+{
+    uint64_t i = slot_home(b, id);
+    while (b->slots[i].id != id || b->slots[i].order == NIL) i = (i + 1) & b->slot_mask;
+    uint64_t j = i;
+    for (;;) {
+        j = (j + 1) & b->slot_mask;
+        if (b->slots[j].order == NIL) break;
+        uint64_t k = slot_home(b, b->slots[j].id);
+        /* Move j back to i unless its home lies cyclically in (i, j]. */
+        int home_in_between = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
+        if (!home_in_between) {
+            b->slots[i] = b->slots[j];
+            i = j;
+        }
+    }
+    b->slots[i].order = NIL;
+}
+
+/* ---- creation ------------------------------------------------------------ */
+
+lob_book *lob_book_new(int64_t band_low, int64_t band_high, int64_t tick,
+                       uint32_t capacity, int *status)
+{
+    int st = LOB_EARG;
+    lob_book *b = NULL;
+    if (tick <= 0 || band_high < band_low || capacity == 0 || capacity > (1u << 30)) goto fail;
+    /* (high - low) may overflow int64 for extreme bands: compute in unsigned. */
+    uint64_t span = (uint64_t)band_high - (uint64_t)band_low;
+    if (span % (uint64_t)tick != 0) goto fail;
+    uint64_t nlev = span / (uint64_t)tick + 1;
+    if (nlev > (1ULL << 31)) goto fail;
+
+    st = LOB_ENOMEM;
+    b = lob_calloc(1, sizeof *b);
+    if (!b) goto fail;
+    b->low = band_low;
+    b->high = band_high;
+    b->tick = tick;
+    b->nlevels = (uint32_t)nlev;
+    b->capacity = capacity;
+    b->nwords = (uint32_t)((nlev + 63) / 64);
+    b->nwords2 = (b->nwords + 63) / 64;
+    uint64_t nslots = 16;
+    int bits = 4;
+    while (nslots < 2ULL * capacity) {
+        nslots <<= 1;
+        bits++;
+    }
+    b->slot_mask = nslots - 1;
+    b->slot_shift = 64 - bits;
+    b->levels = lob_calloc(nlev, sizeof *b->levels);
+    b->bits = lob_calloc(b->nwords, sizeof *b->bits);
+    b->bits2 = lob_calloc(b->nwords2, sizeof *b->bits2);
+    b->orders = lob_calloc(capacity, sizeof *b->orders);
+    b->slots = lob_calloc(nslots, sizeof *b->slots);
+    if (!b->levels || !b->bits || !b->bits2 || !b->orders || !b->slots) goto fail;
+    lob_book_clear(b);
+    if (status) *status = LOB_OK;
+    return b;
+fail:
+    lob_book_free(b);
+    if (status) *status = st;
+    return NULL;
+}
+
+void lob_book_free(lob_book *b)
+{
+    if (!b) return;
+    free(b->levels);
+    free(b->bits);
+    free(b->bits2);
+    free(b->orders);
+    free(b->slots);
+    free(b);
+}
+
+void lob_book_clear(lob_book *b)
+{
+    for (uint32_t i = 0; i < b->nlevels; i++) {
+        b->levels[i].total = 0;
+        b->levels[i].head = b->levels[i].tail = NIL;
+        b->levels[i].count = 0;
+        b->levels[i].side = 0;
+    }
+    memset(b->bits, 0, (size_t)b->nwords * sizeof *b->bits);
+    memset(b->bits2, 0, (size_t)b->nwords2 * sizeof *b->bits2);
+    for (uint32_t i = 0; i < b->capacity; i++) {
+        b->orders[i].next = (i + 1 < b->capacity) ? i + 1 : NIL;
+        b->orders[i].prev = NIL;
+        b->orders[i].level = NIL;
+        b->orders[i].qty = 0;
+        b->orders[i].id = 0;
+        b->orders[i].side = 0;
+    }
+    for (uint64_t i = 0; i <= b->slot_mask; i++) b->slots[i].order = NIL;
+    b->free_head = 0;
+    b->live = 0;
+    b->best_bid = b->best_ask = -1;
+}
+
+void lob_book_info(const lob_book *b, int64_t *band_low, int64_t *band_high,
+                   int64_t *tick, uint32_t *capacity)
+{
+    if (band_low) *band_low = b->low;
+    if (band_high) *band_high = b->high;
+    if (tick) *tick = b->tick;
+    if (capacity) *capacity = b->capacity;
+}
+
+uint32_t lob_book_order_count(const lob_book *b) { return b->live; }
+
+/* ---- queue operations ------------------------------------------------------ */
+
+static inline int64_t level_price(const lob_book *b, int64_t li) { return b->low + li * b->tick; }
+
+/* Take an order record from the free list and append it to level li. */
+static uint32_t order_rest(lob_book *b, uint64_t id, uint8_t side, uint32_t li, int64_t qty)
+{
+    uint32_t oi = b->free_head;
+    order_t *o = &b->orders[oi];
+    b->free_head = o->next;
+    o->id = id;
+    o->qty = qty;
+    o->side = side;
+    o->level = li;
+    o->next = NIL;
+    level_t *L = &b->levels[li];
+    o->prev = L->tail;
+    if (L->tail != NIL) b->orders[L->tail].next = oi;
+    else {
+        L->head = oi;
+        L->side = side;
+        bit_set(b, li);
+    }
+    L->tail = oi;
+    L->count++;
+    L->total += qty;
+    b->live++;
+    index_insert(b, id, oi);
+    if (side == LOB_BUY) {
+        if ((int64_t)li > b->best_bid) b->best_bid = li;
+    } else if (b->best_ask < 0 || (int64_t)li < b->best_ask) {
+        b->best_ask = li;
+    }
+    return oi;
+}
+
+/* Unlink an order from its level and return it to the free list; keeps the
+ * cached best prices right. The caller removes the id from the index. */
+static void order_unlink(lob_book *b, uint32_t oi)
+{
+    order_t *o = &b->orders[oi];
+    uint32_t li = o->level;
+    level_t *L = &b->levels[li];
+    if (o->prev != NIL) b->orders[o->prev].next = o->next;
+    else L->head = o->next;
+    if (o->next != NIL) b->orders[o->next].prev = o->prev;
+    else L->tail = o->prev;
+    L->count--;
+    L->total -= o->qty;
+    if (L->count == 0) {
+        bit_clear(b, li);
+        if (o->side == LOB_BUY) {
+            if ((int64_t)li == b->best_bid) b->best_bid = find_le(b, (int64_t)li - 1);
+        } else if ((int64_t)li == b->best_ask) {
+            b->best_ask = find_ge(b, (int64_t)li + 1);
+        }
+    }
+    o->level = NIL;
+    o->qty = 0;
+    o->prev = NIL;
+    o->next = b->free_head;
+    b->free_head = oi;
+    b->live--;
+}
+
+static void order_remove(lob_book *b, uint32_t oi)
+{
+    index_remove(b, b->orders[oi].id);
+    order_unlink(b, oi);
+}
+
+/* How much opposite quantity crosses a limit (level index lim; a market
+ * order passes the far end of the band), stopping once `want` is reached,
+ * and how many resting orders that many shares would touch. */
+static void crossing(const lob_book *b, uint8_t side, int64_t lim, int64_t want,
+                     int64_t *avail, uint64_t *touched)
+{
+    int64_t got = 0;
+    uint64_t n = 0;
+    if (side == LOB_BUY) {
+        for (int64_t li = b->best_ask; li >= 0 && li <= lim && got < want; li = find_ge(b, li + 1)) {
+            const level_t *L = &b->levels[li];
+            if (got + L->total <= want) {
+                got += L->total;
+                n += L->count;
+            } else {
+                for (uint32_t oi = L->head; got < want; oi = b->orders[oi].next) {
+                    got += b->orders[oi].qty;
+                    n++;
+                }
+            }
+        }
+    } else {
+        for (int64_t li = b->best_bid; li >= 0 && li >= lim && got < want; li = find_le(b, li - 1)) {
+            const level_t *L = &b->levels[li];
+            if (got + L->total <= want) {
+                got += L->total;
+                n += L->count;
+            } else {
+                for (uint32_t oi = L->head; got < want; oi = b->orders[oi].next) {
+                    got += b->orders[oi].qty;
+                    n++;
+                }
+            }
+        }
+    }
+    *avail = got;
+    *touched = n;
+}
+
+/* Match an incoming order against the opposite side up to level lim.
+ * Writes executions to ex (room checked by the caller); returns shares traded. */
+static int64_t match(lob_book *b, uint8_t side, int64_t lim, uint64_t taker, int64_t qty,
+                     lob_exec *ex, size_t *nex, uint32_t event_index, uint32_t instrument)
+{
+    int64_t left = qty;
+    for (;;) {
+        int64_t li = (side == LOB_BUY) ? b->best_ask : b->best_bid;
+        if (left == 0 || li < 0) break;
+        if (side == LOB_BUY ? li > lim : li < lim) break;
+        level_t *L = &b->levels[li];
+        int64_t px = level_price(b, li);
+        while (left > 0 && L->head != NIL) {
+            uint32_t oi = L->head;
+            order_t *o = &b->orders[oi];
+            int64_t q = o->qty < left ? o->qty : left;
+            left -= q;
+            lob_exec *e = &ex[(*nex)++];
+            e->maker_id = o->id;
+            e->taker_id = taker;
+            e->price = px;
+            e->qty = q;
+            e->maker_remaining = o->qty - q;
+            e->event_index = event_index;
+            e->instrument = instrument;
+            if (q == o->qty) {
+                order_remove(b, oi); /* may move the best to the next level */
+            } else {
+                o->qty -= q;
+                L->total -= q;
+            }
+        }
+    }
+    return qty - left;
+}
+
+/* ---- queries ---------------------------------------------------------------- */
+
+int lob_book_best(const lob_book *b, uint8_t side, int64_t *price, int64_t *qty, uint32_t *count)
+{
+    int64_t li = side == LOB_BUY ? b->best_bid : (side == LOB_SELL ? b->best_ask : -1);
+    if (li < 0) return 0;
+    if (price) *price = level_price(b, li);
+    if (qty) *qty = b->levels[li].total;
+    if (count) *count = b->levels[li].count;
+    return 1;
+}
+
+uint32_t lob_book_depth(const lob_book *b, uint8_t side, uint32_t n, int64_t *prices,
+                        int64_t *qtys, uint32_t *counts)
+{
+    if (side != LOB_BUY && side != LOB_SELL) return 0;
+    uint32_t k = 0;
+    int64_t li = side == LOB_BUY ? b->best_bid : b->best_ask;
+    while (k < n && li >= 0) {
+        if (prices) prices[k] = level_price(b, li);
+        if (qtys) qtys[k] = b->levels[li].total;
+        if (counts) counts[k] = b->levels[li].count;
+        k++;
+        li = side == LOB_BUY ? find_le(b, li - 1) : find_ge(b, li + 1);
+    }
+    return k;
+}
+
+/* Level index of a price, or a negative status. */
+static int64_t price_level(const lob_book *b, int64_t price)
+{
+    if (price < b->low || price > b->high) return -LOB_EBAND;
+    uint64_t off = (uint64_t)price - (uint64_t)b->low;
+    if (off % (uint64_t)b->tick) return -LOB_EPRICE;
+    return (int64_t)(off / (uint64_t)b->tick);
+}
+
+int64_t lob_book_level_orders(const lob_book *b, int64_t price, uint64_t *ids, int64_t *qtys,
+                              uint32_t cap, uint8_t *side)
+{
+    int64_t li = price_level(b, price);
+    if (li < 0) return li;
+    const level_t *L = &b->levels[li];
+    uint32_t k = 0;
+    for (uint32_t oi = L->head; oi != NIL && k < cap; oi = b->orders[oi].next, k++) {
+        if (ids) ids[k] = b->orders[oi].id;
+        if (qtys) qtys[k] = b->orders[oi].qty;
+    }
+    if (side && L->count) *side = L->side;
+    return L->count;
+}
+
+int lob_book_find(const lob_book *b, uint64_t id, uint8_t *side, int64_t *price, int64_t *qty)
+{
+    uint32_t oi = index_find(b, id);
+    if (oi == NIL) return 0;
+    const order_t *o = &b->orders[oi];
+    if (side) *side = o->side;
+    if (price) *price = level_price(b, o->level);
+    if (qty) *qty = o->qty;
+    return 1;
+}
+
+/* ---- validation ---------------------------------------------------------------- */
+
+#define FAIL(...)                                       \
+    do {                                                \
+        if (msg && msglen) snprintf(msg, msglen, __VA_ARGS__); \
+        return LOB_ECORRUPT;                            \
+    } while (0)
+
+int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
+{
+    uint64_t seen = 0;
+    int64_t hi_bid = -1, lo_ask = -1;
+    for (uint32_t li = 0; li < b->nlevels; li++) {
+        const level_t *L = &b->levels[li];
+        int bit = (int)((b->bits[li >> 6] >> (li & 63)) & 1);
+        if (bit != (L->count > 0)) FAIL("level %u: bitmap says %d, count %u", li, bit, L->count);
+        if (L->count == 0) {
+            if (L->head != NIL || L->tail != NIL || L->total != 0)
+                FAIL("level %u: empty but head/tail/total set", li);
+            continue;
+        }
+        if (L->side != LOB_BUY && L->side != LOB_SELL) FAIL("level %u: bad side %u", li, L->side);
+        if (L->side == LOB_BUY) {
+            if (lo_ask >= 0) FAIL("level %u: bid above ask level %lld (crossed)", li, (long long)lo_ask);
+            hi_bid = li;
+        } else if (lo_ask < 0) {
+            lo_ask = li;
+        }
+        uint32_t n = 0, prev = NIL;
+        int64_t total = 0;
+        for (uint32_t oi = L->head; oi != NIL; oi = b->orders[oi].next) {
+            if (oi >= b->capacity) FAIL("level %u: link to order %u out of pool", li, oi);
+            const order_t *o = &b->orders[oi];
+            if (++n > L->count) FAIL("level %u: more orders linked than count %u (cycle?)", li, L->count);
+            if (o->prev != prev) FAIL("order %u: prev link %u, expected %u", oi, o->prev, prev);
+            if (o->level != li) FAIL("order %u: says level %u, linked at %u", oi, o->level, li);
+            if (o->side != L->side) FAIL("order %u: side differs from its level", oi);
+            if (o->qty <= 0) FAIL("order %u: non-positive qty %lld", oi, (long long)o->qty);
+            if (index_find(b, o->id) != oi) FAIL("order %u (id %llu): index does not lead to it", oi,
+                                                 (unsigned long long)o->id);
+            total += o->qty;
+            prev = oi;
+        }
+        if (n != L->count) FAIL("level %u: %u orders linked, count %u", li, n, L->count);
+        if (prev != L->tail) FAIL("level %u: tail %u, last linked %u", li, L->tail, prev);
+        if (total != L->total) FAIL("level %u: total %lld, orders sum %lld", li, (long long)L->total,
+                                    (long long)total);
+        seen += n;
+    }
+    if (seen != b->live) FAIL("%llu orders on levels, live count %u", (unsigned long long)seen, b->live);
+    if (hi_bid != b->best_bid) FAIL("cached best bid %lld, actual %lld", (long long)b->best_bid, (long long)hi_bid);
+    if (lo_ask != b->best_ask) FAIL("cached best ask %lld, actual %lld", (long long)b->best_ask, (long long)lo_ask);
+    for (uint32_t w = 0; w < b->nwords; w++) {
+        int bit = (int)((b->bits2[w >> 6] >> (w & 63)) & 1);
+        if (bit != (b->bits[w] != 0)) FAIL("summary bit of word %u is %d, word is %s", w, bit,
+                                           b->bits[w] ? "non-zero" : "zero");
+    }
+    uint64_t spare = (uint64_t)b->nwords2 * 64 - b->nwords; /* summary bits past the end stay 0 */
+    if (spare && (b->bits2[b->nwords2 - 1] >> (64 - spare)) != 0) FAIL("summary bits set past the end");
+    uint32_t nfree = 0, inuse = 0;
+    for (uint32_t oi = b->free_head; oi != NIL; oi = b->orders[oi].next) {
+        if (oi >= b->capacity) FAIL("free list links to %u, out of pool", oi);
+        if (++nfree > b->capacity - b->live) FAIL("free list longer than %u (cycle?)", b->capacity - b->live);
+        if (b->orders[oi].level != NIL) FAIL("order %u on the free list is on a level", oi);
+    }
+    if (nfree != b->capacity - b->live) FAIL("free list holds %u, expected %u", nfree, b->capacity - b->live);
+    for (uint32_t oi = 0; oi < b->capacity; oi++) inuse += b->orders[oi].level != NIL;
+    if (inuse != b->live) FAIL("%u orders in use, live count %u", inuse, b->live);
+    uint64_t used = 0;
+    for (uint64_t i = 0; i <= b->slot_mask; i++) {
+        const slot_t *s = &b->slots[i];
+        if (s->order == NIL) continue;
+        used++;
+        if (s->order >= b->capacity || b->orders[s->order].level == NIL || b->orders[s->order].id != s->id)
+            FAIL("index slot %llu (id %llu) points to order %u which does not hold it",
+                 (unsigned long long)i, (unsigned long long)s->id, s->order);
+        if (index_find(b, s->id) != s->order)
+            FAIL("index slot %llu (id %llu) unreachable from its home slot", (unsigned long long)i,
+                 (unsigned long long)s->id);
+    }
+    if (used != b->live) FAIL("index holds %llu ids, live count %u", (unsigned long long)used, b->live);
+    if (msg && msglen) msg[0] = 0;
+    return LOB_OK;
+}
+
+/* ---- sessions -------------------------------------------------------------- */
+
+enum { HIST_KINDS = 5 }; /* index 0 collects events of an unknown kind */
+
+struct lob_session {
+    uint32_t max_instrument;
+    int timing;
+    lob_book **books;
+    uint64_t *hist; /* HIST_KINDS x LOB_HIST_BUCKETS */
+};
+
+lob_session *lob_session_new(uint32_t max_instrument, int *status)
+{
+    if (max_instrument > (1u << 24)) {
+        if (status) *status = LOB_EARG;
+        return NULL;
+    }
+    lob_session *s = lob_calloc(1, sizeof *s);
+    if (s) {
+        s->max_instrument = max_instrument;
+        s->books = lob_calloc((size_t)max_instrument + 1, sizeof *s->books);
+        s->hist = lob_calloc((size_t)HIST_KINDS * LOB_HIST_BUCKETS, sizeof *s->hist);
+    }
+    if (!s || !s->books || !s->hist) {
+        lob_session_free(s);
+        if (status) *status = LOB_ENOMEM;
+        return NULL;
+    }
+    /* Touch the histograms now so that timing never takes a page fault later. */
+    memset(s->hist, 0, (size_t)HIST_KINDS * LOB_HIST_BUCKETS * sizeof *s->hist);
+    if (status) *status = LOB_OK;
+    return s;
+}
+
+void lob_session_free(lob_session *s)
+{
+    if (!s) return;
+    if (s->books)
+        for (uint64_t i = 0; i <= s->max_instrument; i++) lob_book_free(s->books[i]);
+    free(s->books);
+    free(s->hist);
+    free(s);
+}
+
+int lob_session_add_book(lob_session *s, uint32_t instrument, int64_t band_low, int64_t band_high,
+                         int64_t tick, uint32_t capacity)
+{
+    if (!s || instrument > s->max_instrument || s->books[instrument]) return LOB_EARG;
+    int st;
+    s->books[instrument] = lob_book_new(band_low, band_high, tick, capacity, &st);
+    return st;
+}
+
+lob_book *lob_session_book(lob_session *s, uint32_t instrument)
+{
+    return (s && instrument <= s->max_instrument) ? s->books[instrument] : NULL;
+}
+
+/* ---- clock and histograms ------------------------------------------------ */
+
+int64_t lob_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void lob_clock_probe(uint32_t iterations, double *cost_ns, int64_t *min_step_ns, int64_t *os_resolution_ns)
+{
+    if (iterations == 0) iterations = 1;
+    int64_t min_step = INT64_MAX, prev = lob_clock_ns(), start = prev;
+    for (uint32_t i = 0; i < iterations; i++) {
+        int64_t t = lob_clock_ns();
+        if (t != prev && t - prev < min_step) min_step = t - prev;
+        prev = t;
+    }
+    if (cost_ns) *cost_ns = (double)(prev - start) / iterations;
+    if (min_step_ns) *min_step_ns = min_step == INT64_MAX ? 0 : min_step;
+    struct timespec res;
+    clock_getres(CLOCK_MONOTONIC, &res);
+    if (os_resolution_ns) *os_resolution_ns = (int64_t)res.tv_sec * 1000000000 + res.tv_nsec;
+}
+
+enum { SUB = 1 << LOB_HIST_SUB_BITS, HALF = SUB / 2 };
+
+uint32_t lob_hist_index(uint64_t v)
+{
+    if (v < SUB) return (uint32_t)v;
+    if (v >> LOB_HIST_MAX_BITS) v = (1ULL << LOB_HIST_MAX_BITS) - 1;
+    int msb = 63 - __builtin_clzll(v);
+    int e = msb - (LOB_HIST_SUB_BITS - 1); /* >= 1 */
+    return (uint32_t)(SUB + (uint64_t)(e - 1) * HALF + ((v >> e) - HALF));
+}
+
+uint64_t lob_hist_lowest(uint32_t idx)
+{
+    if (idx < SUB) return idx;
+    uint32_t k = idx - SUB;
+    uint32_t e = k / HALF + 1;
+    return (uint64_t)(HALF + k % HALF) << e;
+}
+
+void lob_session_set_timing(lob_session *s, int on) { s->timing = on != 0; }
+
+int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts)
+{
+    if (!s || !counts || kind < 0 || kind >= HIST_KINDS) return LOB_EARG;
+    memcpy(counts, s->hist + (size_t)kind * LOB_HIST_BUCKETS, LOB_HIST_BUCKETS * sizeof *counts);
+    return LOB_OK;
+}
+
+void lob_session_reset_histograms(lob_session *s)
+{
+    memset(s->hist, 0, (size_t)HIST_KINDS * LOB_HIST_BUCKETS * sizeof *s->hist);
+}
+
+/* ---- the batch loop ---------------------------------------------------------- */
+
+static inline void read_bbo(const lob_book *b, lob_bbo *o)
+{
+    if (b->best_bid >= 0) {
+        const level_t *L = &b->levels[b->best_bid];
+        o->bid_price = level_price(b, b->best_bid);
+        o->bid_qty = L->total;
+        o->bid_count = L->count;
+    } else {
+        o->bid_price = o->bid_qty = 0;
+        o->bid_count = 0;
+    }
+    if (b->best_ask >= 0) {
+        const level_t *L = &b->levels[b->best_ask];
+        o->ask_price = level_price(b, b->best_ask);
+        o->ask_qty = L->total;
+        o->ask_count = L->count;
+    } else {
+        o->ask_price = o->ask_qty = 0;
+        o->ask_count = 0;
+    }
+}
+
+static inline int bbo_differs(const lob_bbo *a, const lob_bbo *b)
+{
+    return a->bid_price != b->bid_price || a->bid_qty != b->bid_qty || a->ask_price != b->ask_price ||
+           a->ask_qty != b->ask_qty || a->bid_count != b->bid_count || a->ask_count != b->ask_count;
+}
+
+/* Checks an event against its book before anything changes. Returns a status
+ * and, for orders that may trade, the side, limit level and taker id. */
+static int check_event(const lob_book *b, const lob_event *e, uint8_t *side, int64_t *lim, uint32_t *old)
+{
+    *old = NIL;
+    switch (e->kind) {
+    case LOB_NEW:
+        if ((e->side != LOB_BUY && e->side != LOB_SELL) || e->tif > LOB_MARKET) return LOB_EKIND;
+        if (e->qty <= 0) return LOB_EQTY;
+        *side = e->side;
+        if (e->tif == LOB_MARKET) {
+            *lim = e->side == LOB_BUY ? (int64_t)b->nlevels - 1 : 0;
+        } else {
+            *lim = price_level(b, e->price);
+            if (*lim < 0) return (int)-*lim;
+        }
+        if (index_find(b, e->id) != NIL) return LOB_EDUP_ID;
+        return LOB_OK;
+    case LOB_CANCEL:
+        *old = index_find(b, e->id);
+        return *old == NIL ? LOB_EUNKNOWN_ID : LOB_OK;
+    case LOB_REDUCE:
+        if (e->qty <= 0) return LOB_EQTY;
+        *old = index_find(b, e->id);
+        if (*old == NIL) return LOB_EUNKNOWN_ID;
+        return e->qty > b->orders[*old].qty ? LOB_EQTY : LOB_OK;
+    case LOB_REPLACE:
+        if (e->qty <= 0) return LOB_EQTY;
+        *lim = price_level(b, e->price);
+        if (*lim < 0) return (int)-*lim;
+        *old = index_find(b, e->id);
+        if (*old == NIL) return LOB_EUNKNOWN_ID;
+        if (e->new_id != e->id && index_find(b, e->new_id) != NIL) return LOB_EDUP_ID;
+        *side = b->orders[*old].side;
+        return LOB_OK;
+    default:
+        return LOB_EKIND;
+    }
+}
+
+int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_result *results,
+                      lob_exec *execs, size_t exec_cap, lob_bbo *bbo, size_t *n_done_out,
+                      size_t *n_exec_out)
+{
+    size_t nex = 0, i;
+    int rc = LOB_OK;
+    if (!s || (n && (!events || !results)) || (exec_cap && !execs)) {
+        if (n_done_out) *n_done_out = 0;
+        if (n_exec_out) *n_exec_out = 0;
+        return LOB_EARG;
+    }
+    for (i = 0; i < n; i++) {
+        const lob_event *e = &events[i];
+        int64_t t0 = s->timing ? lob_clock_ns() : 0;
+        lob_result r = {0, 0, 0, LOB_OK};
+        lob_book *b = e->instrument <= s->max_instrument ? s->books[e->instrument] : NULL;
+        lob_bbo before = {0};
+        uint8_t side = 0;
+        int64_t lim = 0;
+        uint32_t old = NIL;
+        if (!b) {
+            r.status = LOB_EINSTRUMENT;
+            goto done;
+        }
+        if (bbo) read_bbo(b, &before);
+        r.status = check_event(b, e, &side, &lim, &old);
+        if (r.status != LOB_OK) goto done;
+        if (e->kind == LOB_NEW || e->kind == LOB_REPLACE) {
+            /* Decide everything that must be known before the book changes. */
+            int64_t avail = 0;
+            uint64_t touched = 0;
+            int fok = e->kind == LOB_NEW && e->tif == LOB_FOK;
+            int full = e->kind == LOB_NEW && e->tif == LOB_GTC && b->live == b->capacity;
+            if (fok || full || exec_cap - nex < b->live) {
+                crossing(b, side, lim, e->qty, &avail, &touched);
+                if (touched > exec_cap - nex) {
+                    rc = LOB_EEXECFULL;
+                    break;
+                }
+            }
+            if (fok && avail < e->qty) goto done; /* killed: nothing changes */
+            if (full && avail < e->qty) {
+                r.status = LOB_EFULL;
+                goto done;
+            }
+            uint64_t taker = e->id;
+            if (e->kind == LOB_REPLACE) {
+                order_remove(b, old);
+                taker = e->new_id;
+            }
+            size_t first = nex;
+            r.filled = match(b, side, lim, taker, e->qty, execs, &nex, (uint32_t)i, e->instrument);
+            r.n_exec = (uint32_t)(nex - first);
+            int64_t left = e->qty - r.filled;
+            if (left > 0 && (e->kind == LOB_REPLACE || e->tif == LOB_GTC)) {
+                order_rest(b, taker, side, (uint32_t)lim, left);
+                r.resting = left;
+            }
+        } else if (e->kind == LOB_CANCEL) {
+            order_remove(b, old);
+        } else { /* LOB_REDUCE */
+            order_t *o = &b->orders[old];
+            if (e->qty == o->qty) {
+                order_remove(b, old);
+            } else {
+                o->qty -= e->qty;
+                b->levels[o->level].total -= e->qty;
+                r.resting = o->qty;
+            }
+        }
+    done:
+        if (bbo) {
+            if (b) {
+                read_bbo(b, &bbo[i]);
+                bbo[i].changed = (uint32_t)bbo_differs(&before, &bbo[i]);
+            } else {
+                memset(&bbo[i], 0, sizeof bbo[i]);
+            }
+            bbo[i].instrument = e->instrument;
+        }
+        results[i] = r;
+        if (s->timing) {
+            int64_t dt = lob_clock_ns() - t0;
+            int k = (e->kind >= 1 && e->kind <= 4) ? e->kind : 0;
+            s->hist[(size_t)k * LOB_HIST_BUCKETS + lob_hist_index(dt < 0 ? 0 : (uint64_t)dt)]++;
+        }
+    }
+    if (n_done_out) *n_done_out = i;
+    if (n_exec_out) *n_exec_out = nex;
+    return rc;
+}

@@ -1,0 +1,227 @@
+/*
+ * lob.h -- the contract of lobreplay's matching core.
+ *
+ * A price-time priority limit order book per instrument over a fixed price
+ * band in integer ticks, and a session that holds many books keyed by a small
+ * instrument id and applies whole arrays of events in one call.
+ *
+ * Rules that hold everywhere:
+ *  - Prices are int64 in the feed's integer units. A book's band is
+ *    [band_low, band_high] and every limit price must be band_low + k * tick.
+ *  - Nothing allocates after creation. When an order pool is full the call
+ *    returns LOB_EFULL and nothing changes; the book never grows.
+ *  - An event that is rejected changes nothing. FOK is decided before
+ *    anything changes. A GTC order that would leave a remainder on a full
+ *    book is rejected with LOB_EFULL before anything changes.
+ *  - Trades print at the resting (maker) order's price. The book is never
+ *    left crossed.
+ *  - Library code never prints, exits or aborts, and keeps no mutable global
+ *    state except the allocation counter (an atomic). One book/session must
+ *    not be used from two threads at once.
+ */
+#ifndef LOB_H
+#define LOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes. 0 is success; each other value is one kind of reject. */
+typedef enum lob_status {
+    LOB_OK = 0,
+    LOB_EUNKNOWN_ID = 1,   /* CANCEL/REDUCE/REPLACE names an id not live in the book */
+    LOB_EDUP_ID = 2,       /* NEW (or REPLACE's new id) names an id already live */
+    LOB_EBAND = 3,         /* limit price outside [band_low, band_high] */
+    LOB_EFULL = 4,         /* order pool full: the order would have to rest */
+    LOB_EQTY = 5,          /* quantity <= 0, or REDUCE by more than remains */
+    LOB_EPRICE = 6,        /* limit price not on the tick grid of the band */
+    LOB_EKIND = 7,         /* unknown event kind, side or time in force */
+    LOB_EINSTRUMENT = 8,   /* no book for this instrument id */
+    LOB_EEXECFULL = 9,     /* batch stopped: execution array too small for the next event */
+    LOB_EARG = 10,         /* bad argument to a creation/query function */
+    LOB_ENOMEM = 11,       /* allocation failed at creation */
+    LOB_ECORRUPT = 12      /* lob_book_validate found a broken invariant */
+} lob_status;
+
+/* Event kinds (lob_event.kind). */
+enum {
+    LOB_NEW = 1,      /* id, side, price, qty, tif */
+    LOB_CANCEL = 2,   /* id */
+    LOB_REDUCE = 3,   /* id, qty = shares to remove (1..remaining); keeps priority */
+    LOB_REPLACE = 4   /* id = old id, new_id, price, qty; same side, GTC, back of queue; may trade */
+};
+
+/* Sides (lob_event.side), ASCII as in DBN. */
+enum { LOB_BUY = 'B', LOB_SELL = 'S' };
+
+/* Time in force for LOB_NEW (lob_event.tif). */
+enum {
+    LOB_GTC = 0,      /* match what crosses, rest the remainder */
+    LOB_IOC = 1,      /* match what crosses, cancel the remainder */
+    LOB_FOK = 2,      /* all of qty at or better than price, or nothing */
+    LOB_MARKET = 3    /* match at any price, cancel the remainder; price ignored */
+};
+
+/* One input event: 40 bytes, little-endian, shared with numpy. */
+typedef struct lob_event {
+    uint64_t id;          /* order id (REPLACE: the old id) */
+    uint64_t new_id;      /* REPLACE: the new id; otherwise ignored */
+    int64_t price;        /* limit price in feed units */
+    int64_t qty;          /* NEW/REPLACE: size; REDUCE: shares removed */
+    uint32_t instrument;  /* book key, 0 .. max_instrument */
+    uint8_t kind;         /* LOB_NEW .. LOB_REPLACE */
+    uint8_t side;         /* LOB_BUY / LOB_SELL (NEW only; REPLACE keeps the old side) */
+    uint8_t tif;          /* LOB_GTC .. LOB_MARKET (NEW only) */
+    uint8_t flags;        /* reserved, 0 */
+} lob_event;
+
+/* One trade: 48 bytes. Written in the order trades happen. */
+typedef struct lob_exec {
+    uint64_t maker_id;        /* resting order */
+    uint64_t taker_id;        /* incoming order (REPLACE: the new id) */
+    int64_t price;            /* the maker's price */
+    int64_t qty;              /* shares traded */
+    int64_t maker_remaining;  /* maker's size after this trade (0: it left the book) */
+    uint32_t event_index;     /* index of the event in its batch */
+    uint32_t instrument;
+} lob_exec;
+
+/* Per-event outcome: 24 bytes. */
+typedef struct lob_result {
+    int64_t filled;    /* shares this event traded as the incoming order */
+    int64_t resting;   /* shares of the event's order left on the book afterwards
+                          (CANCEL: 0; REDUCE: what remains) */
+    uint32_t n_exec;   /* executions this event wrote */
+    int32_t status;    /* lob_status; non-zero means rejected, nothing changed */
+} lob_result;
+
+/* Top of book after an event: 48 bytes. Prices are 0 and sizes 0 when a side is empty. */
+typedef struct lob_bbo {
+    int64_t bid_price;
+    int64_t bid_qty;     /* total shares at the best bid */
+    int64_t ask_price;
+    int64_t ask_qty;
+    uint32_t bid_count;  /* orders at the best bid */
+    uint32_t ask_count;
+    uint32_t instrument;
+    uint32_t changed;    /* 1 if this event changed any field above for its instrument */
+} lob_bbo;
+
+typedef struct lob_book lob_book;
+typedef struct lob_session lob_session;
+
+/* Human-readable text for a status code; a static string, never NULL. */
+const char *lob_strerror(int status);
+
+/* ---- books ---------------------------------------------------------- */
+
+/* Create a book over [band_low, band_high] with the given tick (> 0) and
+ * room for `capacity` live orders (1 .. 2^30). (band_high - band_low) must
+ * be a multiple of tick and span at most 2^31 levels.
+ * Returns NULL and sets *status (if non-NULL) to LOB_EARG or LOB_ENOMEM.
+ * The caller owns the book and frees it with lob_book_free. */
+lob_book *lob_book_new(int64_t band_low, int64_t band_high, int64_t tick,
+                       uint32_t capacity, int *status);
+/* Free a book; NULL is allowed. Can't fail. */
+void lob_book_free(lob_book *b);
+/* Remove every order; sizes stay. Can't fail. */
+void lob_book_clear(lob_book *b);
+
+/* Band and sizes as created. Can't fail. */
+void lob_book_info(const lob_book *b, int64_t *band_low, int64_t *band_high,
+                   int64_t *tick, uint32_t *capacity);
+/* Live orders. Can't fail. */
+uint32_t lob_book_order_count(const lob_book *b);
+/* Best level of a side: returns 1 and fills price/qty/count, or 0 if the side is empty. */
+int lob_book_best(const lob_book *b, uint8_t side, int64_t *price, int64_t *qty,
+                  uint32_t *count);
+/* Up to n best levels of a side, best first. Returns how many were written. */
+uint32_t lob_book_depth(const lob_book *b, uint8_t side, uint32_t n, int64_t *prices,
+                        int64_t *qtys, uint32_t *counts);
+/* The orders resting at one price, front of queue first, up to cap.
+ * Returns the number of orders at that price (may exceed cap; only cap written),
+ * 0 for an empty level, or -LOB_EBAND / -LOB_EPRICE for a bad price.
+ * side is written if non-NULL and the level is not empty. */
+int64_t lob_book_level_orders(const lob_book *b, int64_t price, uint64_t *ids,
+                              int64_t *qtys, uint32_t cap, uint8_t *side);
+/* Look up a live order: returns 1 and fills side/price/qty, or 0 if not live. */
+int lob_book_find(const lob_book *b, uint64_t id, uint8_t *side, int64_t *price,
+                  int64_t *qty);
+/* Check every structural invariant (links both ways, level totals and counts,
+ * bitmaps vs emptiness, cached best vs reality, index vs lists, free list,
+ * not crossed). Returns LOB_OK, or LOB_ECORRUPT with a description in msg
+ * (NUL-terminated, truncated to msglen; msg may be NULL). Read-only. */
+int lob_book_validate(const lob_book *b, char *msg, size_t msglen);
+
+/* ---- sessions ------------------------------------------------------- */
+
+/* A session holds books for instrument ids 0 .. max_instrument (<= 2^24).
+ * Returns NULL on LOB_EARG / LOB_ENOMEM (in *status). Caller frees with
+ * lob_session_free, which frees the books too. */
+lob_session *lob_session_new(uint32_t max_instrument, int *status);
+void lob_session_free(lob_session *s);
+/* Create the book for one instrument (arguments as lob_book_new). Returns
+ * LOB_OK, LOB_EARG (bad arguments, instrument out of range or already has a
+ * book) or LOB_ENOMEM. */
+int lob_session_add_book(lob_session *s, uint32_t instrument, int64_t band_low,
+                         int64_t band_high, int64_t tick, uint32_t capacity);
+/* The book of an instrument, or NULL. The session keeps ownership. */
+lob_book *lob_session_book(lob_session *s, uint32_t instrument);
+
+/* Apply events[0..n) in order, one call per chunk.
+ *  - results[i] (required) gets event i's outcome; rejects are per event and
+ *    do not stop the batch.
+ *  - executions go to execs[0..exec_cap); *n_exec_out gets how many.
+ *  - bbo (optional, may be NULL) gets the top of the event's book after each event.
+ * Returns LOB_OK when all n events were applied, or LOB_EEXECFULL when the
+ * next event could write more executions than execs has room left for: the
+ * batch stops before that event (which is untouched) and *n_done_out says how
+ * many were applied; drain execs and call again from there. An exec_cap of at
+ * least the live order count plus one always suffices for one event.
+ * LOB_EARG if a required pointer is NULL. */
+int lob_session_apply(lob_session *s, const lob_event *events, size_t n,
+                      lob_result *results, lob_exec *execs, size_t exec_cap,
+                      lob_bbo *bbo, size_t *n_done_out, size_t *n_exec_out);
+
+/* ---- latency (per-event service time inside lob_session_apply) ------- */
+
+/* Histogram layout: log-linear (HDR style) over nanoseconds. Values below
+ * 2^LOB_HIST_SUB_BITS are exact; above, each power of two is split into
+ * 2^(LOB_HIST_SUB_BITS-1) equal buckets (relative bucket width <= 2^-(SUB_BITS-1),
+ * about 3 significant figures). Values above 2^LOB_HIST_MAX_BITS ns are clamped. */
+enum { LOB_HIST_SUB_BITS = 11, LOB_HIST_MAX_BITS = 40, LOB_HIST_BUCKETS = 32768 };
+
+/* Turn per-event timing on or off for a session (off at creation). When on,
+ * each event is timed with CLOCK_MONOTONIC and counted in the histogram of
+ * its kind (index = kind, 1..4). Can't fail. */
+void lob_session_set_timing(lob_session *s, int on);
+/* Copy the histogram of one event kind (1..4) into counts[LOB_HIST_BUCKETS].
+ * Returns LOB_OK or LOB_EARG. */
+int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts);
+/* Zero all histograms. Can't fail. */
+void lob_session_reset_histograms(lob_session *s);
+/* Bucket index of a value and the lowest value of a bucket. Can't fail. */
+uint32_t lob_hist_index(uint64_t value_ns);
+uint64_t lob_hist_lowest(uint32_t index);
+/* Probe the clock used for timing: mean cost of one reading (ns, over
+ * `iterations` back-to-back readings), the smallest non-zero step seen
+ * between readings (ns), and the resolution the OS reports (ns). */
+void lob_clock_probe(uint32_t iterations, double *cost_ns, int64_t *min_step_ns,
+                     int64_t *os_resolution_ns);
+/* Read the timing clock (ns, CLOCK_MONOTONIC). */
+int64_t lob_clock_ns(void);
+
+/* ---- allocation accounting ------------------------------------------ */
+
+/* Number of heap allocations the core has made in this process (every
+ * malloc/calloc the core does goes through one counting wrapper). */
+uint64_t lob_alloc_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOB_H */

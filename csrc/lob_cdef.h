@@ -1,0 +1,103 @@
+/* The part of lob.h that cffi sees (csrc/build_core.py reads this file).
+ * Numbers are written as "..." so each is defined once, in lob.h; structs are
+ * written out in full because numpy shares their layout. */
+
+#define LOB_OK ...
+#define LOB_EUNKNOWN_ID ...
+#define LOB_EDUP_ID ...
+#define LOB_EBAND ...
+#define LOB_EFULL ...
+#define LOB_EQTY ...
+#define LOB_EPRICE ...
+#define LOB_EKIND ...
+#define LOB_EINSTRUMENT ...
+#define LOB_EEXECFULL ...
+#define LOB_EARG ...
+#define LOB_ENOMEM ...
+#define LOB_ECORRUPT ...
+#define LOB_NEW ...
+#define LOB_CANCEL ...
+#define LOB_REDUCE ...
+#define LOB_REPLACE ...
+#define LOB_BUY ...
+#define LOB_SELL ...
+#define LOB_GTC ...
+#define LOB_IOC ...
+#define LOB_FOK ...
+#define LOB_MARKET ...
+#define LOB_HIST_SUB_BITS ...
+#define LOB_HIST_MAX_BITS ...
+#define LOB_HIST_BUCKETS ...
+
+typedef struct lob_event {
+    uint64_t id;
+    uint64_t new_id;
+    int64_t price;
+    int64_t qty;
+    uint32_t instrument;
+    uint8_t kind;
+    uint8_t side;
+    uint8_t tif;
+    uint8_t flags;
+} lob_event;
+
+typedef struct lob_exec {
+    uint64_t maker_id;
+    uint64_t taker_id;
+    int64_t price;
+    int64_t qty;
+    int64_t maker_remaining;
+    uint32_t event_index;
+    uint32_t instrument;
+} lob_exec;
+
+typedef struct lob_result {
+    int64_t filled;
+    int64_t resting;
+    uint32_t n_exec;
+    int32_t status;
+} lob_result;
+
+typedef struct lob_bbo {
+    int64_t bid_price;
+    int64_t bid_qty;
+    int64_t ask_price;
+    int64_t ask_qty;
+    uint32_t bid_count;
+    uint32_t ask_count;
+    uint32_t instrument;
+    uint32_t changed;
+} lob_bbo;
+
+typedef struct lob_book lob_book;
+typedef struct lob_session lob_session;
+
+const char *lob_strerror(int status);
+
+lob_book *lob_book_new(int64_t band_low, int64_t band_high, int64_t tick, uint32_t capacity, int *status);
+void lob_book_free(lob_book *b);
+void lob_book_clear(lob_book *b);
+void lob_book_info(const lob_book *b, int64_t *band_low, int64_t *band_high, int64_t *tick, uint32_t *capacity);
+uint32_t lob_book_order_count(const lob_book *b);
+int lob_book_best(const lob_book *b, uint8_t side, int64_t *price, int64_t *qty, uint32_t *count);
+uint32_t lob_book_depth(const lob_book *b, uint8_t side, uint32_t n, int64_t *prices, int64_t *qtys, uint32_t *counts);
+int64_t lob_book_level_orders(const lob_book *b, int64_t price, uint64_t *ids, int64_t *qtys, uint32_t cap, uint8_t *side);
+int lob_book_find(const lob_book *b, uint64_t id, uint8_t *side, int64_t *price, int64_t *qty);
+int lob_book_validate(const lob_book *b, char *msg, size_t msglen);
+
+lob_session *lob_session_new(uint32_t max_instrument, int *status);
+void lob_session_free(lob_session *s);
+int lob_session_add_book(lob_session *s, uint32_t instrument, int64_t band_low, int64_t band_high, int64_t tick, uint32_t capacity);
+lob_book *lob_session_book(lob_session *s, uint32_t instrument);
+int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_result *results,
+                      lob_exec *execs, size_t exec_cap, lob_bbo *bbo, size_t *n_done_out, size_t *n_exec_out);
+
+void lob_session_set_timing(lob_session *s, int on);
+int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts);
+void lob_session_reset_histograms(lob_session *s);
+uint32_t lob_hist_index(uint64_t value_ns);
+uint64_t lob_hist_lowest(uint32_t index);
+void lob_clock_probe(uint32_t iterations, double *cost_ns, int64_t *min_step_ns, int64_t *os_resolution_ns);
+int64_t lob_clock_ns(void);
+
+uint64_t lob_alloc_count(void);

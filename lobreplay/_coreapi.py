@@ -1,0 +1,247 @@
+"""The only module that imports the compiled core (lobreplay._core).
+
+Everything here is thin: validate arrays (dtype, dimensions, contiguity,
+writability, length) before ``ffi.from_buffer``, call, and turn status codes
+into exceptions in one place (:func:`raise_for_status`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import errors
+from ._core import ffi, lib
+
+# ---- dtypes from the C structs (the C header is the single source of truth) ----
+
+_CTYPE_TO_NUMPY = {
+    "uint64_t": "<u8", "int64_t": "<i8", "uint32_t": "<u4", "int32_t": "<i4",
+    "uint16_t": "<u2", "int16_t": "<i2", "uint8_t": "u1", "int8_t": "i1",
+}
+
+
+def struct_dtype(cname: str) -> np.dtype:
+    """A numpy structured dtype with the same field names, offsets and size as a C struct."""
+    fields = ffi.typeof(cname).fields
+    return np.dtype({
+        "names": [name for name, _ in fields],
+        "formats": [_CTYPE_TO_NUMPY[f.type.cname] for _, f in fields],
+        "offsets": [f.offset for _, f in fields],
+        "itemsize": ffi.sizeof(cname),
+    })
+
+
+EVENT_DTYPE = struct_dtype("lob_event")
+EXEC_DTYPE = struct_dtype("lob_exec")
+RESULT_DTYPE = struct_dtype("lob_result")
+BBO_DTYPE = struct_dtype("lob_bbo")
+
+HIST_BUCKETS = lib.LOB_HIST_BUCKETS
+
+# ---- status codes -> exceptions ----
+
+STATUS_NAMES = {getattr(lib, n): n[4:] for n in dir(lib)
+                if n.startswith("LOB_E") or n == "LOB_OK"}
+
+_EXCEPTIONS = {
+    lib.LOB_EUNKNOWN_ID: errors.UnknownOrderError,
+    lib.LOB_EDUP_ID: errors.DuplicateOrderError,
+    lib.LOB_EBAND: errors.OutOfBandError,
+    lib.LOB_EFULL: errors.BookFullError,
+    lib.LOB_EQTY: errors.BadQuantityError,
+    lib.LOB_EPRICE: errors.BadPriceError,
+    lib.LOB_EKIND: errors.BadEventError,
+    lib.LOB_EINSTRUMENT: errors.UnknownInstrumentError,
+    lib.LOB_EARG: errors.CoreArgumentError,
+    lib.LOB_ENOMEM: errors.CoreMemoryError,
+    lib.LOB_ECORRUPT: errors.CorruptBookError,
+}
+
+
+def strerror(status: int) -> str:
+    return ffi.string(lib.lob_strerror(int(status))).decode()
+
+
+def exception_for(status: int, context: str = "", **attrs) -> errors.LobError:
+    """The exception for a non-zero status, its message built from lob_strerror plus context."""
+    cls = _EXCEPTIONS.get(int(status), errors.LobError)
+    msg = f"{strerror(status)} ({STATUS_NAMES.get(int(status), status)})"
+    if context:
+        msg = f"{context}: {msg}"
+    return cls(msg, status=int(status), **attrs)
+
+
+def raise_for_status(status: int, context: str = "", **attrs) -> None:
+    if status != lib.LOB_OK:
+        raise exception_for(status, context, **attrs)
+
+
+# ---- array checks ----
+
+def check_array(arr, dtype: np.dtype, name: str, *, writable: bool = False, length: int | None = None):
+    """Raise TypeError/ValueError naming the argument unless arr is a 1-D,
+    C-contiguous ndarray of exactly dtype (and writable / long enough)."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"{name}: expected a numpy array of {dtype}, got {type(arr).__name__}")
+    if arr.dtype != dtype:
+        raise TypeError(f"{name}: expected dtype {dtype}, got {arr.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D array, got {arr.ndim} dimensions")
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"{name}: expected a C-contiguous array (use np.ascontiguousarray)")
+    if writable and not arr.flags.writeable:
+        raise ValueError(f"{name}: the array must be writable")
+    if length is not None and len(arr) < length:
+        raise ValueError(f"{name}: expected at least {length} elements, got {len(arr)}")
+
+
+def _buf(ctype: str, arr, writable: bool = False):
+    return ffi.from_buffer(ctype, arr, require_writable=writable)
+
+
+# ---- sessions and books ----
+
+class CoreSession:
+    """Owns one lob_session (freed when this object is collected)."""
+
+    def __init__(self, max_instrument: int):
+        if not 0 <= max_instrument <= (1 << 24):
+            raise errors.CoreArgumentError(
+                f"max_instrument: expected 0 .. {1 << 24}, got {max_instrument}", status=lib.LOB_EARG)
+        st = ffi.new("int *")
+        ptr = lib.lob_session_new(max_instrument, st)
+        if ptr == ffi.NULL:
+            raise_for_status(st[0], f"creating a session for instruments 0..{max_instrument}")
+        self.ptr = ffi.gc(ptr, lib.lob_session_free)
+        self.max_instrument = max_instrument
+        self._out = ffi.new("size_t[2]")
+
+    def add_book(self, instrument: int, band_low: int, band_high: int, tick: int, capacity: int) -> None:
+        if not 0 <= instrument <= self.max_instrument:
+            raise errors.CoreArgumentError(
+                f"instrument: expected 0 .. {self.max_instrument}, got {instrument}", status=lib.LOB_EARG)
+        if lib.lob_session_book(self.ptr, instrument) != ffi.NULL:
+            raise errors.CoreArgumentError(f"instrument {instrument} already has a book", status=lib.LOB_EARG)
+        st = lib.lob_session_add_book(self.ptr, instrument, band_low, band_high, tick, capacity)
+        raise_for_status(st, f"book for instrument {instrument} (band {band_low}..{band_high}, "
+                             f"tick {tick}, capacity {capacity})", instrument=instrument)
+
+    def book(self, instrument: int):
+        if not 0 <= instrument <= self.max_instrument:
+            return None
+        ptr = lib.lob_session_book(self.ptr, instrument)
+        return None if ptr == ffi.NULL else ptr
+
+    def apply(self, events, results, execs, bbo=None) -> tuple[int, int, int]:
+        """One C call over a whole array. Returns (status, n_done, n_exec).
+        Arrays are checked here; status is LOB_OK or LOB_EEXECFULL."""
+        n = len(events)
+        check_array(events, EVENT_DTYPE, "events")
+        check_array(results, RESULT_DTYPE, "results", writable=True, length=n)
+        check_array(execs, EXEC_DTYPE, "execs", writable=True)
+        bbo_p = ffi.NULL
+        if bbo is not None:
+            check_array(bbo, BBO_DTYPE, "bbo", writable=True, length=n)
+            bbo_p = _buf("lob_bbo[]", bbo, True)
+        out = self._out
+        rc = lib.lob_session_apply(self.ptr, _buf("lob_event[]", events), n,
+                                   _buf("lob_result[]", results, True),
+                                   _buf("lob_exec[]", execs, True), len(execs), bbo_p, out, out + 1)
+        if rc not in (lib.LOB_OK, lib.LOB_EEXECFULL):
+            raise_for_status(rc, "applying a batch")
+        return rc, out[0], out[1]
+
+    def set_timing(self, on: bool) -> None:
+        lib.lob_session_set_timing(self.ptr, 1 if on else 0)
+
+    def histogram(self, kind: int) -> np.ndarray:
+        counts = np.zeros(HIST_BUCKETS, dtype=np.uint64)
+        raise_for_status(lib.lob_session_histogram(self.ptr, kind, _buf("uint64_t[]", counts, True)),
+                         f"histogram of kind {kind}")
+        return counts
+
+    def reset_histograms(self) -> None:
+        lib.lob_session_reset_histograms(self.ptr)
+
+
+class CoreBook:
+    """Read-only queries on one book (owned by its session, which this keeps alive)."""
+
+    def __init__(self, ptr, owner):
+        self.ptr = ptr
+        self._owner = owner
+
+    def info(self) -> tuple[int, int, int, int]:
+        lo, hi, tick = ffi.new("int64_t *"), ffi.new("int64_t *"), ffi.new("int64_t *")
+        cap = ffi.new("uint32_t *")
+        lib.lob_book_info(self.ptr, lo, hi, tick, cap)
+        return lo[0], hi[0], tick[0], cap[0]
+
+    def order_count(self) -> int:
+        return lib.lob_book_order_count(self.ptr)
+
+    def best(self, side: int):
+        p, q, c = ffi.new("int64_t *"), ffi.new("int64_t *"), ffi.new("uint32_t *")
+        if not lib.lob_book_best(self.ptr, side, p, q, c):
+            return None
+        return p[0], q[0], c[0]
+
+    def depth(self, side: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        prices = np.zeros(n, np.int64)
+        qtys = np.zeros(n, np.int64)
+        counts = np.zeros(n, np.uint32)
+        k = lib.lob_book_depth(self.ptr, side, n, _buf("int64_t[]", prices, True),
+                               _buf("int64_t[]", qtys, True), _buf("uint32_t[]", counts, True))
+        return prices[:k], qtys[:k], counts[:k]
+
+    def level_orders(self, price: int) -> tuple[np.ndarray, np.ndarray, int]:
+        side = ffi.new("uint8_t *")
+        n = lib.lob_book_level_orders(self.ptr, price, ffi.NULL, ffi.NULL, 0, side)
+        if n < 0:
+            raise_for_status(-n, f"level at price {price}")
+        ids = np.zeros(n, np.uint64)
+        qtys = np.zeros(n, np.int64)
+        if n:
+            lib.lob_book_level_orders(self.ptr, price, _buf("uint64_t[]", ids, True),
+                                      _buf("int64_t[]", qtys, True), n, side)
+        return ids, qtys, side[0] if n else 0
+
+    def find(self, order_id: int):
+        side, p, q = ffi.new("uint8_t *"), ffi.new("int64_t *"), ffi.new("int64_t *")
+        if not lib.lob_book_find(self.ptr, order_id, side, p, q):
+            return None
+        return side[0], p[0], q[0]
+
+    def validate(self) -> None:
+        msg = ffi.new("char[512]")
+        st = lib.lob_book_validate(self.ptr, msg, 512)
+        raise_for_status(st, ffi.string(msg).decode(errors="replace"))
+
+
+# ---- clock, histograms, allocations ----
+
+def clock_probe(iterations: int = 1_000_000) -> dict:
+    cost, step, res = ffi.new("double *"), ffi.new("int64_t *"), ffi.new("int64_t *")
+    lib.lob_clock_probe(iterations, cost, step, res)
+    return {"cost_ns": cost[0], "min_step_ns": step[0], "os_resolution_ns": res[0]}
+
+
+_BUCKET_LOWS = None
+
+
+def bucket_lows() -> np.ndarray:
+    """Lowest value (ns) of each histogram bucket (computed by the core once)."""
+    global _BUCKET_LOWS
+    if _BUCKET_LOWS is None:
+        _BUCKET_LOWS = np.array([lib.lob_hist_lowest(i) for i in range(HIST_BUCKETS)], dtype=np.uint64)
+    return _BUCKET_LOWS
+
+
+def hist_index(value_ns: int) -> int:
+    return lib.lob_hist_index(value_ns)
+
+
+def alloc_count() -> int:
+    return lib.lob_alloc_count()
+
+
+CONSTANTS = {n: getattr(lib, n) for n in dir(lib) if n.startswith("LOB_") and isinstance(getattr(lib, n), int)}

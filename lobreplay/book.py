@@ -1,0 +1,208 @@
+"""Public book API: `Session` (many books, whole arrays per call) and
+`OrderBook` (one book, one event per call, for interactive use)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _coreapi as core
+from .events import (BBO_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Kind, Side, TIF, as_side,
+                     as_tif)
+from .latency import summarize
+
+__all__ = ["Session", "BookView", "BatchResult", "OrderBook", "Fill"]
+
+
+@dataclass
+class BatchResult:
+    """Outputs of Session.apply: per-event results, the executions in trade
+    order (event_index is the event's index in the array given to apply), and
+    the top of book after each event when asked for."""
+    results: np.ndarray
+    execs: np.ndarray
+    bbo: np.ndarray | None = None
+
+
+class BookView:
+    """Queries on one instrument's book (a view: it reflects later events)."""
+
+    def __init__(self, core_book: core.CoreBook, instrument: int):
+        self._b = core_book
+        self.instrument = instrument
+        self.band_low, self.band_high, self.tick, self.capacity = core_book.info()
+
+    @property
+    def order_count(self) -> int:
+        return self._b.order_count()
+
+    def __len__(self) -> int:
+        return self._b.order_count()
+
+    def best(self, side) -> tuple[int, int, int] | None:
+        """(price, total qty, order count) of the best level of a side, or None."""
+        return self._b.best(as_side(side))
+
+    def best_bid(self):
+        return self.best(Side.BUY)
+
+    def best_ask(self):
+        return self.best(Side.SELL)
+
+    def depth(self, side, n: int = 10) -> list[tuple[int, int, int]]:
+        """Up to n best levels of a side as (price, qty, count), best first."""
+        p, q, c = self._b.depth(as_side(side), n)
+        return list(zip(p.tolist(), q.tolist(), c.tolist()))
+
+    def depth_arrays(self, side, n: int = 10):
+        """As depth(), as three numpy arrays (prices, qtys, counts)."""
+        return self._b.depth(as_side(side), n)
+
+    def level_orders(self, price: int) -> list[tuple[int, int]]:
+        """Orders resting at a price as (id, qty), front of the queue first."""
+        ids, qtys, _ = self._b.level_orders(price)
+        return list(zip(ids.tolist(), qtys.tolist()))
+
+    def find(self, order_id: int) -> tuple[int, int, int] | None:
+        """(side, price, qty) of a live order, or None."""
+        return self._b.find(order_id)
+
+    def validate(self) -> None:
+        """Check every structural invariant; raises CorruptBookError."""
+        self._b.validate()
+
+
+class Session:
+    """Many books keyed by a small instrument id (0 .. max_instrument), driven
+    by whole arrays of events: one C call per chunk."""
+
+    def __init__(self, max_instrument: int = 0):
+        self._s = core.CoreSession(max_instrument)
+        self.max_instrument = max_instrument
+        self._views: dict[int, BookView] = {}
+
+    def add_book(self, instrument: int, band_low: int, band_high: int, tick: int = 1,
+                 capacity: int = 1 << 16) -> BookView:
+        """Create the book of an instrument over [band_low, band_high] in steps of tick,
+        with room for `capacity` live orders; it never grows."""
+        self._s.add_book(instrument, band_low, band_high, tick, capacity)
+        return self.book(instrument)
+
+    def book(self, instrument: int) -> BookView:
+        if instrument not in self._views:
+            ptr = self._s.book(instrument)
+            if ptr is None:
+                raise core.exception_for(core.CONSTANTS["LOB_EINSTRUMENT"], f"instrument {instrument}",
+                                         instrument=instrument)
+            self._views[instrument] = BookView(core.CoreBook(ptr, self._s), instrument)
+        return self._views[instrument]
+
+    def instruments(self) -> list[int]:
+        return [i for i in range(self.max_instrument + 1) if self._s.book(i) is not None]
+
+    def apply(self, events: np.ndarray, *, bbo: bool = False, exec_capacity: int | None = None,
+              results: np.ndarray | None = None) -> BatchResult:
+        """Apply an EVENT_DTYPE array in order. Rejected events are reported in
+        results['status'] and change nothing; they do not stop the batch.
+
+        The core writes executions into a buffer of exec_capacity rows (default:
+        one per event, at least 1024); if an event could need more room than is
+        left, the core stops before it, and this drains the buffer and goes on,
+        so the result is the same whatever the capacity."""
+        n = len(events)
+        core.check_array(events, EVENT_DTYPE, "events")
+        if results is None:
+            results = np.empty(n, RESULT_DTYPE)
+        bbo_arr = np.empty(n, BBO_DTYPE) if bbo else None
+        cap = max(1024, n) if exec_capacity is None else max(1, exec_capacity)
+        execs = np.empty(cap, EXEC_DTYPE)
+        parts = []
+        done = 0
+        while True:
+            rc, k, nex = self._s.apply(events[done:], results[done:], execs,
+                                       None if bbo_arr is None else bbo_arr[done:])
+            if nex:
+                part = execs[:nex].copy()
+                part["event_index"] += done
+                parts.append(part)
+            done += k
+            if rc == core.CONSTANTS["LOB_OK"]:
+                break
+            if k == 0 and nex == 0:  # one event needs more room than the whole buffer
+                execs = np.empty(2 * len(execs), EXEC_DTYPE)
+        out = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else np.empty(0, EXEC_DTYPE))
+        return BatchResult(results, out, bbo_arr)
+
+    # ---- latency ----
+
+    def set_timing(self, on: bool = True) -> None:
+        """Time every event inside the core (CLOCK_MONOTONIC, two readings per event)."""
+        self._s.set_timing(on)
+
+    def histogram(self, kind: int) -> np.ndarray:
+        """Counts per bucket (see lobreplay.latency) for one event kind (0: unknown kinds)."""
+        return self._s.histogram(int(kind))
+
+    def reset_histograms(self) -> None:
+        self._s.reset_histograms()
+
+    def latency(self) -> dict[str, dict]:
+        """Per event kind and overall: count, p50, p90, p99, p99.9, p99.99, max in ns."""
+        hists = {k.name: self.histogram(k) for k in Kind}
+        out = {name: summarize(h) for name, h in hists.items() if h.any()}
+        out["ALL"] = summarize(sum(hists.values()))
+        return out
+
+
+@dataclass
+class Fill:
+    """What one interactive event did."""
+    filled: int
+    resting: int
+    execs: np.ndarray
+
+    @property
+    def trades(self) -> list[tuple[int, int, int]]:
+        """(maker_id, price, qty) of each trade."""
+        return list(zip(self.execs["maker_id"].tolist(), self.execs["price"].tolist(),
+                        self.execs["qty"].tolist()))
+
+
+class OrderBook(BookView):
+    """One book, one event per call: for notebooks and exploration. Rejects
+    raise LobError subclasses. Replays use Session.apply, never this."""
+
+    def __init__(self, band_low: int, band_high: int, tick: int = 1, capacity: int = 1 << 16):
+        self.session = Session(0)
+        self.session.add_book(0, band_low, band_high, tick, capacity)
+        super().__init__(self.session.book(0)._b, 0)
+        self._ev = np.zeros(1, EVENT_DTYPE)
+
+    def _apply(self, kind, order_id, *, new_id=0, side=0, price=0, qty=0, tif=0) -> Fill:
+        ev = self._ev
+        ev[0] = (order_id, new_id, price, qty, 0, kind, side, tif, 0)
+        out = self.session.apply(ev)
+        r = out.results[0]
+        if r["status"]:
+            raise core.exception_for(int(r["status"]), f"{Kind(kind).name} order {order_id}")
+        return Fill(int(r["filled"]), int(r["resting"]), out.execs)
+
+    def new(self, order_id: int, side, price: int, qty: int, tif=TIF.GTC) -> Fill:
+        """Add an order (GTC/IOC/FOK limit, or MARKET, whose price is ignored)."""
+        return self._apply(Kind.NEW, order_id, side=as_side(side), price=price, qty=qty, tif=as_tif(tif))
+
+    def cancel(self, order_id: int) -> Fill:
+        return self._apply(Kind.CANCEL, order_id)
+
+    def reduce(self, order_id: int, qty: int) -> Fill:
+        """Remove qty shares from a live order, keeping its place in the queue."""
+        return self._apply(Kind.REDUCE, order_id, qty=qty)
+
+    def replace(self, order_id: int, new_id: int, price: int, qty: int) -> Fill:
+        """Retire order_id; rest new_id on the same side at price/qty, at the back
+        of the queue (it trades first if it crosses)."""
+        return self._apply(Kind.REPLACE, order_id, new_id=new_id, price=price, qty=qty)
+
+    def __repr__(self) -> str:
+        return (f"OrderBook(band {self.band_low}..{self.band_high} tick {self.tick}, "
+                f"{self.order_count} orders, bid {self.best_bid()}, ask {self.best_ask()})")

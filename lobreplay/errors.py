@@ -1,0 +1,70 @@
+"""Exceptions. One base class; each C status code has its own subclass, which
+also inherits the builtin a caller would expect. lobreplay._coreapi maps codes
+to these classes in one place."""
+from __future__ import annotations
+
+
+class LobError(Exception):
+    """Base class of every lobreplay error.
+
+    Attributes: ``status`` (the core's status code, or None), ``index`` (event
+    index in the batch, or None), ``instrument`` (or None).
+    """
+
+    status: int | None = None
+
+    def __init__(self, message: str, *, status: int | None = None, index: int | None = None,
+                 instrument: int | None = None):
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+        self.index = index
+        self.instrument = instrument
+
+
+class UnknownOrderError(LobError, LookupError):
+    """CANCEL/REDUCE/REPLACE of an id that is not live."""
+
+
+class DuplicateOrderError(LobError, ValueError):
+    """NEW (or REPLACE's new id) with an id that is already live."""
+
+
+class OutOfBandError(LobError, ValueError):
+    """Limit price outside the book's price band."""
+
+
+class BookFullError(LobError):
+    """The order pool is full and the order would have to rest."""
+
+
+class BadQuantityError(LobError, ValueError):
+    """Quantity <= 0, or REDUCE by more than remains."""
+
+
+class BadPriceError(LobError, ValueError):
+    """Limit price not on the band's tick grid."""
+
+
+class BadEventError(LobError, ValueError):
+    """Unknown event kind, side or time in force."""
+
+
+class UnknownInstrumentError(LobError, LookupError):
+    """No book for the event's instrument id."""
+
+
+class CoreArgumentError(LobError, ValueError):
+    """Bad argument to a creation or query call."""
+
+
+class CoreMemoryError(LobError, MemoryError):
+    """The core could not allocate at creation."""
+
+
+class CorruptBookError(LobError, RuntimeError):
+    """validate() found a broken invariant (a bug in the core: please report it)."""
+
+
+class InputError(LobError):
+    """Bad input data (file, array, stream); the message names where and what was expected."""

@@ -1,0 +1,54 @@
+"""Event, execution, result and top-of-book record types shared with the C core.
+
+The numpy dtypes are built from the C structs (lobreplay._coreapi.struct_dtype),
+so the header csrc/lob.h is the single source of truth for their layout.
+"""
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from ._coreapi import BBO_DTYPE, CONSTANTS, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE
+
+__all__ = ["EVENT_DTYPE", "EXEC_DTYPE", "RESULT_DTYPE", "BBO_DTYPE", "Kind", "Side", "TIF", "Status",
+           "empty_events"]
+
+Kind = enum.IntEnum("Kind", {n: CONSTANTS[f"LOB_{n}"] for n in ("NEW", "CANCEL", "REDUCE", "REPLACE")})
+Kind.__doc__ = "Event kinds (lob_event.kind)."
+
+Side = enum.IntEnum("Side", {"BUY": CONSTANTS["LOB_BUY"], "SELL": CONSTANTS["LOB_SELL"]})
+Side.__doc__ = "Sides, ASCII 'B' and 'S' (lob_event.side)."
+
+TIF = enum.IntEnum("TIF", {n: CONSTANTS[f"LOB_{n}"] for n in ("GTC", "IOC", "FOK", "MARKET")})
+TIF.__doc__ = "Time in force of a NEW order (lob_event.tif)."
+
+Status = enum.IntEnum("Status", {n[4:]: v for n, v in sorted(CONSTANTS.items(), key=lambda kv: kv[1])
+                                 if n == "LOB_OK" or n.startswith("LOB_E")})
+Status.__doc__ = "Per-event status codes (lob_result.status); 0 is OK."
+
+
+def empty_events(n: int) -> np.ndarray:
+    """A zeroed array of n events."""
+    return np.zeros(n, dtype=EVENT_DTYPE)
+
+
+def as_side(side) -> int:
+    """Side from a Side, 'B'/'S' (also 'BUY'/'SELL', 'bid'/'ask'), or its integer value."""
+    if isinstance(side, str):
+        s = side.strip().upper()
+        if s in ("B", "BUY", "BID"):
+            return Side.BUY
+        if s in ("S", "SELL", "A", "ASK"):
+            return Side.SELL
+        raise ValueError(f"side: expected 'B' or 'S', got {side!r}")
+    return Side(int(side))
+
+
+def as_tif(tif) -> int:
+    if isinstance(tif, str):
+        try:
+            return TIF[tif.strip().upper()]
+        except KeyError:
+            raise ValueError(f"tif: expected one of {', '.join(TIF.__members__)}, got {tif!r}") from None
+    return TIF(int(tif))

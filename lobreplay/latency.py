@@ -1,0 +1,29 @@
+"""Percentiles from the core's log-linear latency histograms."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._coreapi import bucket_lows
+
+PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
+
+
+def percentile(counts: np.ndarray, q: float) -> int:
+    """The q-th percentile (0..100) of a histogram, as the lowest value of the bucket
+    holding the sample of that rank (HDR's 'value at percentile', bucket-quantised)."""
+    total = int(counts.sum())
+    if total == 0:
+        return 0
+    rank = max(1, int(np.ceil(q / 100.0 * total)))
+    idx = int(np.searchsorted(np.cumsum(counts, dtype=np.uint64), rank))
+    return int(bucket_lows()[idx])
+
+
+def summarize(counts: np.ndarray) -> dict:
+    """count, p50, p90, p99, p99.9, p99.99 and max (ns) of one histogram."""
+    nz = np.flatnonzero(counts)
+    out = {"count": int(counts.sum())}
+    for q in PERCENTILES:
+        out[f"p{q:g}"] = percentile(counts, q)
+    out["max"] = int(bucket_lows()[nz[-1]]) if len(nz) else 0
+    return out
