@@ -1,13 +1,14 @@
 """cffi builder for lobreplay._core (API mode, out of line).
 
-setup.py names this file in ``cffi_modules``; ``python csrc/build_core.py``
-builds in place for a quick local check. Paths are relative to the project
-root, where pip runs the build.
+setup.py names this file in ``cffi_modules`` (pip runs it from the project
+root, so source paths are relative to it). ``python csrc/build_core.py [OUTDIR]``
+builds the module in place, or under OUTDIR/lobreplay/, for quick checks and
+for the sanitizer build.
 
 Environment:
   LOBREPLAY_WERROR=1    add -Werror (CI sets it)
   LOBREPLAY_SANITIZE=1  build with AddressSanitizer + UndefinedBehaviorSanitizer
-                        (load with LD_PRELOAD of libasan; see .ci/run)
+                        (load it with LD_PRELOAD of libasan; see the Makefile's asan target)
 """
 import os
 from pathlib import Path
@@ -18,30 +19,35 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
-def _rel(p: Path) -> str:
-    return os.path.relpath(p, os.getcwd())
+def make_builder(absolute: bool = False) -> FFI:
+    def path(p: Path) -> str:
+        return str(p) if absolute else os.path.relpath(p, os.getcwd())
+
+    cflags = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Wshadow", "-Wconversion", "-Wno-sign-conversion"]
+    ldflags = []
+    if os.environ.get("LOBREPLAY_WERROR") == "1":
+        cflags.append("-Werror")
+    if os.environ.get("LOBREPLAY_SANITIZE") == "1":
+        san = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g"]
+        cflags += san
+        ldflags += san
+    ffi = FFI()
+    ffi.cdef((HERE / "lob_cdef.h").read_text())
+    ffi.set_source(
+        "lobreplay._core",
+        '#include "lob.h"',
+        sources=[path(HERE / "lob.c")],
+        include_dirs=[path(HERE)],
+        extra_compile_args=cflags,
+        extra_link_args=ldflags,
+    )
+    return ffi
 
 
-CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Wshadow", "-Wconversion", "-Wno-sign-conversion"]
-LDFLAGS = []
-if os.environ.get("LOBREPLAY_WERROR") == "1":
-    CFLAGS.append("-Werror")
-if os.environ.get("LOBREPLAY_SANITIZE") == "1":
-    san = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g"]
-    CFLAGS += san
-    LDFLAGS += san
-
-ffibuilder = FFI()
-ffibuilder.cdef((HERE / "lob_cdef.h").read_text())
-ffibuilder.set_source(
-    "lobreplay._core",
-    '#include "lob.h"',
-    sources=[_rel(HERE / "lob.c")],
-    include_dirs=[_rel(HERE)],
-    extra_compile_args=CFLAGS,
-    extra_link_args=LDFLAGS,
-)
+ffibuilder = make_builder()
 
 if __name__ == "__main__":
-    os.chdir(ROOT)
-    ffibuilder.compile(tmpdir=str(ROOT), verbose=True)
+    import sys
+
+    out = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT
+    print(make_builder(absolute=True).compile(tmpdir=str(out), verbose=False))

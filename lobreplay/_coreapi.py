@@ -6,10 +6,31 @@ into exceptions in one place (:func:`raise_for_status`).
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from . import errors
-from ._core import ffi, lib
+
+
+def _load_core():
+    """The compiled core; LOBREPLAY_CORE=path/to/_core*.so loads another build of it
+    (the sanitizer build in .ci/run) in place of the installed one."""
+    path = os.environ.get("LOBREPLAY_CORE")
+    if not path:
+        from . import _core
+        return _core
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("lobreplay._core", path)
+    if spec is None or not os.path.exists(path):
+        raise ImportError(f"LOBREPLAY_CORE={path}: no such compiled module")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_core = _load_core()
+ffi, lib = _core.ffi, _core.lib
 
 # ---- dtypes from the C structs (the C header is the single source of truth) ----
 
