@@ -91,3 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("lobreplay: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `lobreplay ... | head`
+        sys.stderr.close()
+        return 141

@@ -98,7 +98,13 @@ def generate_flow(n_events: int, *, n_instruments: int = 8, seed: int = 1, resti
         side = Side.BUY if rng.random() < 0.5 else Side.SELL
         if u < 0.48:
             dist = 1 + min(int(rng.expovariate(0.08)), 150)
-            price = m - dist * tick if side == Side.BUY else m + dist * tick
+            if side == Side.BUY:  # passive: never at or through the opposite best
+                opp = bk.best_ask()
+                price = min(m - dist * tick, opp[0] - tick if opp else m)
+            else:
+                opp = bk.best_bid()
+                price = max(m + dist * tick, opp[0] + tick if opp else m)
+            price = min(max(price, bk.band_low), bk.band_high)
             row = (next_id, 0, price, rng.randint(1, 10) * 100, inst, Kind.NEW, side, TIF.GTC, 0)
             next_id += 1
         elif u < 0.85:
@@ -109,7 +115,7 @@ def generate_flow(n_events: int, *, n_instruments: int = 8, seed: int = 1, resti
             cross = rng.randint(1, 6) * tick
             price = ref + cross if side == Side.BUY else ref - cross
             price = min(max(price, bk.band_low), bk.band_high)
-            row = (next_id, 0, price, rng.randint(1, 20) * 100, inst, Kind.NEW, side, TIF.IOC, 0)
+            row = (next_id, 0, price, rng.randint(1, 8) * 100, inst, Kind.NEW, side, TIF.IOC, 0)
             next_id += 1
         else:
             old = lv.pick(rng)

@@ -1,0 +1,69 @@
+"""The numpy dtypes agree with the C structs field by field, and with the
+documented record layout (docs/core.md), so a header change cannot slip by."""
+import numpy as np
+import pytest
+
+import lobreplay
+from lobreplay import _coreapi
+
+# The ABI as documented: (field, numpy type, offset). A change here is a format change.
+DOCUMENTED = {
+    "lob_event": (40, [("id", "<u8", 0), ("new_id", "<u8", 8), ("price", "<i8", 16), ("qty", "<i8", 24),
+                       ("instrument", "<u4", 32), ("kind", "u1", 36), ("side", "u1", 37), ("tif", "u1", 38),
+                       ("flags", "u1", 39)]),
+    "lob_exec": (48, [("maker_id", "<u8", 0), ("taker_id", "<u8", 8), ("price", "<i8", 16), ("qty", "<i8", 24),
+                      ("maker_remaining", "<i8", 32), ("event_index", "<u4", 40), ("instrument", "<u4", 44)]),
+    "lob_result": (24, [("filled", "<i8", 0), ("resting", "<i8", 8), ("n_exec", "<u4", 16), ("status", "<i4", 20)]),
+    "lob_bbo": (48, [("bid_price", "<i8", 0), ("bid_qty", "<i8", 8), ("ask_price", "<i8", 16), ("ask_qty", "<i8", 24),
+                     ("bid_count", "<u4", 32), ("ask_count", "<u4", 36), ("instrument", "<u4", 40),
+                     ("changed", "<u4", 44)]),
+}
+DTYPES = {"lob_event": lobreplay.EVENT_DTYPE, "lob_exec": lobreplay.EXEC_DTYPE,
+          "lob_result": lobreplay.RESULT_DTYPE, "lob_bbo": lobreplay.BBO_DTYPE}
+
+
+@pytest.mark.parametrize("cname", sorted(DOCUMENTED))
+def test_dtype_matches_c_struct(cname):
+    ffi = _coreapi.ffi
+    dt = DTYPES[cname]
+    c_fields = ffi.typeof(cname).fields
+    assert dt.itemsize == ffi.sizeof(cname)
+    assert list(dt.names) == [name for name, _ in c_fields]
+    for name, f in c_fields:
+        np_type, offset = dt.fields[name]
+        assert offset == f.offset == ffi.offsetof(cname, name), name
+        assert np_type.itemsize == ffi.sizeof(f.type), name
+        assert np_type.kind == ("u" if f.type.cname.startswith("uint") else "i"), name
+
+
+@pytest.mark.parametrize("cname", sorted(DOCUMENTED))
+def test_dtype_matches_documented_layout(cname):
+    size, fields = DOCUMENTED[cname]
+    dt = DTYPES[cname]
+    assert dt.itemsize == size
+    assert [(n, dt.fields[n][0].str if dt.fields[n][0].itemsize > 1 else dt.fields[n][0].str.lstrip("|"),
+             dt.fields[n][1]) for n in dt.names] == fields
+
+
+def test_a_numpy_record_reaches_c_intact():
+    """Write every field through numpy, read it back through the C struct."""
+    ffi = _coreapi.ffi
+    ev = np.zeros(1, lobreplay.EVENT_DTYPE)
+    ev[0] = (2**64 - 2, 7, -123456789012, 2**40, 4_000_000, 4, ord("S"), 3, 9)
+    c = ffi.from_buffer("lob_event[]", ev)[0]
+    assert (c.id, c.new_id, c.price, c.qty, c.instrument, c.kind, c.side, c.tif, c.flags) == \
+        (2**64 - 2, 7, -123456789012, 2**40, 4_000_000, 4, ord("S"), 3, 9)
+
+
+def test_enums_take_their_values_from_c():
+    lib = _coreapi.lib
+    assert [int(k) for k in lobreplay.Kind] == [lib.LOB_NEW, lib.LOB_CANCEL, lib.LOB_REDUCE, lib.LOB_REPLACE]
+    assert (int(lobreplay.Side.BUY), int(lobreplay.Side.SELL)) == (ord("B"), ord("S"))
+    assert [int(t) for t in lobreplay.TIF] == [lib.LOB_GTC, lib.LOB_IOC, lib.LOB_FOK, lib.LOB_MARKET]
+    assert lobreplay.Status.OK == 0
+    names = {s.name for s in lobreplay.Status}
+    assert names == {"OK", "EUNKNOWN_ID", "EDUP_ID", "EBAND", "EFULL", "EQTY", "EPRICE", "EKIND",
+                     "EINSTRUMENT", "EEXECFULL", "EARG", "ENOMEM", "ECORRUPT"}
+    # every status has its own text
+    texts = {_coreapi.strerror(s) for s in lobreplay.Status}
+    assert len(texts) == len(lobreplay.Status)
