@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 N ?= 100000000
 SEED ?= 1
 
-.PHONY: demo test dev fuzz asan bench clean
+.PHONY: demo test dev fuzz asan dist bench-core clean
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -24,7 +24,24 @@ demo: $(STAMP)
 	$(VENV)/bin/lobreplay demo
 
 test: $(STAMP)
-	$(VPY) -m pytest -q
+	$(VPY) -m pytest -q -n 2
+
+# The core built with ASan + UBSan, loaded in place of the installed one, over
+# the core tests and the differential fuzz.
+ASAN_SO = build/asan/lobreplay/_core*.so
+asan: $(STAMP)
+	rm -rf build/asan
+	LOBREPLAY_SANITIZE=1 LOBREPLAY_WERROR=1 $(VPY) csrc/build_core.py build/asan >/dev/null
+	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	LOBREPLAY_CORE=$$(ls $(ASAN_SO)) \
+	$(VPY) -m pytest -q -p no:cacheprovider tests/test_core.py tests/test_differential.py
+
+# sdist + wheel from a clean tree, as a user would build them.
+dist: $(STAMP)
+	rm -rf dist
+	$(VPY) -m build --outdir dist . >/dev/null
+	@ls dist
 
 fuzz: $(STAMP)
 	$(VPY) -m lobreplay.fuzz --commands $(N) --seed $(SEED)
