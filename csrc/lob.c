@@ -69,8 +69,8 @@ typedef struct order {
     uint64_t id;
     int64_t qty;
     uint32_t next, prev;  /* FIFO links; next doubles as the free-list link */
-    uint32_t level;       /* level index; NIL while on the free list */
-    uint8_t side;
+    uint32_t level;       /* level index; NIL while on the free list (the side is the level's) */
+    uint32_t slot;        /* where the index holds this order's id */
 } order_t;
 
 typedef struct level {
@@ -83,10 +83,12 @@ typedef struct level {
 typedef struct slot {
     uint64_t id;
     uint32_t order;       /* NIL: empty slot */
+    uint32_t home;        /* the slot id hashes to, kept so deletion never rehashes */
 } slot_t;
 
 struct lob_book {
     int64_t low, high, tick;
+    uint64_t tick_inv;            /* floor(2^64 / tick) + 1: exact division of 32-bit offsets */
     uint32_t nlevels, capacity, live, free_head;
     int64_t best_bid, best_ask;   /* level index, -1 when the side is empty */
     level_t *levels;
@@ -161,47 +163,63 @@ static int64_t find_le(const lob_book *b, int64_t pos)
 
 /* ---- id index ---------------------------------------------------------- */
 
-static inline uint64_t slot_home(const lob_book *b, uint64_t id)
+static inline uint32_t slot_home(const lob_book *b, uint64_t id)
 {
-    return (id * 0x9E3779B97F4A7C15ULL) >> b->slot_shift;
+    return (uint32_t)((id * 0x9E3779B97F4A7C15ULL) >> b->slot_shift);
+}
+
+/* Probe for id from its home slot. Returns the slot that holds it (*found = 1)
+ * or the empty slot where the probe ended (*found = 0), where id belongs as
+ * long as nothing is removed from the index in between. */
+static inline uint32_t index_probe(const lob_book *b, uint64_t id, uint32_t home, int *found)
+{
+    uint32_t i = home;
+    for (;;) {
+        const slot_t *s = &b->slots[i];
+        if (s->order == NIL) {
+            *found = 0;
+            return i;
+        }
+        if (s->id == id) {
+            *found = 1;
+            return i;
+        }
+        i = (i + 1) & (uint32_t)b->slot_mask;
+    }
 }
 
 /* Order index of a live id, or NIL. */
 static inline uint32_t index_find(const lob_book *b, uint64_t id)
 {
-    uint64_t i = slot_home(b, id);
-    for (;;) {
-        const slot_t *s = &b->slots[i];
-        if (s->order == NIL) return NIL;
-        if (s->id == id) return s->order;
-        i = (i + 1) & b->slot_mask;
-    }
+    int found;
+    uint32_t i = index_probe(b, id, slot_home(b, id), &found);
+    return found ? b->slots[i].order : NIL;
 }
 
-/* The caller has checked that id is not present; the table never fills
- * (it has at least twice as many slots as the pool has orders). */
-static inline void index_insert(lob_book *b, uint64_t id, uint32_t order)
+/* Store id -> order in an empty slot found by index_probe for this id. */
+static inline void index_put(lob_book *b, uint32_t i, uint64_t id, uint32_t home, uint32_t order)
 {
-    uint64_t i = slot_home(b, id);
-    while (b->slots[i].order != NIL) i = (i + 1) & b->slot_mask;
     b->slots[i].id = id;
     b->slots[i].order = order;
+    b->slots[i].home = home;
+    b->orders[order].slot = i;
 }
 
-/* Remove a present id, shifting later members of its probe run back. */
-static void index_remove(lob_book *b, uint64_t id)
+/* Empty slot i, shifting later members of its probe run back so that every id
+ * stays reachable from its home without crossing an empty slot. */
+static void index_remove_at(lob_book *b, uint32_t i)
 {
-    uint64_t i = slot_home(b, id);
-    while (b->slots[i].id != id || b->slots[i].order == NIL) i = (i + 1) & b->slot_mask;
-    uint64_t j = i;
+    uint32_t mask = (uint32_t)b->slot_mask, j = i;
     for (;;) {
-        j = (j + 1) & b->slot_mask;
-        if (b->slots[j].order == NIL) break;
-        uint64_t k = slot_home(b, b->slots[j].id);
+        j = (j + 1) & mask;
+        const slot_t *sj = &b->slots[j];
+        if (sj->order == NIL) break;
+        uint32_t k = sj->home;
         /* Move j back to i unless its home lies cyclically in (i, j]. */
         int home_in_between = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
         if (!home_in_between) {
-            b->slots[i] = b->slots[j];
+            b->slots[i] = *sj;
+            b->orders[sj->order].slot = i;
             i = j;
         }
     }
@@ -232,9 +250,10 @@ lob_book *lob_book_new(int64_t band_low, int64_t band_high, int64_t tick,
     b->capacity = capacity;
     b->nwords = (uint32_t)((nlev + 63) / 64);
     b->nwords2 = (b->nwords + 63) / 64;
+    b->tick_inv = UINT64_MAX / (uint64_t)tick + 1;
     uint64_t nslots = 16;
     int bits = 4;
-    while (nslots < 2ULL * capacity) {
+    while (nslots < 2ULL * capacity) { /* <= 2^31 slots: slot numbers fit 32 bits */
         nslots <<= 1;
         bits++;
     }
@@ -282,7 +301,7 @@ void lob_book_clear(lob_book *b)
         b->orders[i].level = NIL;
         b->orders[i].qty = 0;
         b->orders[i].id = 0;
-        b->orders[i].side = 0;
+        b->orders[i].slot = NIL;
     }
     for (uint64_t i = 0; i <= b->slot_mask; i++) b->slots[i].order = NIL;
     b->free_head = 0;
@@ -305,15 +324,17 @@ uint32_t lob_book_order_count(const lob_book *b) { return b->live; }
 
 static inline int64_t level_price(const lob_book *b, int64_t li) { return b->low + li * b->tick; }
 
-/* Take an order record from the free list and append it to level li. */
-static uint32_t order_rest(lob_book *b, uint64_t id, uint8_t side, uint32_t li, int64_t qty)
+/* Take an order record from the free list, append it to level li and index
+ * it in slot `slot`, an empty slot that index_probe returned for this id with
+ * no removal from the index since. */
+static void order_rest(lob_book *b, uint64_t id, uint8_t side, uint32_t li, int64_t qty,
+                       uint32_t home, uint32_t slot)
 {
     uint32_t oi = b->free_head;
     order_t *o = &b->orders[oi];
     b->free_head = o->next;
     o->id = id;
     o->qty = qty;
-    o->side = side;
     o->level = li;
     o->next = NIL;
     level_t *L = &b->levels[li];
@@ -328,20 +349,20 @@ static uint32_t order_rest(lob_book *b, uint64_t id, uint8_t side, uint32_t li, 
     L->count++;
     L->total += qty;
     b->live++;
-    index_insert(b, id, oi);
+    index_put(b, slot, id, home, oi);
     if (side == LOB_BUY) {
         if ((int64_t)li > b->best_bid) b->best_bid = li;
     } else if (b->best_ask < 0 || (int64_t)li < b->best_ask) {
         b->best_ask = li;
     }
-    return oi;
 }
 
-/* Unlink an order from its level and return it to the free list; keeps the
- * cached best prices right. The caller removes the id from the index. */
-static void order_unlink(lob_book *b, uint32_t oi)
+/* Remove an order: out of the index, off its level (keeping the cached best
+ * prices right) and back to the free list. */
+static void order_remove(lob_book *b, uint32_t oi)
 {
     order_t *o = &b->orders[oi];
+    index_remove_at(b, o->slot);
     uint32_t li = o->level;
     level_t *L = &b->levels[li];
     if (o->prev != NIL) b->orders[o->prev].next = o->next;
@@ -352,24 +373,19 @@ static void order_unlink(lob_book *b, uint32_t oi)
     L->total -= o->qty;
     if (L->count == 0) {
         bit_clear(b, li);
-        if (o->side == LOB_BUY) {
+        if (L->side == LOB_BUY) {
             if ((int64_t)li == b->best_bid) b->best_bid = find_le(b, (int64_t)li - 1);
         } else if ((int64_t)li == b->best_ask) {
             b->best_ask = find_ge(b, (int64_t)li + 1);
         }
     }
     o->level = NIL;
+    o->slot = NIL;
     o->qty = 0;
     o->prev = NIL;
     o->next = b->free_head;
     b->free_head = oi;
     b->live--;
-}
-
-static void order_remove(lob_book *b, uint32_t oi)
-{
-    index_remove(b, b->orders[oi].id);
-    order_unlink(b, oi);
 }
 
 /* How much opposite quantity crosses a limit (level index lim; a market
@@ -475,13 +491,18 @@ uint32_t lob_book_depth(const lob_book *b, uint8_t side, uint32_t n, int64_t *pr
     return k;
 }
 
-/* Level index of a price, or a negative status. */
-static int64_t price_level(const lob_book *b, int64_t price)
+/* Level index of a price, or a negative status. Offsets and ticks below 2^32
+ * divide by a multiply with tick_inv: with tick_inv = 2^64/tick + e (0 < e <= 1)
+ * the product overshoots off/tick by less than 2^-32 < 1/tick, so the floor is exact. */
+static inline int64_t price_level(const lob_book *b, int64_t price)
 {
     if (price < b->low || price > b->high) return -LOB_EBAND;
-    uint64_t off = (uint64_t)price - (uint64_t)b->low;
-    if (off % (uint64_t)b->tick) return -LOB_EPRICE;
-    return (int64_t)(off / (uint64_t)b->tick);
+    uint64_t off = (uint64_t)price - (uint64_t)b->low, tick = (uint64_t)b->tick, q;
+    if (tick == 1) return (int64_t)off;
+    if ((off | tick) >> 32) q = off / tick;
+    else q = (uint64_t)(((unsigned __int128)off * b->tick_inv) >> 64);
+    if (off != q * tick) return -LOB_EPRICE;
+    return (int64_t)q;
 }
 
 int64_t lob_book_level_orders(const lob_book *b, int64_t price, uint64_t *ids, int64_t *qtys,
@@ -504,7 +525,7 @@ int lob_book_find(const lob_book *b, uint64_t id, uint8_t *side, int64_t *price,
     uint32_t oi = index_find(b, id);
     if (oi == NIL) return 0;
     const order_t *o = &b->orders[oi];
-    if (side) *side = o->side;
+    if (side) *side = b->levels[o->level].side;
     if (price) *price = level_price(b, o->level);
     if (qty) *qty = o->qty;
     return 1;
@@ -546,7 +567,8 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
             if (++n > L->count) FAIL("level %u: more orders linked than count %u (cycle?)", li, L->count);
             if (o->prev != prev) FAIL("order %u: prev link %u, expected %u", oi, o->prev, prev);
             if (o->level != li) FAIL("order %u: says level %u, linked at %u", oi, o->level, li);
-            if (o->side != L->side) FAIL("order %u: side differs from its level", oi);
+            if (o->slot > b->slot_mask || b->slots[o->slot].order != oi)
+                FAIL("order %u: its index slot %u does not point back to it", oi, o->slot);
             if (o->qty <= 0) FAIL("order %u: non-positive qty %lld", oi, (long long)o->qty);
             if (index_find(b, o->id) != oi) FAIL("order %u (id %llu): index does not lead to it", oi,
                                                  (unsigned long long)o->id);
@@ -586,6 +608,9 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
         if (s->order >= b->capacity || b->orders[s->order].level == NIL || b->orders[s->order].id != s->id)
             FAIL("index slot %llu (id %llu) points to order %u which does not hold it",
                  (unsigned long long)i, (unsigned long long)s->id, s->order);
+        if (s->home != slot_home(b, s->id))
+            FAIL("index slot %llu (id %llu) records home %u, hash says %u", (unsigned long long)i,
+                 (unsigned long long)s->id, s->home, slot_home(b, s->id));
         if (index_find(b, s->id) != s->order)
             FAIL("index slot %llu (id %llu) unreachable from its home slot", (unsigned long long)i,
                  (unsigned long long)s->id);
@@ -741,44 +766,65 @@ static inline int bbo_differs(const lob_bbo *a, const lob_bbo *b)
            a->ask_qty != b->ask_qty || a->bid_count != b->bid_count || a->ask_count != b->ask_count;
 }
 
-/* Checks an event against its book before anything changes. Returns a status
- * and, for orders that may trade, the side, limit level and taker id. */
-static int check_event(const lob_book *b, const lob_event *e, uint8_t *side, int64_t *lim, uint32_t *old)
+/* What check_event learns about an event that passes. */
+typedef struct plan {
+    uint8_t side;      /* NEW/REPLACE: side of the incoming order */
+    int64_t lim;       /* NEW/REPLACE: limit level (MARKET: the far end of the band) */
+    uint32_t old;      /* CANCEL/REDUCE/REPLACE: order index of id */
+    uint32_t home;     /* NEW: home slot of id */
+    uint32_t slot;     /* NEW: the empty slot where id would be indexed */
+} plan_t;
+
+/* Checks an event against its book before anything changes (the order of the
+ * checks is part of the contract: see docs/core.md). Returns a status. */
+static inline int check_event(const lob_book *b, const lob_event *e, plan_t *p)
 {
-    *old = NIL;
+    int found;
     switch (e->kind) {
     case LOB_NEW:
         if ((e->side != LOB_BUY && e->side != LOB_SELL) || e->tif > LOB_MARKET) return LOB_EKIND;
         if (e->qty <= 0) return LOB_EQTY;
-        *side = e->side;
+        p->side = e->side;
         if (e->tif == LOB_MARKET) {
-            *lim = e->side == LOB_BUY ? (int64_t)b->nlevels - 1 : 0;
+            p->lim = e->side == LOB_BUY ? (int64_t)b->nlevels - 1 : 0;
         } else {
-            *lim = price_level(b, e->price);
-            if (*lim < 0) return (int)-*lim;
+            p->lim = price_level(b, e->price);
+            if (p->lim < 0) return (int)-p->lim;
         }
-        if (index_find(b, e->id) != NIL) return LOB_EDUP_ID;
-        return LOB_OK;
+        p->home = slot_home(b, e->id);
+        p->slot = index_probe(b, e->id, p->home, &found);
+        return found ? LOB_EDUP_ID : LOB_OK;
     case LOB_CANCEL:
-        *old = index_find(b, e->id);
-        return *old == NIL ? LOB_EUNKNOWN_ID : LOB_OK;
+        p->old = index_find(b, e->id);
+        return p->old == NIL ? LOB_EUNKNOWN_ID : LOB_OK;
     case LOB_REDUCE:
         if (e->qty <= 0) return LOB_EQTY;
-        *old = index_find(b, e->id);
-        if (*old == NIL) return LOB_EUNKNOWN_ID;
-        return e->qty > b->orders[*old].qty ? LOB_EQTY : LOB_OK;
+        p->old = index_find(b, e->id);
+        if (p->old == NIL) return LOB_EUNKNOWN_ID;
+        return e->qty > b->orders[p->old].qty ? LOB_EQTY : LOB_OK;
     case LOB_REPLACE:
         if (e->qty <= 0) return LOB_EQTY;
-        *lim = price_level(b, e->price);
-        if (*lim < 0) return (int)-*lim;
-        *old = index_find(b, e->id);
-        if (*old == NIL) return LOB_EUNKNOWN_ID;
+        p->lim = price_level(b, e->price);
+        if (p->lim < 0) return (int)-p->lim;
+        p->old = index_find(b, e->id);
+        if (p->old == NIL) return LOB_EUNKNOWN_ID;
         if (e->new_id != e->id && index_find(b, e->new_id) != NIL) return LOB_EDUP_ID;
-        *side = b->orders[*old].side;
+        p->side = b->levels[b->orders[p->old].level].side;
         return LOB_OK;
     default:
         return LOB_EKIND;
     }
+}
+
+static inline lob_book *event_book(const lob_session *s, const lob_event *e)
+{
+    return e->instrument <= s->max_instrument ? s->books[e->instrument] : NULL;
+}
+
+/* Does an order on `side` limited at level lim meet the opposite best? */
+static inline int crosses(const lob_book *b, uint8_t side, int64_t lim)
+{
+    return side == LOB_BUY ? (b->best_ask >= 0 && b->best_ask <= lim) : (b->best_bid >= 0 && b->best_bid >= lim);
 }
 
 int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_result *results,
@@ -792,59 +838,71 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_res
         if (n_exec_out) *n_exec_out = 0;
         return LOB_EARG;
     }
+    /* With timing on, one clock reading ends an event and starts the next. */
+    int64_t t_prev = s->timing ? lob_clock_ns() : 0;
     for (i = 0; i < n; i++) {
         const lob_event *e = &events[i];
-        int64_t t0 = s->timing ? lob_clock_ns() : 0;
         lob_result r = {0, 0, 0, LOB_OK};
-        lob_book *b = e->instrument <= s->max_instrument ? s->books[e->instrument] : NULL;
+        lob_book *b = event_book(s, e);
         lob_bbo before = {0};
-        uint8_t side = 0;
-        int64_t lim = 0;
-        uint32_t old = NIL;
+        plan_t p = {0, 0, NIL, 0, 0};
         if (!b) {
             r.status = LOB_EINSTRUMENT;
             goto done;
         }
         if (bbo) read_bbo(b, &before);
-        r.status = check_event(b, e, &side, &lim, &old);
+        r.status = check_event(b, e, &p);
         if (r.status != LOB_OK) goto done;
         if (e->kind == LOB_NEW || e->kind == LOB_REPLACE) {
-            /* Decide everything that must be known before the book changes. */
-            int64_t avail = 0;
-            uint64_t touched = 0;
+            int trades = crosses(b, p.side, p.lim);
             int fok = e->kind == LOB_NEW && e->tif == LOB_FOK;
             int full = e->kind == LOB_NEW && e->tif == LOB_GTC && b->live == b->capacity;
-            if (fok || full || exec_cap - nex < b->live) {
-                crossing(b, side, lim, e->qty, &avail, &touched);
+            if (trades && (fok || full || exec_cap - nex < b->live)) {
+                /* Decide what must be known before the book changes. */
+                int64_t avail;
+                uint64_t touched;
+                crossing(b, p.side, p.lim, e->qty, &avail, &touched);
                 if (touched > exec_cap - nex) {
                     rc = LOB_EEXECFULL;
                     break;
                 }
-            }
-            if (fok && avail < e->qty) goto done; /* killed: nothing changes */
-            if (full && avail < e->qty) {
-                r.status = LOB_EFULL;
-                goto done;
+                if (avail < e->qty && fok) goto done; /* killed: nothing changes */
+                if (avail < e->qty && full) {
+                    r.status = LOB_EFULL;
+                    goto done;
+                }
+            } else if (!trades && (fok || full)) {
+                if (full) r.status = LOB_EFULL;
+                goto done; /* a FOK with nothing to take is killed */
             }
             uint64_t taker = e->id;
+            int reindex = trades; /* a removal from the index invalidates p.slot */
             if (e->kind == LOB_REPLACE) {
-                order_remove(b, old);
+                order_remove(b, p.old);
                 taker = e->new_id;
+                reindex = 1;
             }
-            size_t first = nex;
-            r.filled = match(b, side, lim, taker, e->qty, execs, &nex, (uint32_t)i, e->instrument);
-            r.n_exec = (uint32_t)(nex - first);
+            if (trades) {
+                size_t first = nex;
+                r.filled = match(b, p.side, p.lim, taker, e->qty, execs, &nex, (uint32_t)i, e->instrument);
+                r.n_exec = (uint32_t)(nex - first);
+            }
             int64_t left = e->qty - r.filled;
             if (left > 0 && (e->kind == LOB_REPLACE || e->tif == LOB_GTC)) {
-                order_rest(b, taker, side, (uint32_t)lim, left);
+                if (reindex) {
+                    int found;
+                    p.home = slot_home(b, taker);
+                    p.slot = index_probe(b, taker, p.home, &found);
+                }
+                order_rest(b, taker, p.side, (uint32_t)p.lim, left, p.home, p.slot);
                 r.resting = left;
             }
         } else if (e->kind == LOB_CANCEL) {
-            order_remove(b, old);
+            order_remove(b, p.old);
         } else { /* LOB_REDUCE */
-            order_t *o = &b->orders[old];
+            order_t *o = &b->orders[p.old];
             if (e->qty == o->qty) {
-                order_remove(b, old);
+                order_remove(b, p.old);
             } else {
                 o->qty -= e->qty;
                 b->levels[o->level].total -= e->qty;
@@ -863,7 +921,8 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_res
         }
         results[i] = r;
         if (s->timing) {
-            int64_t dt = lob_clock_ns() - t0;
+            int64_t t = lob_clock_ns(), dt = t - t_prev;
+            t_prev = t;
             int k = (e->kind >= 1 && e->kind <= 4) ? e->kind : 0;
             s->hist[(size_t)k * LOB_HIST_BUCKETS + lob_hist_index(dt < 0 ? 0 : (uint64_t)dt)]++;
         }
