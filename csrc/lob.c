@@ -81,9 +81,8 @@ typedef struct level {
 } level_t;
 
 typedef struct slot {
-    uint64_t id;
+    uint32_t tag;         /* top 32 bits of the id's hash; its top bits are the home slot */
     uint32_t order;       /* NIL: empty slot */
-    uint32_t home;        /* the slot id hashes to, kept so deletion never rehashes */
 } slot_t;
 
 struct lob_book {
@@ -97,7 +96,7 @@ struct lob_book {
     order_t *orders;
     slot_t *slots;
     uint64_t slot_mask;
-    int slot_shift;
+    int tag_shift;                /* home = tag >> tag_shift */
 };
 
 /* ---- occupancy bitmap ------------------------------------------------ */
@@ -163,24 +162,30 @@ static int64_t find_le(const lob_book *b, int64_t pos)
 
 /* ---- id index ---------------------------------------------------------- */
 
-static inline uint32_t slot_home(const lob_book *b, uint64_t id)
+static inline uint32_t id_tag(uint64_t id)
 {
-    return (uint32_t)((id * 0x9E3779B97F4A7C15ULL) >> b->slot_shift);
+    return (uint32_t)((id * 0x9E3779B97F4A7C15ULL) >> 32);
+}
+
+static inline uint32_t tag_home(const lob_book *b, uint32_t tag)
+{
+    return tag >> b->tag_shift;
 }
 
 /* Probe for id from its home slot. Returns the slot that holds it (*found = 1)
  * or the empty slot where the probe ended (*found = 0), where id belongs as
- * long as nothing is removed from the index in between. */
-static inline uint32_t index_probe(const lob_book *b, uint64_t id, uint32_t home, int *found)
+ * long as nothing is removed from the index in between. Only a slot whose tag
+ * matches costs a look at the order record. */
+static inline uint32_t index_probe(const lob_book *b, uint64_t id, uint32_t tag, int *found)
 {
-    uint32_t i = home;
+    uint32_t i = tag_home(b, tag);
     for (;;) {
         const slot_t *s = &b->slots[i];
         if (s->order == NIL) {
             *found = 0;
             return i;
         }
-        if (s->id == id) {
+        if (s->tag == tag && b->orders[s->order].id == id) {
             *found = 1;
             return i;
         }
@@ -192,16 +197,15 @@ static inline uint32_t index_probe(const lob_book *b, uint64_t id, uint32_t home
 static inline uint32_t index_find(const lob_book *b, uint64_t id)
 {
     int found;
-    uint32_t i = index_probe(b, id, slot_home(b, id), &found);
+    uint32_t i = index_probe(b, id, id_tag(id), &found);
     return found ? b->slots[i].order : NIL;
 }
 
-/* Store id -> order in an empty slot found by index_probe for this id. */
-static inline void index_put(lob_book *b, uint32_t i, uint64_t id, uint32_t home, uint32_t order)
+/* Store a tag -> order in an empty slot found by index_probe for its id. */
+static inline void index_put(lob_book *b, uint32_t i, uint32_t tag, uint32_t order)
 {
-    b->slots[i].id = id;
+    b->slots[i].tag = tag;
     b->slots[i].order = order;
-    b->slots[i].home = home;
     b->orders[order].slot = i;
 }
 
@@ -214,7 +218,7 @@ static void index_remove_at(lob_book *b, uint32_t i)
         j = (j + 1) & mask;
         const slot_t *sj = &b->slots[j];
         if (sj->order == NIL) break;
-        uint32_t k = sj->home;
+        uint32_t k = tag_home(b, sj->tag);
         /* Move j back to i unless its home lies cyclically in (i, j]. */
         int home_in_between = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
         if (!home_in_between) {
@@ -258,7 +262,7 @@ lob_book *lob_book_new(int64_t band_low, int64_t band_high, int64_t tick,
         bits++;
     }
     b->slot_mask = nslots - 1;
-    b->slot_shift = 64 - bits;
+    b->tag_shift = 32 - bits;
     b->levels = lob_calloc(nlev, sizeof *b->levels);
     b->bits = lob_calloc(b->nwords, sizeof *b->bits);
     b->bits2 = lob_calloc(b->nwords2, sizeof *b->bits2);
@@ -328,7 +332,7 @@ static inline int64_t level_price(const lob_book *b, int64_t li) { return b->low
  * it in slot `slot`, an empty slot that index_probe returned for this id with
  * no removal from the index since. */
 static void order_rest(lob_book *b, uint64_t id, uint8_t side, uint32_t li, int64_t qty,
-                       uint32_t home, uint32_t slot)
+                       uint32_t tag, uint32_t slot)
 {
     uint32_t oi = b->free_head;
     order_t *o = &b->orders[oi];
@@ -349,7 +353,7 @@ static void order_rest(lob_book *b, uint64_t id, uint8_t side, uint32_t li, int6
     L->count++;
     L->total += qty;
     b->live++;
-    index_put(b, slot, id, home, oi);
+    index_put(b, slot, tag, oi);
     if (side == LOB_BUY) {
         if ((int64_t)li > b->best_bid) b->best_bid = li;
     } else if (b->best_ask < 0 || (int64_t)li < b->best_ask) {
@@ -605,15 +609,15 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
         const slot_t *s = &b->slots[i];
         if (s->order == NIL) continue;
         used++;
-        if (s->order >= b->capacity || b->orders[s->order].level == NIL || b->orders[s->order].id != s->id)
-            FAIL("index slot %llu (id %llu) points to order %u which does not hold it",
-                 (unsigned long long)i, (unsigned long long)s->id, s->order);
-        if (s->home != slot_home(b, s->id))
-            FAIL("index slot %llu (id %llu) records home %u, hash says %u", (unsigned long long)i,
-                 (unsigned long long)s->id, s->home, slot_home(b, s->id));
-        if (index_find(b, s->id) != s->order)
+        if (s->order >= b->capacity || b->orders[s->order].level == NIL || b->orders[s->order].slot != i)
+            FAIL("index slot %llu points to order %u, which is not live there", (unsigned long long)i, s->order);
+        uint64_t id = b->orders[s->order].id;
+        if (s->tag != id_tag(id))
+            FAIL("index slot %llu (id %llu) holds tag %u, hash says %u", (unsigned long long)i,
+                 (unsigned long long)id, s->tag, id_tag(id));
+        if (index_find(b, id) != s->order)
             FAIL("index slot %llu (id %llu) unreachable from its home slot", (unsigned long long)i,
-                 (unsigned long long)s->id);
+                 (unsigned long long)id);
     }
     if (used != b->live) FAIL("index holds %llu ids, live count %u", (unsigned long long)used, b->live);
     if (msg && msglen) msg[0] = 0;
@@ -771,7 +775,7 @@ typedef struct plan {
     uint8_t side;      /* NEW/REPLACE: side of the incoming order */
     int64_t lim;       /* NEW/REPLACE: limit level (MARKET: the far end of the band) */
     uint32_t old;      /* CANCEL/REDUCE/REPLACE: order index of id */
-    uint32_t home;     /* NEW: home slot of id */
+    uint32_t tag;      /* NEW: hash tag of id */
     uint32_t slot;     /* NEW: the empty slot where id would be indexed */
 } plan_t;
 
@@ -791,8 +795,8 @@ static inline int check_event(const lob_book *b, const lob_event *e, plan_t *p)
             p->lim = price_level(b, e->price);
             if (p->lim < 0) return (int)-p->lim;
         }
-        p->home = slot_home(b, e->id);
-        p->slot = index_probe(b, e->id, p->home, &found);
+        p->tag = id_tag(e->id);
+        p->slot = index_probe(b, e->id, p->tag, &found);
         return found ? LOB_EDUP_ID : LOB_OK;
     case LOB_CANCEL:
         p->old = index_find(b, e->id);
@@ -891,10 +895,10 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_res
             if (left > 0 && (e->kind == LOB_REPLACE || e->tif == LOB_GTC)) {
                 if (reindex) {
                     int found;
-                    p.home = slot_home(b, taker);
-                    p.slot = index_probe(b, taker, p.home, &found);
+                    p.tag = id_tag(taker);
+                    p.slot = index_probe(b, taker, p.tag, &found);
                 }
-                order_rest(b, taker, p.side, (uint32_t)p.lim, left, p.home, p.slot);
+                order_rest(b, taker, p.side, (uint32_t)p.lim, left, p.tag, p.slot);
                 r.resting = left;
             }
         } else if (e->kind == LOB_CANCEL) {
