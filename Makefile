@@ -46,5 +46,9 @@ dist: $(STAMP)
 fuzz: $(STAMP)
 	$(VPY) -m lobreplay.fuzz --commands $(N) --seed $(SEED)
 
+# The core on the seed workload against a textbook book (benchmarks/RESULTS.md).
+bench-core: $(STAMP)
+	PY=$(VPY) bash benchmarks/run_core.sh
+
 clean:
 	rm -rf build *.egg-info lobreplay/_core*.so lobreplay/_core.c lobreplay/_core.o

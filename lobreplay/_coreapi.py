@@ -58,6 +58,9 @@ BBO_DTYPE = struct_dtype("lob_bbo")
 
 HIST_BUCKETS = lib.LOB_HIST_BUCKETS
 
+_NO_EXECS = np.empty(0, EXEC_DTYPE)
+_NO_EXECS.flags.writeable = False
+
 # ---- status codes -> exceptions ----
 
 STATUS_NAMES = {getattr(lib, n): n[4:] for n in dir(lib)
@@ -135,6 +138,7 @@ class CoreSession:
         self.ptr = ffi.gc(ptr, lib.lob_session_free)
         self.max_instrument = max_instrument
         self._out = ffi.new("size_t[2]")
+        self._one = None
 
     def add_book(self, instrument: int, band_low: int, band_high: int, tick: int, capacity: int) -> None:
         if not 0 <= instrument <= self.max_instrument:
@@ -170,6 +174,31 @@ class CoreSession:
         if rc not in (lib.LOB_OK, lib.LOB_EEXECFULL):
             raise_for_status(rc, "applying a batch")
         return rc, out[0], out[1]
+
+    def apply_one(self, kind: int, order_id: int, new_id: int, price: int, qty: int, instrument: int,
+                  side: int, tif: int):
+        """One event through the same batch call, without numpy (the interactive
+        path). Returns (status, filled, resting, executions as an EXEC_DTYPE array)."""
+        if self._one is None:
+            self._one = (ffi.new("lob_event[1]"), ffi.new("lob_result[1]"), ffi.new("lob_exec[]", 1024))
+        ev, res, ex = self._one
+        e = ev[0]
+        e.id, e.new_id, e.price, e.qty = order_id, new_id, price, qty
+        e.instrument, e.kind, e.side, e.tif = instrument, kind, side, tif
+        out = self._out
+        while True:
+            rc = lib.lob_session_apply(self.ptr, ev, 1, res, ex, len(ex), ffi.NULL, out, out + 1)
+            if rc == lib.LOB_OK:
+                break
+            if rc != lib.LOB_EEXECFULL:
+                raise_for_status(rc, "applying one event")
+            ex = ffi.new("lob_exec[]", 2 * len(ex))  # one event needs more room: grow, retry
+            self._one = (ev, res, ex)
+        n = out[1]
+        execs = (np.frombuffer(ffi.buffer(ex, n * EXEC_DTYPE.itemsize), EXEC_DTYPE).copy() if n
+                 else _NO_EXECS)
+        r = res[0]
+        return r.status, r.filled, r.resting, execs
 
     def set_timing(self, on: bool) -> None:
         lib.lob_session_set_timing(self.ptr, 1 if on else 0)

@@ -80,6 +80,7 @@ class Session:
         self._s = core.CoreSession(max_instrument)
         self.max_instrument = max_instrument
         self._views: dict[int, BookView] = {}
+        self._scratch = np.empty(1024, EXEC_DTYPE)
 
     def add_book(self, instrument: int, band_low: int, band_high: int, tick: int = 1,
                  capacity: int = 1 << 16) -> BookView:
@@ -105,17 +106,22 @@ class Session:
         """Apply an EVENT_DTYPE array in order. Rejected events are reported in
         results['status'] and change nothing; they do not stop the batch.
 
-        The core writes executions into a buffer of exec_capacity rows (default:
-        one per event, at least 1024); if an event could need more room than is
-        left, the core stops before it, and this drains the buffer and goes on,
-        so the result is the same whatever the capacity."""
+        The core writes executions into a buffer (by default a scratch buffer
+        kept by the session, at least one row per event; or exec_capacity rows);
+        if an event could need more room than is left, the core stops before
+        it, and this drains the buffer and goes on, so the result is the same
+        whatever the capacity."""
         n = len(events)
         core.check_array(events, EVENT_DTYPE, "events")
         if results is None:
             results = np.empty(n, RESULT_DTYPE)
         bbo_arr = np.empty(n, BBO_DTYPE) if bbo else None
-        cap = max(1024, n) if exec_capacity is None else max(1, exec_capacity)
-        execs = np.empty(cap, EXEC_DTYPE)
+        if exec_capacity is None:  # reuse one scratch buffer; executions are copied out
+            if len(self._scratch) < n:
+                self._scratch = np.empty(max(n, 2 * len(self._scratch)), EXEC_DTYPE)
+            execs = self._scratch
+        else:
+            execs = np.empty(max(1, exec_capacity), EXEC_DTYPE)
         parts = []
         done = 0
         while True:
@@ -130,6 +136,8 @@ class Session:
                 break
             if k == 0 and nex == 0:  # one event needs more room than the whole buffer
                 execs = np.empty(2 * len(execs), EXEC_DTYPE)
+                if exec_capacity is None:
+                    self._scratch = execs
         out = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else np.empty(0, EXEC_DTYPE))
         return BatchResult(results, out, bbo_arr)
 
@@ -176,16 +184,12 @@ class OrderBook(BookView):
         self.session = Session(0)
         self.session.add_book(0, band_low, band_high, tick, capacity)
         super().__init__(self.session.book(0)._b, 0)
-        self._ev = np.zeros(1, EVENT_DTYPE)
 
     def _apply(self, kind, order_id, *, new_id=0, side=0, price=0, qty=0, tif=0) -> Fill:
-        ev = self._ev
-        ev[0] = (order_id, new_id, price, qty, 0, kind, side, tif, 0)
-        out = self.session.apply(ev)
-        r = out.results[0]
-        if r["status"]:
-            raise core.exception_for(int(r["status"]), f"{Kind(kind).name} order {order_id}")
-        return Fill(int(r["filled"]), int(r["resting"]), out.execs)
+        st, filled, resting, execs = self.session._s.apply_one(kind, order_id, new_id, price, qty, 0, side, tif)
+        if st:
+            raise core.exception_for(st, f"{Kind(kind).name} order {order_id}")
+        return Fill(filled, resting, execs)
 
     def new(self, order_id: int, side, price: int, qty: int, tif=TIF.GTC) -> Fill:
         """Add an order (GTC/IOC/FOK limit, or MARKET, whose price is ignored)."""

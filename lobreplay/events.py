@@ -33,8 +33,14 @@ def empty_events(n: int) -> np.ndarray:
     return np.zeros(n, dtype=EVENT_DTYPE)
 
 
+_SIDES = frozenset(int(s) for s in Side)
+_TIFS = frozenset(int(t) for t in TIF)
+
+
 def as_side(side) -> int:
     """Side from a Side, 'B'/'S' (also 'BUY'/'SELL', 'bid'/'ask'), or its integer value."""
+    if type(side) is int and side in _SIDES or isinstance(side, Side):
+        return side
     if isinstance(side, str):
         s = side.strip().upper()
         if s in ("B", "BUY", "BID"):
@@ -46,6 +52,9 @@ def as_side(side) -> int:
 
 
 def as_tif(tif) -> int:
+    """TIF from a TIF, its name ('GTC', 'IOC', 'FOK', 'MARKET'), or its integer value."""
+    if type(tif) is int and tif in _TIFS or isinstance(tif, TIF):
+        return tif
     if isinstance(tif, str):
         try:
             return TIF[tif.strip().upper()]
