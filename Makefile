@@ -35,7 +35,7 @@ asan: $(STAMP)
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	LOBREPLAY_CORE=$$(ls $(ASAN_SO)) \
-	$(VPY) -m pytest -q -p no:cacheprovider tests/test_core.py tests/test_differential.py
+	$(VPY) -m pytest -q -p no:cacheprovider tests/test_layout.py tests/test_core.py tests/test_differential.py
 
 # sdist + wheel from a clean tree, as a user would build them.
 dist: $(STAMP)
@@ -44,7 +44,7 @@ dist: $(STAMP)
 	@ls dist
 
 fuzz: $(STAMP)
-	$(VPY) -m lobreplay.fuzz --commands $(N) --seed $(SEED)
+	$(VPY) tests/fuzzgen.py --commands $(N) --seed $(SEED)
 
 # The core on the seed workload against a textbook book (benchmarks/RESULTS.md).
 bench-core: $(STAMP)

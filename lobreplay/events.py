@@ -10,6 +10,7 @@ import enum
 import numpy as np
 
 from ._coreapi import BBO_DTYPE, CONSTANTS, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE
+from .errors import BadEventError
 
 __all__ = ["EVENT_DTYPE", "EXEC_DTYPE", "RESULT_DTYPE", "BBO_DTYPE", "Kind", "Side", "TIF", "Status",
            "empty_events"]
@@ -47,8 +48,12 @@ def as_side(side) -> int:
             return Side.BUY
         if s in ("S", "SELL", "A", "ASK"):
             return Side.SELL
-        raise ValueError(f"side: expected 'B' or 'S', got {side!r}")
-    return Side(int(side))
+        raise BadEventError(f"side: expected 'B' or 'S', got {side!r}", status=CONSTANTS["LOB_EKIND"])
+    try:
+        return Side(int(side))
+    except ValueError:
+        raise BadEventError(f"side: expected 'B' (66) or 'S' (83), got {side!r}",
+                            status=CONSTANTS["LOB_EKIND"]) from None
 
 
 def as_tif(tif) -> int:
@@ -59,5 +64,9 @@ def as_tif(tif) -> int:
         try:
             return TIF[tif.strip().upper()]
         except KeyError:
-            raise ValueError(f"tif: expected one of {', '.join(TIF.__members__)}, got {tif!r}") from None
-    return TIF(int(tif))
+            raise BadEventError(f"tif: expected one of {', '.join(TIF.__members__)}, got {tif!r}",
+                                status=CONSTANTS["LOB_EKIND"]) from None
+    try:
+        return TIF(int(tif))
+    except ValueError:
+        raise BadEventError(f"tif: expected 0..3, got {tif!r}", status=CONSTANTS["LOB_EKIND"]) from None

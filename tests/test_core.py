@@ -118,7 +118,10 @@ def test_full_book_rejects_only_orders_that_would_rest():
     (lambda b: b.cancel(8), L.UnknownOrderError),
     (lambda b: b.reduce(8, 1), L.UnknownOrderError),
     (lambda b: b.replace(8, 9, 100, 1), L.UnknownOrderError),
-    (lambda b: b.new(1, ord("X"), 100, 1), ValueError),
+    (lambda b: b.new(1, ord("X"), 100, 1), L.BadEventError),
+    (lambda b: b.new(1, "X", 100, 1), L.BadEventError),
+    (lambda b: b.new(1, B, 100, 1, tif=9), L.BadEventError),
+    (lambda b: b.new(1, B, 100, 1, tif="DAY"), L.BadEventError),
 ])
 def test_each_reject_has_its_own_error_and_changes_nothing(call, exc):
     b = L.OrderBook(100, 200, 2, 4)

@@ -67,3 +67,14 @@ def test_enums_take_their_values_from_c():
     # every status has its own text
     texts = {_coreapi.strerror(s) for s in lobreplay.Status}
     assert len(texts) == len(lobreplay.Status)
+
+
+def test_the_core_loaded_is_the_one_asked_for():
+    """`make asan` swaps in the sanitizer build with LOBREPLAY_CORE; prove the swap happened."""
+    import os
+    wanted = os.environ.get("LOBREPLAY_CORE")
+    loaded = os.path.realpath(_coreapi._core.__file__)
+    if wanted:
+        assert loaded == os.path.realpath(wanted)
+    else:
+        assert os.path.dirname(loaded) == os.path.dirname(os.path.realpath(lobreplay.__file__))

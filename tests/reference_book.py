@@ -1,0 +1,397 @@
+"""A deliberately naive reference limit order book: the oracle for lobreplay.
+
+This module shares no code with lobreplay and must never import it.  It is
+written to be *obviously* correct rather than fast:
+
+  * every live order is an ``Order`` in one dict keyed by id;
+  * each side is a dict ``price -> list of Order`` (front of the queue first);
+  * the best price is found by scanning the keys (``min``/``max``);
+  * level totals and counts are recomputed from the queue whenever they are
+    needed -- there is no cached aggregate that could drift.
+
+The semantics are the contract of ``csrc/lob.h`` as spelled out for the test
+suite.  Per event, the checks run in this order and the first failing one
+wins; a rejected event changes nothing and reports filled = resting = 0 and
+no executions:
+
+  1. no book for the instrument (or instrument > max_instrument)  EINSTRUMENT
+  2. kind not NEW/CANCEL/REDUCE/REPLACE                            EKIND
+  3. NEW: side not 'B'/'S', or tif not GTC/IOC/FOK/MARKET           EKIND
+  4. NEW/REDUCE/REPLACE: qty <= 0                                  EQTY
+  5. NEW (not MARKET) and REPLACE: price outside [low, high]        EBAND
+                                   price off the tick grid          EPRICE
+  6. CANCEL/REDUCE/REPLACE: id not live                            EUNKNOWN_ID
+  7. NEW: id live; REPLACE: new_id live and new_id != id           EDUP_ID
+  8. REDUCE: qty > remaining                                       EQTY
+  9. NEW FOK: crossing opposite quantity < qty -> OK, killed, nothing changes
+ 10. NEW GTC: book full and crossing quantity < qty                EFULL
+
+Matching walks the opposite side best price first, FIFO within a price, and
+prints every trade at the maker's price.  A GTC remainder rests at the back of
+its price's queue; IOC/FOK/MARKET remainders are dropped.  REPLACE removes the
+old order and then enters ``new_id`` on the old order's side as a GTC order at
+the new price and quantity (it may trade, it loses priority, never EFULL).
+REDUCE keeps the order's place in the queue.
+
+Outputs use plain Python ints only:
+
+  ``RefSession.apply(event)`` returns ``(status, filled, resting, execs, bbo)``
+  where ``execs`` is a list of ``(maker_id, taker_id, price, qty,
+  maker_remaining)`` tuples in trade order and ``bbo`` is ``(bid_price,
+  bid_qty, ask_price, ask_qty, bid_count, ask_count, changed)`` for the
+  event's instrument after the event.
+"""
+
+from __future__ import annotations
+
+# ---- constants (values from csrc/lob.h; duplicated on purpose) --------------
+
+OK = 0
+EUNKNOWN_ID = 1
+EDUP_ID = 2
+EBAND = 3
+EFULL = 4
+EQTY = 5
+EPRICE = 6
+EKIND = 7
+EINSTRUMENT = 8
+
+STATUS_NAMES = {
+    OK: "OK",
+    EUNKNOWN_ID: "EUNKNOWN_ID",
+    EDUP_ID: "EDUP_ID",
+    EBAND: "EBAND",
+    EFULL: "EFULL",
+    EQTY: "EQTY",
+    EPRICE: "EPRICE",
+    EKIND: "EKIND",
+    EINSTRUMENT: "EINSTRUMENT",
+    9: "EEXECFULL",
+    10: "EARG",
+    11: "ENOMEM",
+    12: "ECORRUPT",
+}
+
+NEW = 1
+CANCEL = 2
+REDUCE = 3
+REPLACE = 4
+KIND_NAMES = {NEW: "NEW", CANCEL: "CANCEL", REDUCE: "REDUCE", REPLACE: "REPLACE"}
+
+BUY = ord("B")
+SELL = ord("S")
+
+GTC = 0
+IOC = 1
+FOK = 2
+MARKET = 3
+TIF_NAMES = {GTC: "GTC", IOC: "IOC", FOK: "FOK", MARKET: "MARKET"}
+
+EMPTY_BBO = (0, 0, 0, 0, 0, 0)
+
+
+class RefError(AssertionError):
+    """The reference book found itself inconsistent (a bug in the oracle)."""
+
+
+class Order:
+    __slots__ = ("id", "side", "price", "qty")
+
+    def __init__(self, oid: int, side: int, price: int, qty: int):
+        self.id = oid
+        self.side = side
+        self.price = price
+        self.qty = qty
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Order(id={self.id}, side={chr(self.side)}, price={self.price}, qty={self.qty})"
+
+
+class RefBook:
+    """One instrument's book over the band [low, high] with a tick and a capacity."""
+
+    def __init__(self, low: int, high: int, tick: int, capacity: int):
+        if tick <= 0 or high < low or (high - low) % tick != 0 or capacity < 1:
+            raise ValueError("bad book parameters")
+        self.low = low
+        self.high = high
+        self.tick = tick
+        self.capacity = capacity
+        self.orders: dict[int, Order] = {}
+        # side -> {price: [Order, ...]} with the front of the queue first
+        self.levels: dict[int, dict[int, list[Order]]] = {BUY: {}, SELL: {}}
+
+    # ---- queries ---------------------------------------------------------
+
+    @property
+    def order_count(self) -> int:
+        return len(self.orders)
+
+    def best_price(self, side: int):
+        lv = self.levels[side]
+        if not lv:
+            return None
+        return max(lv) if side == BUY else min(lv)
+
+    def best(self, side: int):
+        """(price, total qty, order count) of the best level, or None."""
+        p = self.best_price(side)
+        if p is None:
+            return None
+        q = self.levels[side][p]
+        return (p, sum(o.qty for o in q), len(q))
+
+    def depth(self, side: int, n: int | None = None):
+        """[(price, qty, count), ...] best first."""
+        lv = self.levels[side]
+        prices = sorted(lv, reverse=(side == BUY))
+        if n is not None:
+            prices = prices[:n]
+        return [(p, sum(o.qty for o in lv[p]), len(lv[p])) for p in prices]
+
+    def level_orders(self, price: int):
+        """[(id, qty), ...] at one price, front of the queue first."""
+        for side in (BUY, SELL):
+            q = self.levels[side].get(price)
+            if q:
+                return [(o.id, o.qty) for o in q]
+        return []
+
+    def level_side(self, price: int):
+        for side in (BUY, SELL):
+            if self.levels[side].get(price):
+                return side
+        return None
+
+    def find(self, oid: int):
+        o = self.orders.get(oid)
+        if o is None:
+            return None
+        return (o.side, o.price, o.qty)
+
+    def bbo(self):
+        """(bid_price, bid_qty, ask_price, ask_qty, bid_count, ask_count); empty side -> 0s."""
+        b = self.best(BUY)
+        a = self.best(SELL)
+        bp, bq, bc = b if b is not None else (0, 0, 0)
+        ap, aq, ac = a if a is not None else (0, 0, 0)
+        return (bp, bq, ap, aq, bc, ac)
+
+    def snapshot(self):
+        """{side: [(price, [(id, qty), ...]), ...] best first} -- a deep, immutable copy."""
+        out = {}
+        for side in (BUY, SELL):
+            lv = self.levels[side]
+            out[side] = [
+                (p, [(o.id, o.qty) for o in lv[p]])
+                for p in sorted(lv, reverse=(side == BUY))
+            ]
+        return out
+
+    def check(self) -> None:
+        """Recompute every invariant from scratch; raise RefError if one fails."""
+        seen = {}
+        for side in (BUY, SELL):
+            for p, q in self.levels[side].items():
+                if not q:
+                    raise RefError(f"empty level {p} kept on side {chr(side)}")
+                if p < self.low or p > self.high or (p - self.low) % self.tick:
+                    raise RefError(f"level price {p} not a valid band price")
+                for o in q:
+                    if o.side != side or o.price != p:
+                        raise RefError(f"order {o.id} filed under the wrong level")
+                    if o.qty <= 0:
+                        raise RefError(f"order {o.id} with qty {o.qty} still resting")
+                    if o.id in seen:
+                        raise RefError(f"order {o.id} queued twice")
+                    if self.orders.get(o.id) is not o:
+                        raise RefError(f"order {o.id} queued but not indexed")
+                    seen[o.id] = o
+        if len(seen) != len(self.orders):
+            raise RefError("indexed orders missing from the levels")
+        if len(self.orders) > self.capacity:
+            raise RefError("more live orders than capacity")
+        bb, ba = self.best_price(BUY), self.best_price(SELL)
+        if bb is not None and ba is not None and bb >= ba:
+            raise RefError(f"book crossed: bid {bb} >= ask {ba}")
+
+    # ---- mutation helpers -------------------------------------------------
+
+    def _remove(self, o: Order) -> None:
+        del self.orders[o.id]
+        q = self.levels[o.side][o.price]
+        q.remove(o)
+        if not q:
+            del self.levels[o.side][o.price]
+
+    def _rest(self, oid: int, side: int, price: int, qty: int) -> None:
+        o = Order(oid, side, price, qty)
+        self.orders[oid] = o
+        self.levels[side].setdefault(price, []).append(o)
+
+    @staticmethod
+    def _crosses(side: int, limit, maker_price: int) -> bool:
+        if limit is None:  # MARKET: any price
+            return True
+        return maker_price <= limit if side == BUY else maker_price >= limit
+
+    def crossing_qty(self, side: int, limit) -> int:
+        """Total opposite quantity an incoming order on `side` could trade with."""
+        opp = self.levels[SELL if side == BUY else BUY]
+        return sum(
+            o.qty
+            for p, q in opp.items()
+            if self._crosses(side, limit, p)
+            for o in q
+        )
+
+    def _match(self, taker_id: int, side: int, limit, qty: int):
+        """Trade an incoming order against the opposite side. Returns (filled, execs)."""
+        opp_side = SELL if side == BUY else BUY
+        opp = self.levels[opp_side]
+        execs = []
+        remaining = qty
+        while remaining > 0 and opp:
+            p = min(opp) if side == BUY else max(opp)
+            if not self._crosses(side, limit, p):
+                break
+            q = opp[p]
+            while remaining > 0 and q:
+                maker = q[0]
+                t = min(remaining, maker.qty)
+                maker.qty -= t
+                remaining -= t
+                execs.append((maker.id, taker_id, p, t, maker.qty))
+                if maker.qty == 0:
+                    q.pop(0)
+                    del self.orders[maker.id]
+            if not q:
+                del opp[p]
+        return qty - remaining, execs
+
+    # ---- the event -------------------------------------------------------
+
+    def _price_status(self, price: int) -> int:
+        if price < self.low or price > self.high:
+            return EBAND
+        if (price - self.low) % self.tick != 0:
+            return EPRICE
+        return OK
+
+    def apply(self, kind, oid, new_id, price, qty, side, tif):
+        """Apply one event. Returns (status, filled, resting, execs)."""
+        # 2./3. kind, then side/tif of a NEW
+        if kind not in (NEW, CANCEL, REDUCE, REPLACE):
+            return (EKIND, 0, 0, [])
+        if kind == NEW and (side not in (BUY, SELL) or tif not in (GTC, IOC, FOK, MARKET)):
+            return (EKIND, 0, 0, [])
+        # 4. quantity
+        if kind != CANCEL and qty <= 0:
+            return (EQTY, 0, 0, [])
+        # 5. band and tick grid
+        if (kind == NEW and tif != MARKET) or kind == REPLACE:
+            st = self._price_status(price)
+            if st != OK:
+                return (st, 0, 0, [])
+        # 6. unknown id
+        if kind != NEW and oid not in self.orders:
+            return (EUNKNOWN_ID, 0, 0, [])
+        # 7. duplicate id
+        if kind == NEW and oid in self.orders:
+            return (EDUP_ID, 0, 0, [])
+        if kind == REPLACE and new_id != oid and new_id in self.orders:
+            return (EDUP_ID, 0, 0, [])
+
+        if kind == CANCEL:
+            self._remove(self.orders[oid])
+            return (OK, 0, 0, [])
+
+        if kind == REDUCE:
+            o = self.orders[oid]
+            # 8. reduce by more than remains
+            if qty > o.qty:
+                return (EQTY, 0, 0, [])
+            o.qty -= qty  # keeps its place in the queue
+            if o.qty == 0:
+                self._remove(o)
+            return (OK, 0, o.qty, [])
+
+        if kind == REPLACE:
+            old = self.orders[oid]
+            side = old.side
+            self._remove(old)
+            filled, execs = self._match(new_id, side, price, qty)
+            resting = qty - filled
+            if resting > 0:
+                self._rest(new_id, side, price, resting)
+            return (OK, filled, resting, execs)
+
+        # NEW
+        limit = None if tif == MARKET else price
+        if tif == FOK and self.crossing_qty(side, limit) < qty:
+            return (OK, 0, 0, [])  # killed: all or nothing
+        if (
+            tif == GTC
+            and len(self.orders) >= self.capacity
+            and self.crossing_qty(side, limit) < qty
+        ):
+            return (EFULL, 0, 0, [])
+        filled, execs = self._match(oid, side, limit, qty)
+        resting = 0
+        if tif == GTC and filled < qty:
+            resting = qty - filled
+            self._rest(oid, side, price, resting)
+        return (OK, filled, resting, execs)
+
+
+class RefSession:
+    """Books keyed by instrument id 0..max_instrument."""
+
+    def __init__(self, max_instrument: int):
+        if max_instrument < 0:
+            raise ValueError("max_instrument must be >= 0")
+        self.max_instrument = max_instrument
+        self.books: dict[int, RefBook] = {}
+
+    def add_book(self, instrument: int, low: int, high: int, tick: int, capacity: int) -> RefBook:
+        if instrument < 0 or instrument > self.max_instrument or instrument in self.books:
+            raise ValueError("bad instrument")
+        b = RefBook(low, high, tick, capacity)
+        self.books[instrument] = b
+        return b
+
+    def book(self, instrument: int):
+        return self.books.get(instrument)
+
+    def apply(self, event):
+        """event = (id, new_id, price, qty, instrument, kind, side, tif, flags).
+
+        Returns (status, filled, resting, execs, bbo) -- see the module docstring.
+        """
+        oid, new_id, price, qty, instrument, kind, side, tif, _flags = event
+        book = self.books.get(instrument) if instrument <= self.max_instrument else None
+        if book is None:
+            return (EINSTRUMENT, 0, 0, [], (0, 0, 0, 0, 0, 0, 0))
+        before = book.bbo()
+        status, filled, resting, execs = book.apply(kind, oid, new_id, price, qty, side, tif)
+        after = book.bbo()
+        return (status, filled, resting, execs, after + (int(after != before),))
+
+    def snapshot(self):
+        return {i: b.snapshot() for i, b in self.books.items()}
+
+    def check(self) -> None:
+        for b in self.books.values():
+            b.check()
+
+
+def load_events(snapshot_of_book):
+    """NEW GTC events (as (id, side, price, qty) tuples) that rebuild a book
+    snapshot from empty: every level's orders in queue order.  Because a
+    snapshot is never crossed, none of them trades."""
+    out = []
+    for side in (BUY, SELL):
+        for price, orders in snapshot_of_book[side]:
+            for oid, qty in orders:
+                out.append((oid, side, price, qty))
+    return out
