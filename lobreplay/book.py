@@ -101,10 +101,13 @@ class Session:
     def instruments(self) -> list[int]:
         return [i for i in range(self.max_instrument + 1) if self._s.book(i) is not None]
 
-    def apply(self, events: np.ndarray, *, bbo: bool = False, exec_capacity: int | None = None,
+    def apply(self, events: np.ndarray, *, bbo: bool | np.ndarray = False, exec_capacity: int | None = None,
               results: np.ndarray | None = None) -> BatchResult:
         """Apply an EVENT_DTYPE array in order. Rejected events are reported in
         results['status'] and change nothing; they do not stop the batch.
+
+        bbo=True adds the top of book after each event; results= and bbo= may
+        also be arrays the caller owns (RESULT_DTYPE, BBO_DTYPE), to reuse them.
 
         The core writes executions into a buffer (by default a scratch buffer
         kept by the session, at least one row per event; or exec_capacity rows);
@@ -115,7 +118,11 @@ class Session:
         core.check_array(events, EVENT_DTYPE, "events")
         if results is None:
             results = np.empty(n, RESULT_DTYPE)
-        bbo_arr = np.empty(n, BBO_DTYPE) if bbo else None
+        if isinstance(bbo, np.ndarray):
+            core.check_array(bbo, BBO_DTYPE, "bbo", writable=True, length=n)
+            bbo_arr = bbo
+        else:
+            bbo_arr = np.empty(n, BBO_DTYPE) if bbo else None
         if exec_capacity is None:  # reuse one scratch buffer; executions are copied out
             if len(self._scratch) < n:
                 self._scratch = np.empty(max(n, 2 * len(self._scratch)), EXEC_DTYPE)
