@@ -709,6 +709,20 @@ static size_t exec_cap(const Stream &S, bool warm) {
     return (warm ? S.warm_execs : S.timed_execs) + (size_t)S.P.capacity * S.P.instruments + 64;
 }
 
+// The core's batch call in the harness's calling convention (no bbo, no desyncs:
+// the seed workload has no feed events).
+static int core_apply(lob_session *s, const lob_event *e, size_t m, lob_result *r, lob_exec *x, size_t cap,
+                      size_t *done, size_t *nx) {
+    lob_outputs out{};
+    out.results = r;
+    out.execs = x;
+    out.exec_cap = cap;
+    const int rc = lob_session_apply(s, e, m, &out);
+    *done = out.n_done;
+    *nx = out.n_exec;
+    return rc;
+}
+
 static lob_session *core_session(const Stream &S) {
     int st = 0;
     lob_session *s = lob_session_new(S.P.instruments - 1, &st);
@@ -761,7 +775,7 @@ static Run run_core(const Stream &S, Buffers &B, size_t chunk, bool timing, cons
     R.name = name;
     lob_session *s = core_session(S);
     auto apply = [s](const lob_event *e, size_t m, lob_result *r, lob_exec *x, size_t cap, size_t *d,
-                     size_t *nx) { return lob_session_apply(s, e, m, r, x, cap, nullptr, d, nx); };
+                     size_t *nx) { return core_apply(s, e, m, r, x, cap, d, nx); };
     apply_chunks(apply, S.ev.data(), S.P.warmup, chunk, B.warm_res.data(), B.warm_ex.data(), exec_cap(S, true));
     lob_session_set_timing(s, timing ? 1 : 0);
     const lob_event *ev = S.ev.data() + S.P.warmup;
@@ -859,7 +873,7 @@ static Run run_core_single(const Stream &S, Buffers &B, double *wall_ns) {
     R.name = "core single-shot (1 event/call, timing on)";
     lob_session *s = core_session(S);
     auto apply = [s](const lob_event *e, size_t m, lob_result *r, lob_exec *x, size_t cap, size_t *d,
-                     size_t *nx) { return lob_session_apply(s, e, m, r, x, cap, nullptr, d, nx); };
+                     size_t *nx) { return core_apply(s, e, m, r, x, cap, d, nx); };
     apply_chunks(apply, S.ev.data(), S.P.warmup, 4096, B.warm_res.data(), B.warm_ex.data(), exec_cap(S, true));
     lob_session_reset_histograms(s);
     lob_session_set_timing(s, 1);

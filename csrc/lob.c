@@ -27,6 +27,7 @@ _Static_assert(sizeof(lob_event) == 40, "lob_event must be 40 bytes");
 _Static_assert(sizeof(lob_exec) == 48, "lob_exec must be 48 bytes");
 _Static_assert(sizeof(lob_result) == 24, "lob_result must be 24 bytes");
 _Static_assert(sizeof(lob_bbo) == 48, "lob_bbo must be 48 bytes");
+_Static_assert(sizeof(lob_desync) == 64, "lob_desync must be 64 bytes");
 
 /* ---- allocation accounting ------------------------------------------ */
 
@@ -626,7 +627,7 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
 
 /* ---- sessions -------------------------------------------------------------- */
 
-enum { HIST_KINDS = 5 }; /* index 0 collects events of an unknown kind */
+enum { HIST_KINDS = 6 }; /* index 0 collects events of an unknown kind */
 
 struct lob_session {
     uint32_t max_instrument;
@@ -784,9 +785,11 @@ typedef struct plan {
 static inline int check_event(const lob_book *b, const lob_event *e, plan_t *p)
 {
     int found;
+    if (e->flags & ~(LOB_F_FEED | LOB_F_PRICE | LOB_F_NOCHECK)) return LOB_EKIND; /* reserved bits */
     switch (e->kind) {
     case LOB_NEW:
         if ((e->side != LOB_BUY && e->side != LOB_SELL) || e->tif > LOB_MARKET) return LOB_EKIND;
+        if ((e->flags & LOB_F_FEED) && e->tif != LOB_GTC) return LOB_EKIND; /* a feed order rests */
         if (e->qty <= 0) return LOB_EQTY;
         p->side = e->side;
         if (e->tif == LOB_MARKET) {
@@ -805,7 +808,13 @@ static inline int check_event(const lob_book *b, const lob_event *e, plan_t *p)
         if (e->qty <= 0) return LOB_EQTY;
         p->old = index_find(b, e->id);
         if (p->old == NIL) return LOB_EUNKNOWN_ID;
-        return e->qty > b->orders[p->old].qty ? LOB_EQTY : LOB_OK;
+        return e->qty > b->orders[p->old].qty && !(e->flags & LOB_F_FEED) ? LOB_EQTY : LOB_OK;
+    case LOB_EXEC:
+        if (e->qty <= 0) return LOB_EQTY;
+        p->old = index_find(b, e->id);
+        if (p->old == NIL) return LOB_EUNKNOWN_ID;
+        p->side = b->levels[b->orders[p->old].level].side;
+        return LOB_OK;
     case LOB_REPLACE:
         if (e->qty <= 0) return LOB_EQTY;
         p->lim = price_level(b, e->price);
@@ -831,17 +840,97 @@ static inline int crosses(const lob_book *b, uint8_t side, int64_t lim)
     return side == LOB_BUY ? (b->best_ask >= 0 && b->best_ask <= lim) : (b->best_bid >= 0 && b->best_bid >= lim);
 }
 
-int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_result *results,
-                      lob_exec *execs, size_t exec_cap, lob_bbo *bbo, size_t *n_done_out,
-                      size_t *n_exec_out)
+/* Where one batch writes executions and desyncs. Kept in locals of the batch
+ * loop (not in lob_outputs, whose counters the compiler would have to reload
+ * after every store to an execution, as they may alias). */
+typedef struct sink {
+    lob_exec *execs;
+    lob_desync *desyncs;
+    size_t n_exec, exec_cap, n_desync, desync_cap;
+} sink_t;
+
+static inline void add_desync(sink_t *out, uint32_t cause, uint64_t order_id, uint64_t found_id,
+                              int64_t exp_qty, int64_t found_qty, int64_t exp_price, int64_t found_price,
+                              size_t i, uint32_t instrument)
 {
-    size_t nex = 0, i;
+    lob_desync *d = &out->desyncs[out->n_desync++];
+    d->order_id = order_id;
+    d->found_id = found_id;
+    d->expected_qty = exp_qty;
+    d->found_qty = found_qty;
+    d->expected_price = exp_price;
+    d->found_price = found_price;
+    d->event_index = (uint32_t)i;
+    d->instrument = instrument;
+    d->cause = cause;
+    d->reserved = 0;
+}
+
+/* LOB_F_FEED NEW/REPLACE: remove the opposite orders the incoming order meets
+ * (stale, since the feed says it rests), one desync each. */
+static void clear_crossing(lob_book *b, const lob_event *e, const plan_t *p, uint64_t incoming,
+                           sink_t *out, size_t i)
+{
+    for (;;) {
+        int64_t li = p->side == LOB_BUY ? b->best_ask : b->best_bid;
+        if (li < 0 || (p->side == LOB_BUY ? li > p->lim : li < p->lim)) break;
+        uint32_t oi = b->levels[li].head;
+        const order_t *o = &b->orders[oi];
+        add_desync(out, LOB_D_CROSSED, o->id, incoming, e->qty, o->qty, e->price, level_price(b, li), i,
+                   e->instrument);
+        order_remove(b, oi);
+    }
+}
+
+/* LOB_EXEC: check the feed's fill against price-time priority, record the fill
+ * priority expected, then apply the feed's (see lob.h). */
+static void apply_exec(lob_book *b, const lob_event *e, const plan_t *p, sink_t *out, size_t i,
+                       lob_result *r)
+{
+    order_t *o = &b->orders[p->old];
+    int64_t px = level_price(b, o->level);
+    if (!(e->flags & LOB_F_NOCHECK)) {
+        int64_t li = p->side == LOB_BUY ? b->best_bid : b->best_ask; /* the order's side is not empty */
+        const order_t *front = &b->orders[b->levels[li].head];
+        lob_exec *x = &out->execs[out->n_exec++];
+        x->maker_id = front->id;
+        x->taker_id = 0;
+        x->price = level_price(b, li);
+        x->qty = front->qty < e->qty ? front->qty : e->qty;
+        x->maker_remaining = front->qty - x->qty;
+        x->event_index = (uint32_t)i;
+        x->instrument = e->instrument;
+        r->n_exec = 1;
+        if (front != o)
+            add_desync(out, LOB_D_FILL_ORDER, o->id, front->id, e->qty, o->qty, px, x->price, i, e->instrument);
+    }
+    if ((e->flags & LOB_F_PRICE) && e->price != px)
+        add_desync(out, LOB_D_EXEC_PRICE, o->id, 0, e->qty, o->qty, e->price, px, i, e->instrument);
+    if (e->qty >= o->qty) {
+        if (e->qty > o->qty)
+            add_desync(out, LOB_D_QTY, o->id, 0, e->qty, o->qty, e->price, px, i, e->instrument);
+        r->filled = o->qty;
+        order_remove(b, p->old);
+    } else {
+        r->filled = e->qty;
+        o->qty -= e->qty;
+        b->levels[o->level].total -= e->qty;
+        r->resting = o->qty;
+    }
+}
+
+int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out)
+{
+    size_t i;
     int rc = LOB_OK;
-    if (!s || (n && (!events || !results)) || (exec_cap && !execs)) {
-        if (n_done_out) *n_done_out = 0;
-        if (n_exec_out) *n_exec_out = 0;
+    if (!s || !out || (n && (!events || !out->results)) || (out->exec_cap && !out->execs) ||
+        (out->desync_cap && !out->desyncs)) {
+        if (out) out->n_done = out->n_exec = out->n_desync = 0;
         return LOB_EARG;
     }
+    sink_t sk = {out->execs, out->desyncs, 0, out->exec_cap, 0, out->desync_cap};
+    lob_result *results = out->results;
+    lob_bbo *bbo = out->bbo;
     /* With timing on, one clock reading ends an event and starts the next. */
     int64_t t_prev = s->timing ? lob_clock_ns() : 0;
     for (i = 0; i < n; i++) {
@@ -859,26 +948,31 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_res
         if (r.status != LOB_OK) goto done;
         if (e->kind == LOB_NEW || e->kind == LOB_REPLACE) {
             int trades = crosses(b, p.side, p.lim);
+            int feed = (e->flags & LOB_F_FEED) != 0;
             int fok = e->kind == LOB_NEW && e->tif == LOB_FOK;
             int full = e->kind == LOB_NEW && e->tif == LOB_GTC && b->live == b->capacity;
-            if (trades && (fok || full || exec_cap - nex < b->live)) {
-                /* Decide what must be known before the book changes. */
+            if (trades && (feed || fok || full || sk.exec_cap - sk.n_exec < b->live)) {
+                /* Decide what must be known before the book changes: how many
+                 * orders it meets (all of them, for a feed order) and whether a
+                 * FOK fills or a GTC on a full book would rest. */
                 int64_t avail;
                 uint64_t touched;
-                crossing(b, p.side, p.lim, e->qty, &avail, &touched);
-                if (touched > exec_cap - nex) {
+                crossing(b, p.side, p.lim, feed ? INT64_MAX : e->qty, &avail, &touched);
+                if (touched > (feed ? sk.desync_cap - sk.n_desync : sk.exec_cap - sk.n_exec)) {
                     rc = LOB_EEXECFULL;
                     break;
                 }
-                if (avail < e->qty && fok) goto done; /* killed: nothing changes */
-                if (avail < e->qty && full) {
+                if (!feed && fok && avail < e->qty) goto done; /* killed: nothing changes */
+                if (!feed && full && avail < e->qty) {
                     r.status = LOB_EFULL;
                     goto done;
                 }
-            } else if (!trades && (fok || full)) {
-                if (full) r.status = LOB_EFULL;
-                goto done; /* a FOK with nothing to take is killed */
             }
+            if (!trades && full) { /* it would have to rest */
+                r.status = LOB_EFULL;
+                goto done;
+            }
+            if (!trades && fok) goto done; /* nothing to take: killed */
             uint64_t taker = e->id;
             int reindex = trades; /* a removal from the index invalidates p.slot */
             if (e->kind == LOB_REPLACE) {
@@ -886,10 +980,13 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_res
                 taker = e->new_id;
                 reindex = 1;
             }
-            if (trades) {
-                size_t first = nex;
-                r.filled = match(b, p.side, p.lim, taker, e->qty, execs, &nex, (uint32_t)i, e->instrument);
-                r.n_exec = (uint32_t)(nex - first);
+            if (trades && feed) {
+                clear_crossing(b, e, &p, taker, &sk, i);
+            } else if (trades) {
+                size_t nex = sk.n_exec;
+                r.filled = match(b, p.side, p.lim, taker, e->qty, sk.execs, &nex, (uint32_t)i, e->instrument);
+                r.n_exec = (uint32_t)(nex - sk.n_exec);
+                sk.n_exec = nex;
             }
             int64_t left = e->qty - r.filled;
             if (left > 0 && (e->kind == LOB_REPLACE || e->tif == LOB_GTC)) {
@@ -903,15 +1000,29 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_res
             }
         } else if (e->kind == LOB_CANCEL) {
             order_remove(b, p.old);
-        } else { /* LOB_REDUCE */
+        } else if (e->kind == LOB_REDUCE) {
             order_t *o = &b->orders[p.old];
-            if (e->qty == o->qty) {
+            if (e->qty >= o->qty) {
+                if (e->qty > o->qty) { /* only with LOB_F_FEED (check_event) */
+                    if (sk.desync_cap - sk.n_desync < 1) {
+                        rc = LOB_EEXECFULL;
+                        break;
+                    }
+                    add_desync(&sk, LOB_D_QTY, o->id, 0, e->qty, o->qty, 0, level_price(b, o->level), i,
+                               e->instrument);
+                }
                 order_remove(b, p.old);
             } else {
                 o->qty -= e->qty;
                 b->levels[o->level].total -= e->qty;
                 r.resting = o->qty;
             }
+        } else { /* LOB_EXEC */
+            if (sk.exec_cap - sk.n_exec < 1 || sk.desync_cap - sk.n_desync < 3) {
+                rc = LOB_EEXECFULL;
+                break;
+            }
+            apply_exec(b, e, &p, &sk, i, &r);
         }
     done:
         if (bbo) {
@@ -927,11 +1038,12 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_res
         if (s->timing) {
             int64_t t = lob_clock_ns(), dt = t - t_prev;
             t_prev = t;
-            int k = (e->kind >= 1 && e->kind <= 4) ? e->kind : 0;
+            int k = (e->kind >= 1 && e->kind < HIST_KINDS) ? e->kind : 0;
             s->hist[(size_t)k * LOB_HIST_BUCKETS + lob_hist_index(dt < 0 ? 0 : (uint64_t)dt)]++;
         }
     }
-    if (n_done_out) *n_done_out = i;
-    if (n_exec_out) *n_exec_out = nex;
+    out->n_done = i;
+    out->n_exec = sk.n_exec;
+    out->n_desync = sk.n_desync;
     return rc;
 }

@@ -40,7 +40,7 @@ typedef enum lob_status {
     LOB_EPRICE = 6,        /* limit price not on the tick grid of the band */
     LOB_EKIND = 7,         /* unknown event kind, side or time in force */
     LOB_EINSTRUMENT = 8,   /* no book for this instrument id */
-    LOB_EEXECFULL = 9,     /* batch stopped: execution array too small for the next event */
+    LOB_EEXECFULL = 9,     /* batch stopped: an output array (executions, desyncs) too small for the next event */
     LOB_EARG = 10,         /* bad argument to a creation/query function */
     LOB_ENOMEM = 11,       /* allocation failed at creation */
     LOB_ECORRUPT = 12      /* lob_book_validate found a broken invariant */
@@ -51,7 +51,40 @@ enum {
     LOB_NEW = 1,      /* id, side, price, qty, tif */
     LOB_CANCEL = 2,   /* id */
     LOB_REDUCE = 3,   /* id, qty = shares to remove (1..remaining); keeps priority */
-    LOB_REPLACE = 4   /* id = old id, new_id, price, qty; same side, GTC, back of queue; may trade */
+    LOB_REPLACE = 4,  /* id = old id, new_id, price, qty; same side, GTC, back of queue; may trade */
+    LOB_EXEC = 5      /* a feed reports that resting order id traded qty shares (ITCH E/C);
+                         price = the feed's execution price when LOB_F_PRICE is set */
+};
+
+/* Flags (lob_event.flags): how to treat an event whose source is a feed that
+ * is the truth about the book (ITCH, L2 replays). */
+enum {
+    LOB_F_FEED = 1,      /* NEW/REPLACE: the feed says this order rests. If it meets the opposite
+                            side, the orders it meets are stale: they are removed (a LOB_D_CROSSED
+                            desync each) and it rests without trading.
+                            REDUCE: by more than remains removes the order (a LOB_D_QTY desync). */
+    LOB_F_PRICE = 2,     /* EXEC: price holds the feed's execution price (ITCH C) */
+    LOB_F_NOCHECK = 4    /* EXEC: not an aggressor's fill (a cross): skip the priority check */
+};
+
+/* An EXEC is checked against price-time priority: the synthetic aggressor the
+ * feed does not publish takes the opposite side from the best price, front of
+ * the queue first, so each reported fill must be of the order at the front of
+ * the best level of its side after the fills before it. The core writes the
+ * fill it expected (taker_id 0) to the executions, a LOB_D_FILL_ORDER desync
+ * if the feed named another order, then applies the feed's fill (the feed is
+ * the truth), so one divergence does not cascade. A fill of more than the
+ * order holds removes it with a LOB_D_QTY desync; a LOB_F_PRICE price other
+ * than the order's gives a LOB_D_EXEC_PRICE desync. */
+
+/* Desync causes (lob_desync.cause). */
+enum {
+    LOB_D_FILL_ORDER = 1,  /* the feed filled order_id; priority says found_id was next */
+    LOB_D_QTY = 2,         /* the feed removed expected_qty shares; the order had found_qty */
+    LOB_D_CROSSED = 3,     /* a feed order (found_id, expected_price/qty) met stale order_id
+                              (found_price/qty), which was removed */
+    LOB_D_EXEC_PRICE = 4   /* the feed's execution price expected_price differs from the
+                              order's price found_price */
 };
 
 /* Sides (lob_event.side), ASCII as in DBN. */
@@ -75,7 +108,7 @@ typedef struct lob_event {
     uint8_t kind;         /* LOB_NEW .. LOB_REPLACE */
     uint8_t side;         /* LOB_BUY / LOB_SELL (NEW only; REPLACE keeps the old side) */
     uint8_t tif;          /* LOB_GTC .. LOB_MARKET (NEW only) */
-    uint8_t flags;        /* reserved, 0 */
+    uint8_t flags;        /* LOB_F_* (other bits: LOB_EKIND) */
 } lob_event;
 
 /* One trade: 48 bytes. Written in the order trades happen. */
@@ -97,6 +130,21 @@ typedef struct lob_result {
     uint32_t n_exec;   /* executions this event wrote */
     int32_t status;    /* lob_status; non-zero means rejected, nothing changed */
 } lob_result;
+
+/* One divergence between the feed and the book: 64 bytes. */
+typedef struct lob_desync {
+    uint64_t order_id;        /* the order the feed named */
+    uint64_t found_id;        /* the other order involved (FILL_ORDER: the one priority gives;
+                                 CROSSED: the incoming order), else 0 */
+    int64_t expected_qty;     /* what the feed said */
+    int64_t found_qty;        /* what the book had */
+    int64_t expected_price;
+    int64_t found_price;
+    uint32_t event_index;     /* index of the event in its batch */
+    uint32_t instrument;
+    uint32_t cause;           /* LOB_D_* */
+    uint32_t reserved;        /* 0 */
+} lob_desync;
 
 /* Top of book after an event: 48 bytes. Prices are 0 and sizes 0 when a side is empty. */
 typedef struct lob_bbo {
@@ -171,20 +219,30 @@ int lob_session_add_book(lob_session *s, uint32_t instrument, int64_t band_low,
 /* The book of an instrument, or NULL. The session keeps ownership. */
 lob_book *lob_session_book(lob_session *s, uint32_t instrument);
 
+/* Where lob_session_apply writes. The caller owns every array. */
+typedef struct lob_outputs {
+    lob_result *results;      /* required: one per event */
+    lob_exec *execs;          /* executions, in trade order */
+    size_t exec_cap;
+    lob_bbo *bbo;             /* optional (NULL): top of the event's book after each event */
+    lob_desync *desyncs;      /* optional (NULL, then desync_cap must be 0): feed divergences */
+    size_t desync_cap;
+    size_t n_done;            /* out: events applied */
+    size_t n_exec;            /* out: executions written */
+    size_t n_desync;          /* out: desyncs written */
+} lob_outputs;
+
 /* Apply events[0..n) in order, one call per chunk.
- *  - results[i] (required) gets event i's outcome; rejects are per event and
- *    do not stop the batch.
- *  - executions go to execs[0..exec_cap); *n_exec_out gets how many.
- *  - bbo (optional, may be NULL) gets the top of the event's book after each event.
+ *  - out->results[i] gets event i's outcome; rejects are per event and do not
+ *    stop the batch.
+ *  - executions, desyncs and (if asked) the top of book go to the arrays in out.
  * Returns LOB_OK when all n events were applied, or LOB_EEXECFULL when the
- * next event could write more executions than execs has room left for: the
- * batch stops before that event (which is untouched) and *n_done_out says how
- * many were applied; drain execs and call again from there. An exec_cap of at
- * least the live order count plus one always suffices for one event.
- * LOB_EARG if a required pointer is NULL. */
-int lob_session_apply(lob_session *s, const lob_event *events, size_t n,
-                      lob_result *results, lob_exec *execs, size_t exec_cap,
-                      lob_bbo *bbo, size_t *n_done_out, size_t *n_exec_out);
+ * next event could write more executions or desyncs than there is room left
+ * for: the batch stops before that event (which is untouched) and n_done says
+ * how many were applied; drain and call again from there. Room for the live
+ * order count plus one in each array always suffices for one event.
+ * LOB_EARG if s, out or a needed array is NULL. */
+int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out);
 
 /* ---- latency (per-event service time inside lob_session_apply) ------- */
 

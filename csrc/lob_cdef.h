@@ -19,6 +19,14 @@
 #define LOB_CANCEL ...
 #define LOB_REDUCE ...
 #define LOB_REPLACE ...
+#define LOB_EXEC ...
+#define LOB_F_FEED ...
+#define LOB_F_PRICE ...
+#define LOB_F_NOCHECK ...
+#define LOB_D_FILL_ORDER ...
+#define LOB_D_QTY ...
+#define LOB_D_CROSSED ...
+#define LOB_D_EXEC_PRICE ...
 #define LOB_BUY ...
 #define LOB_SELL ...
 #define LOB_GTC ...
@@ -58,6 +66,19 @@ typedef struct lob_result {
     int32_t status;
 } lob_result;
 
+typedef struct lob_desync {
+    uint64_t order_id;
+    uint64_t found_id;
+    int64_t expected_qty;
+    int64_t found_qty;
+    int64_t expected_price;
+    int64_t found_price;
+    uint32_t event_index;
+    uint32_t instrument;
+    uint32_t cause;
+    uint32_t reserved;
+} lob_desync;
+
 typedef struct lob_bbo {
     int64_t bid_price;
     int64_t bid_qty;
@@ -89,8 +110,19 @@ lob_session *lob_session_new(uint32_t max_instrument, int *status);
 void lob_session_free(lob_session *s);
 int lob_session_add_book(lob_session *s, uint32_t instrument, int64_t band_low, int64_t band_high, int64_t tick, uint32_t capacity);
 lob_book *lob_session_book(lob_session *s, uint32_t instrument);
-int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_result *results,
-                      lob_exec *execs, size_t exec_cap, lob_bbo *bbo, size_t *n_done_out, size_t *n_exec_out);
+typedef struct lob_outputs {
+    lob_result *results;
+    lob_exec *execs;
+    size_t exec_cap;
+    lob_bbo *bbo;
+    lob_desync *desyncs;
+    size_t desync_cap;
+    size_t n_done;
+    size_t n_exec;
+    size_t n_desync;
+} lob_outputs;
+
+int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out);
 
 void lob_session_set_timing(lob_session *s, int on);
 int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts);

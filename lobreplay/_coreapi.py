@@ -55,6 +55,7 @@ EVENT_DTYPE = struct_dtype("lob_event")
 EXEC_DTYPE = struct_dtype("lob_exec")
 RESULT_DTYPE = struct_dtype("lob_result")
 BBO_DTYPE = struct_dtype("lob_bbo")
+DESYNC_DTYPE = struct_dtype("lob_desync")
 
 HIST_BUCKETS = lib.LOB_HIST_BUCKETS
 
@@ -63,8 +64,9 @@ _NO_EXECS.flags.writeable = False
 
 # ---- status codes -> exceptions ----
 
-STATUS_NAMES = {getattr(lib, n): n[4:] for n in dir(lib)
-                if n.startswith("LOB_E") or n == "LOB_OK"}
+STATUS_NAMES = {getattr(lib, f"LOB_{n}"): n for n in (
+    "OK", "EUNKNOWN_ID", "EDUP_ID", "EBAND", "EFULL", "EQTY", "EPRICE", "EKIND", "EINSTRUMENT", "EEXECFULL",
+    "EARG", "ENOMEM", "ECORRUPT")}
 
 _EXCEPTIONS = {
     lib.LOB_EUNKNOWN_ID: errors.UnknownOrderError,
@@ -137,7 +139,7 @@ class CoreSession:
             raise_for_status(st[0], f"creating a session for instruments 0..{max_instrument}")
         self.ptr = ffi.gc(ptr, lib.lob_session_free)
         self.max_instrument = max_instrument
-        self._out = ffi.new("size_t[2]")
+        self._out = ffi.new("lob_outputs *")
         self._one = None
 
     def add_book(self, instrument: int, band_low: int, band_high: int, tick: int, capacity: int) -> None:
@@ -156,24 +158,33 @@ class CoreSession:
         ptr = lib.lob_session_book(self.ptr, instrument)
         return None if ptr == ffi.NULL else ptr
 
-    def apply(self, events, results, execs, bbo=None) -> tuple[int, int, int]:
-        """One C call over a whole array. Returns (status, n_done, n_exec).
+    def apply(self, events, results, execs, bbo=None, desyncs=None) -> tuple[int, int, int, int]:
+        """One C call over a whole array. Returns (status, n_done, n_exec, n_desync).
         Arrays are checked here; status is LOB_OK or LOB_EEXECFULL."""
         n = len(events)
         check_array(events, EVENT_DTYPE, "events")
         check_array(results, RESULT_DTYPE, "results", writable=True, length=n)
         check_array(execs, EXEC_DTYPE, "execs", writable=True)
-        bbo_p = ffi.NULL
+        out = self._out
+        out.results = _buf("lob_result[]", results, True)
+        out.execs = _buf("lob_exec[]", execs, True)
+        out.exec_cap = len(execs)
         if bbo is not None:
             check_array(bbo, BBO_DTYPE, "bbo", writable=True, length=n)
-            bbo_p = _buf("lob_bbo[]", bbo, True)
-        out = self._out
-        rc = lib.lob_session_apply(self.ptr, _buf("lob_event[]", events), n,
-                                   _buf("lob_result[]", results, True),
-                                   _buf("lob_exec[]", execs, True), len(execs), bbo_p, out, out + 1)
+            out.bbo = _buf("lob_bbo[]", bbo, True)
+        else:
+            out.bbo = ffi.NULL
+        if desyncs is not None:
+            check_array(desyncs, DESYNC_DTYPE, "desyncs", writable=True)
+            out.desyncs = _buf("lob_desync[]", desyncs, True)
+            out.desync_cap = len(desyncs)
+        else:
+            out.desyncs = ffi.NULL
+            out.desync_cap = 0
+        rc = lib.lob_session_apply(self.ptr, _buf("lob_event[]", events), n, out)
         if rc not in (lib.LOB_OK, lib.LOB_EEXECFULL):
             raise_for_status(rc, "applying a batch")
-        return rc, out[0], out[1]
+        return rc, out.n_done, out.n_exec, out.n_desync
 
     def apply_one(self, kind: int, order_id: int, new_id: int, price: int, qty: int, instrument: int,
                   side: int, tif: int):
@@ -187,14 +198,16 @@ class CoreSession:
         e.instrument, e.kind, e.side, e.tif = instrument, kind, side, tif
         out = self._out
         while True:
-            rc = lib.lob_session_apply(self.ptr, ev, 1, res, ex, len(ex), ffi.NULL, out, out + 1)
+            out.results, out.execs, out.exec_cap = res, ex, len(ex)
+            out.bbo, out.desyncs, out.desync_cap = ffi.NULL, ffi.NULL, 0
+            rc = lib.lob_session_apply(self.ptr, ev, 1, out)
             if rc == lib.LOB_OK:
                 break
             if rc != lib.LOB_EEXECFULL:
                 raise_for_status(rc, "applying one event")
             ex = ffi.new("lob_exec[]", 2 * len(ex))  # one event needs more room: grow, retry
             self._one = (ev, res, ex)
-        n = out[1]
+        n = out.n_exec
         execs = (np.frombuffer(ffi.buffer(ex, n * EXEC_DTYPE.itemsize), EXEC_DTYPE).copy() if n
                  else _NO_EXECS)
         r = res[0]

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _coreapi as core
-from .events import (BBO_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Kind, Side, TIF, as_side,
-                     as_tif)
+from .events import (BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Kind, Side, TIF,
+                     as_side, as_tif)
 from .latency import summarize
 
 __all__ = ["Session", "BookView", "BatchResult", "OrderBook", "Fill"]
@@ -17,11 +17,17 @@ __all__ = ["Session", "BookView", "BatchResult", "OrderBook", "Fill"]
 @dataclass
 class BatchResult:
     """Outputs of Session.apply: per-event results, the executions in trade
-    order (event_index is the event's index in the array given to apply), and
-    the top of book after each event when asked for."""
+    order (event_index is the event's index in the array given to apply), the
+    top of book after each event when asked for, and the divergences found in
+    feed events (LOB_EXEC, LOB_F_FEED; see docs/core.md)."""
     results: np.ndarray
     execs: np.ndarray
     bbo: np.ndarray | None = None
+    desyncs: np.ndarray | None = None
+
+
+def _join(parts: list, dtype) -> np.ndarray:
+    return parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else np.empty(0, dtype))
 
 
 class BookView:
@@ -81,6 +87,7 @@ class Session:
         self.max_instrument = max_instrument
         self._views: dict[int, BookView] = {}
         self._scratch = np.empty(1024, EXEC_DTYPE)
+        self._scratch_d = np.empty(1024, DESYNC_DTYPE)
 
     def add_book(self, instrument: int, band_low: int, band_high: int, tick: int = 1,
                  capacity: int = 1 << 16) -> BookView:
@@ -109,11 +116,11 @@ class Session:
         bbo=True adds the top of book after each event; results= and bbo= may
         also be arrays the caller owns (RESULT_DTYPE, BBO_DTYPE), to reuse them.
 
-        The core writes executions into a buffer (by default a scratch buffer
-        kept by the session, at least one row per event; or exec_capacity rows);
-        if an event could need more room than is left, the core stops before
-        it, and this drains the buffer and goes on, so the result is the same
-        whatever the capacity."""
+        The core writes executions and desyncs into buffers (by default scratch
+        buffers kept by the session, at least one row per event; or
+        exec_capacity rows each); if an event could need more room than is
+        left, the core stops before it, and this drains the buffers and goes
+        on, so the result is the same whatever the capacity."""
         n = len(events)
         core.check_array(events, EVENT_DTYPE, "events")
         if results is None:
@@ -123,30 +130,36 @@ class Session:
             bbo_arr = bbo
         else:
             bbo_arr = np.empty(n, BBO_DTYPE) if bbo else None
-        if exec_capacity is None:  # reuse one scratch buffer; executions are copied out
+        if exec_capacity is None:  # reuse scratch buffers; rows are copied out
             if len(self._scratch) < n:
                 self._scratch = np.empty(max(n, 2 * len(self._scratch)), EXEC_DTYPE)
-            execs = self._scratch
+                self._scratch_d = np.empty(len(self._scratch), DESYNC_DTYPE)
+            execs, desyncs = self._scratch, self._scratch_d
         else:
             execs = np.empty(max(1, exec_capacity), EXEC_DTYPE)
-        parts = []
+            desyncs = np.empty(max(1, exec_capacity), DESYNC_DTYPE)
+        parts, dparts = [], []
         done = 0
         while True:
-            rc, k, nex = self._s.apply(events[done:], results[done:], execs,
-                                       None if bbo_arr is None else bbo_arr[done:])
+            rc, k, nex, nd = self._s.apply(events[done:], results[done:], execs,
+                                           None if bbo_arr is None else bbo_arr[done:], desyncs)
             if nex:
                 part = execs[:nex].copy()
                 part["event_index"] += done
                 parts.append(part)
+            if nd:
+                part = desyncs[:nd].copy()
+                part["event_index"] += done
+                dparts.append(part)
             done += k
             if rc == core.CONSTANTS["LOB_OK"]:
                 break
-            if k == 0 and nex == 0:  # one event needs more room than the whole buffer
+            if k == 0 and nex == 0 and nd == 0:  # one event needs more room than a whole buffer
                 execs = np.empty(2 * len(execs), EXEC_DTYPE)
+                desyncs = np.empty(2 * len(desyncs), DESYNC_DTYPE)
                 if exec_capacity is None:
-                    self._scratch = execs
-        out = parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else np.empty(0, EXEC_DTYPE))
-        return BatchResult(results, out, bbo_arr)
+                    self._scratch, self._scratch_d = execs, desyncs
+        return BatchResult(results, _join(parts, EXEC_DTYPE), bbo_arr, _join(dparts, DESYNC_DTYPE))
 
     # ---- latency ----
 

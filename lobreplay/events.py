@@ -9,13 +9,13 @@ import enum
 
 import numpy as np
 
-from ._coreapi import BBO_DTYPE, CONSTANTS, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE
+from ._coreapi import BBO_DTYPE, CONSTANTS, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, STATUS_NAMES
 from .errors import BadEventError
 
-__all__ = ["EVENT_DTYPE", "EXEC_DTYPE", "RESULT_DTYPE", "BBO_DTYPE", "Kind", "Side", "TIF", "Status",
-           "empty_events"]
+__all__ = ["EVENT_DTYPE", "EXEC_DTYPE", "RESULT_DTYPE", "BBO_DTYPE", "DESYNC_DTYPE", "Kind", "Side", "TIF",
+           "Status", "Flag", "Cause", "empty_events"]
 
-Kind = enum.IntEnum("Kind", {n: CONSTANTS[f"LOB_{n}"] for n in ("NEW", "CANCEL", "REDUCE", "REPLACE")})
+Kind = enum.IntEnum("Kind", {n: CONSTANTS[f"LOB_{n}"] for n in ("NEW", "CANCEL", "REDUCE", "REPLACE", "EXEC")})
 Kind.__doc__ = "Event kinds (lob_event.kind)."
 
 Side = enum.IntEnum("Side", {"BUY": CONSTANTS["LOB_BUY"], "SELL": CONSTANTS["LOB_SELL"]})
@@ -24,8 +24,13 @@ Side.__doc__ = "Sides, ASCII 'B' and 'S' (lob_event.side)."
 TIF = enum.IntEnum("TIF", {n: CONSTANTS[f"LOB_{n}"] for n in ("GTC", "IOC", "FOK", "MARKET")})
 TIF.__doc__ = "Time in force of a NEW order (lob_event.tif)."
 
-Status = enum.IntEnum("Status", {n[4:]: v for n, v in sorted(CONSTANTS.items(), key=lambda kv: kv[1])
-                                 if n == "LOB_OK" or n.startswith("LOB_E")})
+Flag = enum.IntFlag("Flag", {n: CONSTANTS[f"LOB_F_{n}"] for n in ("FEED", "PRICE", "NOCHECK")})
+Flag.__doc__ = "Event flags (lob_event.flags) for feed replays: see docs/core.md."
+
+Cause = enum.IntEnum("Cause", {n: CONSTANTS[f"LOB_D_{n}"] for n in ("FILL_ORDER", "QTY", "CROSSED", "EXEC_PRICE")})
+Cause.__doc__ = "Desync causes found by the core (lob_desync.cause)."
+
+Status = enum.IntEnum("Status", {name: code for code, name in sorted(STATUS_NAMES.items())})
 Status.__doc__ = "Per-event status codes (lob_result.status); 0 is OK."
 
 

@@ -14,12 +14,17 @@ DOCUMENTED = {
     "lob_exec": (48, [("maker_id", "<u8", 0), ("taker_id", "<u8", 8), ("price", "<i8", 16), ("qty", "<i8", 24),
                       ("maker_remaining", "<i8", 32), ("event_index", "<u4", 40), ("instrument", "<u4", 44)]),
     "lob_result": (24, [("filled", "<i8", 0), ("resting", "<i8", 8), ("n_exec", "<u4", 16), ("status", "<i4", 20)]),
+    "lob_desync": (64, [("order_id", "<u8", 0), ("found_id", "<u8", 8), ("expected_qty", "<i8", 16),
+                        ("found_qty", "<i8", 24), ("expected_price", "<i8", 32), ("found_price", "<i8", 40),
+                        ("event_index", "<u4", 48), ("instrument", "<u4", 52), ("cause", "<u4", 56),
+                        ("reserved", "<u4", 60)]),
     "lob_bbo": (48, [("bid_price", "<i8", 0), ("bid_qty", "<i8", 8), ("ask_price", "<i8", 16), ("ask_qty", "<i8", 24),
                      ("bid_count", "<u4", 32), ("ask_count", "<u4", 36), ("instrument", "<u4", 40),
                      ("changed", "<u4", 44)]),
 }
 DTYPES = {"lob_event": lobreplay.EVENT_DTYPE, "lob_exec": lobreplay.EXEC_DTYPE,
-          "lob_result": lobreplay.RESULT_DTYPE, "lob_bbo": lobreplay.BBO_DTYPE}
+          "lob_result": lobreplay.RESULT_DTYPE, "lob_bbo": lobreplay.BBO_DTYPE,
+          "lob_desync": lobreplay.DESYNC_DTYPE}
 
 
 @pytest.mark.parametrize("cname", sorted(DOCUMENTED))
@@ -57,7 +62,11 @@ def test_a_numpy_record_reaches_c_intact():
 
 def test_enums_take_their_values_from_c():
     lib = _coreapi.lib
-    assert [int(k) for k in lobreplay.Kind] == [lib.LOB_NEW, lib.LOB_CANCEL, lib.LOB_REDUCE, lib.LOB_REPLACE]
+    assert [int(k) for k in lobreplay.Kind] == [lib.LOB_NEW, lib.LOB_CANCEL, lib.LOB_REDUCE, lib.LOB_REPLACE,
+                                                 lib.LOB_EXEC]
+    assert [int(f) for f in lobreplay.Flag] == [lib.LOB_F_FEED, lib.LOB_F_PRICE, lib.LOB_F_NOCHECK]
+    assert [int(c) for c in lobreplay.Cause] == [lib.LOB_D_FILL_ORDER, lib.LOB_D_QTY, lib.LOB_D_CROSSED,
+                                                  lib.LOB_D_EXEC_PRICE]
     assert (int(lobreplay.Side.BUY), int(lobreplay.Side.SELL)) == (ord("B"), ord("S"))
     assert [int(t) for t in lobreplay.TIF] == [lib.LOB_GTC, lib.LOB_IOC, lib.LOB_FOK, lib.LOB_MARKET]
     assert lobreplay.Status.OK == 0
