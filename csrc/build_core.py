@@ -35,8 +35,8 @@ def make_builder(absolute: bool = False) -> FFI:
     ffi.cdef((HERE / "lob_cdef.h").read_text())
     ffi.set_source(
         "lobreplay._core",
-        '#include "lob.h"',
-        sources=[path(HERE / "lob.c")],
+        '#include "lob.h"\n#include "itch.h"',
+        sources=[path(HERE / "lob.c"), path(HERE / "itch.c")],
         include_dirs=[path(HERE)],
         extra_compile_args=cflags,
         extra_link_args=ldflags,

@@ -60,6 +60,7 @@ const char *lob_strerror(int status)
     case LOB_EARG: return "bad argument";
     case LOB_ENOMEM: return "out of memory";
     case LOB_ECORRUPT: return "book invariant broken";
+    case LOB_EFRAME: return "corrupt frame: its length does not match its message type";
     default: return "unknown status";
     }
 }

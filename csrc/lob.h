@@ -43,7 +43,8 @@ typedef enum lob_status {
     LOB_EEXECFULL = 9,     /* batch stopped: an output array (executions, desyncs) too small for the next event */
     LOB_EARG = 10,         /* bad argument to a creation/query function */
     LOB_ENOMEM = 11,       /* allocation failed at creation */
-    LOB_ECORRUPT = 12      /* lob_book_validate found a broken invariant */
+    LOB_ECORRUPT = 12,     /* lob_book_validate found a broken invariant */
+    LOB_EFRAME = 13        /* a feed frame is corrupt (e.g. its length disagrees with its type) */
 } lob_status;
 
 /* Event kinds (lob_event.kind). */

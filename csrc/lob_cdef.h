@@ -15,6 +15,7 @@
 #define LOB_EARG ...
 #define LOB_ENOMEM ...
 #define LOB_ECORRUPT ...
+#define LOB_EFRAME ...
 #define LOB_NEW ...
 #define LOB_CANCEL ...
 #define LOB_REDUCE ...
@@ -133,3 +134,28 @@ void lob_clock_probe(uint32_t iterations, double *cost_ns, int64_t *min_step_ns,
 int64_t lob_clock_ns(void);
 
 uint64_t lob_alloc_count(void);
+
+/* itch.h */
+uint32_t lob_itch_length(uint8_t type);
+int lob_itch_frames(const uint8_t *buf, size_t len, uint32_t *offsets, uint8_t *types, size_t cap,
+                    size_t *n_out, size_t *consumed, int *end, size_t *bad);
+
+typedef struct lob_itch_locate {
+    int64_t min_price, max_price;
+    uint64_t price_gcd;
+    uint64_t messages;
+    uint64_t adds, deletes, replaces, executions, cancels;
+    uint64_t executed_shares;
+    uint64_t unknown_refs;
+    uint32_t live, peak_live;
+    int64_t first_ts, last_ts;
+} lob_itch_locate;
+
+typedef struct lob_itch_scan lob_itch_scan;
+lob_itch_scan *lob_itch_scan_new(int *status);
+void lob_itch_scan_free(lob_itch_scan *s);
+int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
+                       size_t n);
+void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
+size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
+                       const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index);

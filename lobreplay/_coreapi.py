@@ -66,7 +66,7 @@ _NO_EXECS.flags.writeable = False
 
 STATUS_NAMES = {getattr(lib, f"LOB_{n}"): n for n in (
     "OK", "EUNKNOWN_ID", "EDUP_ID", "EBAND", "EFULL", "EQTY", "EPRICE", "EKIND", "EINSTRUMENT", "EEXECFULL",
-    "EARG", "ENOMEM", "ECORRUPT")}
+    "EARG", "ENOMEM", "ECORRUPT", "EFRAME")}
 
 _EXCEPTIONS = {
     lib.LOB_EUNKNOWN_ID: errors.UnknownOrderError,
@@ -80,6 +80,7 @@ _EXCEPTIONS = {
     lib.LOB_EARG: errors.CoreArgumentError,
     lib.LOB_ENOMEM: errors.CoreMemoryError,
     lib.LOB_ECORRUPT: errors.CorruptBookError,
+    lib.LOB_EFRAME: errors.InputError,
 }
 
 
@@ -308,3 +309,66 @@ def alloc_count() -> int:
 
 
 CONSTANTS = {n: getattr(lib, n) for n in dir(lib) if n.startswith("LOB_") and isinstance(getattr(lib, n), int)}
+
+
+# ---- ITCH (csrc/itch.h) ----
+
+LOCATE_DTYPE = struct_dtype("lob_itch_locate")
+
+
+def itch_length(msg_type: int) -> int:
+    return lib.lob_itch_length(msg_type)
+
+
+def itch_frames(buf: np.ndarray, nbytes: int, offsets: np.ndarray, types: np.ndarray):
+    """Frame buf[:nbytes]. Returns (status, n, consumed, end_of_session, bad_offset)."""
+    check_array(buf, np.dtype(np.uint8), "buf", length=nbytes)
+    check_array(offsets, np.dtype(np.uint32), "offsets", writable=True)
+    check_array(types, np.dtype(np.uint8), "types", writable=True, length=len(offsets))
+    n, consumed, bad = ffi.new("size_t *"), ffi.new("size_t *"), ffi.new("size_t *")
+    end = ffi.new("int *")
+    st = lib.lob_itch_frames(_buf("uint8_t[]", buf), nbytes, _buf("uint32_t[]", offsets, True),
+                             _buf("uint8_t[]", types, True), len(offsets), n, consumed, end, bad)
+    if st == lib.LOB_EARG:
+        raise_for_status(st, "framing ITCH bytes")
+    return st, n[0], consumed[0], bool(end[0]), bad[0]
+
+
+class ItchScan:
+    """Pass 1 over framed messages (lob_itch_scan): per-locate sizing figures."""
+
+    def __init__(self):
+        st = ffi.new("int *")
+        ptr = lib.lob_itch_scan_new(st)
+        if ptr == ffi.NULL:
+            raise_for_status(st[0], "creating an ITCH scan")
+        self.ptr = ffi.gc(ptr, lib.lob_itch_scan_free)
+
+    def feed(self, buf: np.ndarray, offsets: np.ndarray, types: np.ndarray, n: int) -> None:
+        check_array(buf, np.dtype(np.uint8), "buf")
+        check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
+        check_array(types, np.dtype(np.uint8), "types", length=n)
+        raise_for_status(lib.lob_itch_scan_feed(self.ptr, _buf("uint8_t[]", buf), _buf("uint32_t[]", offsets),
+                                                _buf("uint8_t[]", types), n), "ITCH first pass")
+
+    def stats(self) -> np.ndarray:
+        out = np.zeros(65536, LOCATE_DTYPE)
+        lib.lob_itch_scan_stats(self.ptr, _buf("lob_itch_locate[]", out, True))
+        return out
+
+
+def itch_events(buf, offsets, types, n, select, events, ts, msg_index) -> int:
+    """Order messages among n framed ones -> events (lob_itch_events). Returns the count."""
+    check_array(buf, np.dtype(np.uint8), "buf")
+    check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
+    check_array(types, np.dtype(np.uint8), "types", length=n)
+    check_array(events, EVENT_DTYPE, "events", writable=True, length=n)
+    check_array(ts, np.dtype(np.int64), "ts", writable=True, length=n)
+    check_array(msg_index, np.dtype(np.uint32), "msg_index", writable=True, length=n)
+    sel = ffi.NULL
+    if select is not None:
+        check_array(select, np.dtype(np.uint8), "select", length=65536)
+        sel = _buf("uint8_t[]", select)
+    return lib.lob_itch_events(_buf("uint8_t[]", buf), _buf("uint32_t[]", offsets), _buf("uint8_t[]", types), n,
+                               sel, _buf("lob_event[]", events, True), _buf("int64_t[]", ts, True),
+                               _buf("uint32_t[]", msg_index, True))

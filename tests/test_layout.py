@@ -72,7 +72,7 @@ def test_enums_take_their_values_from_c():
     assert lobreplay.Status.OK == 0
     names = {s.name for s in lobreplay.Status}
     assert names == {"OK", "EUNKNOWN_ID", "EDUP_ID", "EBAND", "EFULL", "EQTY", "EPRICE", "EKIND",
-                     "EINSTRUMENT", "EEXECFULL", "EARG", "ENOMEM", "ECORRUPT"}
+                     "EINSTRUMENT", "EEXECFULL", "EARG", "ENOMEM", "ECORRUPT", "EFRAME"}
     # every status has its own text
     texts = {_coreapi.strerror(s) for s in lobreplay.Status}
     assert len(texts) == len(lobreplay.Status)

@@ -1,0 +1,324 @@
+/*
+ * itch.c -- ITCH 5.0 framing, first-pass scan and event conversion (itch.h).
+ * Field offsets are the spec's (see lobreplay/itch/spec.py, the table the
+ * Python decoder reads; tests/test_itch_c.py checks the two agree).
+ */
+#include "itch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- big-endian reads ------------------------------------------------------- */
+
+static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+
+static inline uint32_t be32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return __builtin_bswap32(v);
+}
+
+static inline uint64_t be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
+
+static inline int64_t be48(const uint8_t *p) { return (int64_t)(((uint64_t)be16(p) << 32) | be32(p + 2)); }
+
+/* Offsets from the type byte (ITCH 5.0). */
+enum {
+    O_LOCATE = 1, O_TS = 5, O_REF = 11,
+    O_A_SIDE = 19, O_A_SHARES = 20, O_A_PRICE = 32,
+    O_E_SHARES = 19, O_C_PRINTABLE = 31, O_C_PRICE = 32,
+    O_X_SHARES = 19, O_U_NEW = 19, O_U_SHARES = 27, O_U_PRICE = 31
+};
+
+static const uint8_t LENGTHS[256] = {
+    ['S'] = 12, ['R'] = 39, ['H'] = 25, ['Y'] = 20, ['L'] = 26, ['V'] = 35, ['W'] = 12, ['K'] = 28,
+    ['J'] = 35, ['h'] = 21, ['A'] = 36, ['F'] = 40, ['E'] = 31, ['C'] = 36, ['X'] = 23, ['D'] = 19,
+    ['U'] = 35, ['P'] = 44, ['Q'] = 40, ['B'] = 19, ['I'] = 50, ['N'] = 20, ['O'] = 48,
+};
+
+uint32_t lob_itch_length(uint8_t type) { return LENGTHS[type]; }
+
+/* ---- framing ------------------------------------------------------------------ */
+
+int lob_itch_frames(const uint8_t *buf, size_t len, uint32_t *offsets, uint8_t *types, size_t cap,
+                    size_t *n_out, size_t *consumed, int *end, size_t *bad)
+{
+    size_t pos = 0, n = 0;
+    int rc = LOB_OK;
+    *end = 0;
+    *bad = 0;
+    if ((len && !buf) || (cap && (!offsets || !types)) || len >= (1ULL << 32)) {
+        *n_out = *consumed = 0;
+        return LOB_EARG;
+    }
+    while (n < cap && pos + 2 <= len) {
+        uint32_t flen = be16(buf + pos);
+        if (flen == 0) {
+            pos += 2;
+            *end = 1;
+            break;
+        }
+        if (pos + 2 + flen > len) break; /* incomplete: the caller brings more bytes */
+        uint8_t t = buf[pos + 2];
+        if (LENGTHS[t] && LENGTHS[t] != flen) {
+            *bad = pos;
+            rc = LOB_EFRAME;
+            break;
+        }
+        offsets[n] = (uint32_t)(pos + 2);
+        types[n] = t;
+        n++;
+        pos += 2 + flen;
+    }
+    *n_out = n;
+    *consumed = pos;
+    return rc;
+}
+
+/* ---- pass 1 ------------------------------------------------------------------- */
+
+typedef struct ref_slot {
+    uint64_t ref;      /* 0: empty (ITCH order references are never 0) */
+    uint32_t shares;
+    uint16_t locate;
+} ref_slot;
+
+struct lob_itch_scan {
+    lob_itch_locate loc[65536];
+    ref_slot *slots;
+    uint64_t mask, used;
+};
+
+static inline uint64_t ref_home(const lob_itch_scan *s, uint64_t ref)
+{
+    return (ref * 0x9E3779B97F4A7C15ULL) & s->mask;
+}
+
+static ref_slot *ref_find(lob_itch_scan *s, uint64_t ref)
+{
+    for (uint64_t i = ref_home(s, ref);; i = (i + 1) & s->mask) {
+        if (s->slots[i].ref == ref) return &s->slots[i];
+        if (s->slots[i].ref == 0) return NULL;
+    }
+}
+
+static void ref_put(lob_itch_scan *s, uint64_t ref, uint32_t shares, uint16_t locate)
+{
+    uint64_t i = ref_home(s, ref);
+    while (s->slots[i].ref != 0 && s->slots[i].ref != ref) i = (i + 1) & s->mask;
+    if (s->slots[i].ref == 0) s->used++;
+    s->slots[i].ref = ref;
+    s->slots[i].shares = shares;
+    s->slots[i].locate = locate;
+}
+
+static void ref_delete(lob_itch_scan *s, ref_slot *slot)
+{
+    uint64_t i = (uint64_t)(slot - s->slots), j = i;
+    for (;;) {
+        j = (j + 1) & s->mask;
+        if (s->slots[j].ref == 0) break;
+        uint64_t k = ref_home(s, s->slots[j].ref);
+        int home_in_between = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
+        if (!home_in_between) {
+            s->slots[i] = s->slots[j];
+            i = j;
+        }
+    }
+    s->slots[i].ref = 0;
+    s->used--;
+}
+
+static int ref_grow(lob_itch_scan *s)
+{
+    uint64_t old_n = s->mask + 1;
+    ref_slot *old = s->slots;
+    ref_slot *fresh = calloc(2 * old_n, sizeof *fresh);
+    if (!fresh) return LOB_ENOMEM;
+    s->slots = fresh;
+    s->mask = 2 * old_n - 1;
+    s->used = 0;
+    for (uint64_t i = 0; i < old_n; i++)
+        if (old[i].ref) ref_put(s, old[i].ref, old[i].shares, old[i].locate);
+    free(old);
+    return LOB_OK;
+}
+
+lob_itch_scan *lob_itch_scan_new(int *status)
+{
+    lob_itch_scan *s = calloc(1, sizeof *s);
+    if (s) {
+        s->mask = (1u << 16) - 1;
+        s->slots = calloc(s->mask + 1, sizeof *s->slots);
+    }
+    if (!s || !s->slots) {
+        lob_itch_scan_free(s);
+        if (status) *status = LOB_ENOMEM;
+        return NULL;
+    }
+    for (size_t i = 0; i < 65536; i++) {
+        s->loc[i].min_price = INT64_MAX;
+        s->loc[i].max_price = INT64_MIN;
+        s->loc[i].first_ts = -1;
+    }
+    if (status) *status = LOB_OK;
+    return s;
+}
+
+void lob_itch_scan_free(lob_itch_scan *s)
+{
+    if (!s) return;
+    free(s->slots);
+    free(s);
+}
+
+static inline uint64_t gcd64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static inline void see_price(lob_itch_locate *L, int64_t px)
+{
+    if (px < L->min_price) L->min_price = px;
+    if (px > L->max_price) L->max_price = px;
+    if (L->price_gcd == 0) L->price_gcd = (uint64_t)px;
+    else if (px % (int64_t)L->price_gcd) L->price_gcd = gcd64(L->price_gcd, (uint64_t)px);
+}
+
+static inline void order_gone(lob_itch_scan *s, ref_slot *slot)
+{
+    s->loc[slot->locate].live--;
+    ref_delete(s, slot);
+}
+
+static inline void order_added(lob_itch_scan *s, lob_itch_locate *L, uint64_t ref, uint32_t shares,
+                               uint16_t locate)
+{
+    ref_put(s, ref, shares, locate);
+    if (++L->live > L->peak_live) L->peak_live = L->live;
+}
+
+int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
+                       size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (2 * (s->used + 1) > s->mask + 1 && ref_grow(s) != LOB_OK) return LOB_ENOMEM;
+        const uint8_t *m = buf + offsets[k];
+        uint16_t locate = be16(m + O_LOCATE);
+        lob_itch_locate *L = &s->loc[locate];
+        int64_t ts = be48(m + O_TS);
+        if (L->first_ts < 0) L->first_ts = ts;
+        L->last_ts = ts;
+        L->messages++;
+        uint8_t t = types[k];
+        if (t == 'A' || t == 'F') {
+            uint64_t ref = be64(m + O_REF);
+            uint32_t shares = be32(m + O_A_SHARES);
+            see_price(L, be32(m + O_A_PRICE));
+            L->adds++;
+            if (ref && !ref_find(s, ref)) order_added(s, L, ref, shares, locate);
+        } else if (t == 'E' || t == 'C' || t == 'X') {
+            uint32_t q = be32(m + (t == 'X' ? O_X_SHARES : O_E_SHARES));
+            ref_slot *o = ref_find(s, be64(m + O_REF));
+            if (t == 'X') L->cancels++;
+            else {
+                L->executions++;
+                L->executed_shares += q;
+            }
+            if (!o) L->unknown_refs++;
+            else if (q >= o->shares) order_gone(s, o);
+            else o->shares -= q;
+        } else if (t == 'D') {
+            ref_slot *o = ref_find(s, be64(m + O_REF));
+            L->deletes++;
+            if (!o) L->unknown_refs++;
+            else order_gone(s, o);
+        } else if (t == 'U') {
+            ref_slot *o = ref_find(s, be64(m + O_REF));
+            uint64_t fresh = be64(m + O_U_NEW);
+            see_price(L, be32(m + O_U_PRICE));
+            L->replaces++;
+            if (!o) L->unknown_refs++;
+            else {
+                order_gone(s, o);
+                if (fresh && !ref_find(s, fresh)) order_added(s, L, fresh, be32(m + O_U_SHARES), locate);
+            }
+        }
+    }
+    return LOB_OK;
+}
+
+void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out)
+{
+    memcpy(out, s->loc, sizeof s->loc);
+}
+
+/* ---- pass 2: events ------------------------------------------------------------------ */
+
+size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
+                       const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t t = types[i];
+        if (t != 'A' && t != 'F' && t != 'D' && t != 'X' && t != 'U' && t != 'E' && t != 'C') continue;
+        const uint8_t *m = buf + offsets[i];
+        uint16_t locate = be16(m + O_LOCATE);
+        if (select && !select[locate]) continue;
+        lob_event *e = &ev[k];
+        memset(e, 0, sizeof *e);
+        e->id = be64(m + O_REF);
+        e->instrument = locate;
+        switch (t) {
+        case 'A':
+        case 'F':
+            e->kind = LOB_NEW;
+            e->side = m[O_A_SIDE] == 'B' ? LOB_BUY : (m[O_A_SIDE] == 'S' ? LOB_SELL : m[O_A_SIDE]);
+            e->qty = be32(m + O_A_SHARES);
+            e->price = be32(m + O_A_PRICE);
+            e->tif = LOB_GTC;
+            e->flags = LOB_F_FEED;
+            break;
+        case 'D':
+            e->kind = LOB_CANCEL;
+            break;
+        case 'X':
+            e->kind = LOB_REDUCE;
+            e->qty = be32(m + O_X_SHARES);
+            e->flags = LOB_F_FEED;
+            break;
+        case 'U':
+            e->kind = LOB_REPLACE;
+            e->new_id = be64(m + O_U_NEW);
+            e->qty = be32(m + O_U_SHARES);
+            e->price = be32(m + O_U_PRICE);
+            e->flags = LOB_F_FEED;
+            break;
+        case 'E':
+            e->kind = LOB_EXEC;
+            e->qty = be32(m + O_E_SHARES);
+            break;
+        default: /* 'C' */
+            e->kind = LOB_EXEC;
+            e->qty = be32(m + O_E_SHARES);
+            e->price = be32(m + O_C_PRICE);
+            e->flags = (uint8_t)(LOB_F_PRICE | (m[O_C_PRINTABLE] == 'N' ? LOB_F_NOCHECK : 0));
+            break;
+        }
+        ts[k] = be48(m + O_TS);
+        msg_index[k] = (uint32_t)i;
+        k++;
+    }
+    return k;
+}

@@ -1,0 +1,81 @@
+/*
+ * itch.h -- NASDAQ TotalView-ITCH 5.0 in C: framing, the first-pass scan and
+ * the conversion of order messages to lob_events. Knows bytes, not files:
+ * the caller reads (and decompresses) the file in chunks.
+ *
+ * Framing is BinaryFILE's (and MoldUDP64's message blocks): a 2-byte
+ * big-endian length, then that many bytes of message, whose first byte is
+ * its type. A zero length marks the end of a session.
+ */
+#ifndef LOB_ITCH_H
+#define LOB_ITCH_H
+
+#include "lob.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ITCH 5.0 length of a message type, or 0 for a type the spec does not define. */
+uint32_t lob_itch_length(uint8_t type);
+
+/* Walk frames in buf[0..len). For each complete message writes the offset of
+ * its type byte (relative to buf; len must be < 2^32) and its type, up to cap.
+ * Stops at cap, at the first frame that is not complete (*consumed = its
+ * offset; everything before it was walked), or at a zero-length frame
+ * (*end = 1; *consumed is past it). Returns LOB_OK, LOB_EARG, or LOB_EFRAME
+ * when a defined type's frame length is not its spec length (*bad = that
+ * frame's offset; the messages before it are in the outputs). Unknown types
+ * are framed like any other (skipped by length). Can't fail otherwise. */
+int lob_itch_frames(const uint8_t *buf, size_t len, uint32_t *offsets, uint8_t *types, size_t cap,
+                    size_t *n_out, size_t *consumed, int *end, size_t *bad);
+
+/* Pass 1: a scan that keeps, per stock locate, what sizing a book needs:
+ * the range and common divisor of the order prices (A, F, U), the live order
+ * count and its peak, and message counts. It follows each order's remaining
+ * shares by reference in its own hash map (which grows: this is a scan, not a
+ * book). References it never saw added (a capture that starts mid-day) are
+ * counted and otherwise ignored. */
+typedef struct lob_itch_locate {
+    int64_t min_price, max_price;   /* Price(4) of A, F, U; min > max when none */
+    uint64_t price_gcd;             /* gcd of those prices (0 when none) */
+    uint64_t messages;              /* messages with this locate */
+    uint64_t adds, deletes, replaces, executions, cancels;
+    uint64_t executed_shares;
+    uint64_t unknown_refs;          /* E/C/X/D/U naming an order not seen added */
+    uint32_t live, peak_live;       /* live orders now, and at most */
+    int64_t first_ts, last_ts;      /* ns since midnight; first_ts -1 when no message */
+} lob_itch_locate;
+
+typedef struct lob_itch_scan lob_itch_scan;
+
+/* Returns NULL with *status LOB_ENOMEM. Free with lob_itch_scan_free. */
+lob_itch_scan *lob_itch_scan_new(int *status);
+void lob_itch_scan_free(lob_itch_scan *s);
+/* Scan n framed messages of buf (offsets and types from lob_itch_frames).
+ * Returns LOB_OK, or LOB_ENOMEM if the order map could not grow (the scan
+ * is then incomplete). */
+int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
+                       size_t n);
+/* Copy the per-locate figures into out[65536]. Can't fail. */
+void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
+
+/* Pass 2: the order messages among n framed messages, as events, in order:
+ *   A, F -> NEW GTC with LOB_F_FEED (id = order reference)
+ *   X    -> REDUCE with LOB_F_FEED       D -> CANCEL
+ *   U    -> REPLACE with LOB_F_FEED (id = original reference, new_id = new one)
+ *   E    -> EXEC                         C -> EXEC with LOB_F_PRICE, and LOB_F_NOCHECK
+ *                                             when not printable (a cross)
+ * instrument = stock locate. Messages of other types, and of locates whose
+ * select[locate] is 0 (select may be NULL: all), are skipped. For each event
+ * also writes its timestamp (ns since midnight) and the index of its message
+ * among the n. ev, ts and msg_index need room for n. Returns the number of
+ * events. Can't fail. */
+size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
+                       const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOB_ITCH_H */

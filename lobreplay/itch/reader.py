@@ -1,0 +1,262 @@
+"""Reading ITCH 5.0 files in chunks: BinaryFILE framing (raw or gzip) and
+MoldUDP64 inside a pcap. C walks the length prefixes (lobreplay._coreapi.itch_frames);
+this module only moves bytes and keeps count.
+
+Every problem is an InputError whose message names the file, the byte offset
+(in the decompressed stream for gzip) and what was expected. A partial last
+message is an error unless allow_truncated, in which case it is counted.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import BinaryIO, Iterator
+
+import numpy as np
+
+from .. import _coreapi as core
+from ..errors import InputError
+
+GZIP_MAGIC = b"\x1f\x8b"
+PCAP_MAGICS = {b"\xd4\xc3\xb2\xa1": ("<", 1_000), b"\xa1\xb2\xc3\xd4": (">", 1_000),
+               b"\x4d\x3c\xb2\xa1": ("<", 1), b"\xa1\xb2\x3c\x4d": (">", 1)}
+MAX_FRAME = 2 + 65535
+
+
+@dataclass
+class Chunk:
+    """Complete messages: buf[offsets[i]] is the type byte of message i."""
+    buf: np.ndarray        # uint8
+    offsets: np.ndarray    # uint32
+    types: np.ndarray      # uint8
+    base: int              # stream offset of buf[0]
+    first_message: int     # file-wide index of message 0 of this chunk
+
+    @property
+    def n(self) -> int:
+        return len(self.offsets)
+
+
+@dataclass
+class ReadStats:
+    """What reading a file found, to be reported."""
+    bytes: int = 0                       # stream bytes walked (decompressed)
+    messages: int = 0
+    by_type: Counter = field(default_factory=Counter)  # type character -> count
+    end_marker: bool = False             # a zero-length frame ended the session
+    truncated_offset: int | None = None  # a partial last message started here
+    truncated_bytes: int = 0
+    trailing_after_end: int = 0          # bytes after the end-of-session marker (ignored)
+    mold_packets: int = 0
+    mold_gaps: list = field(default_factory=list)  # (expected sequence, got sequence)
+
+    def unknown_types(self) -> dict[str, int]:
+        return {t: c for t, c in self.by_type.items() if core.itch_length(ord(t)) == 0}
+
+
+class ItchFile:
+    """An ITCH 5.0 file: raw or gzip BinaryFILE, or a pcap of MoldUDP64 packets.
+
+    >>> for chunk in ItchFile(path).chunks(): ...
+    """
+
+    def __init__(self, path: str | os.PathLike, *, chunk_bytes: int = 16 << 20, allow_truncated: bool = False):
+        self.path = os.fspath(path)
+        self.name = os.path.basename(self.path)
+        self.chunk_bytes = max(chunk_bytes, 2 * MAX_FRAME)
+        self.allow_truncated = allow_truncated
+        try:
+            self.size = os.path.getsize(self.path)
+            with open(self.path, "rb") as f:
+                head = f.read(4)
+        except OSError as e:
+            raise InputError(f"{self.path}: cannot read: {e.strerror or e}") from None
+        if not head:
+            raise InputError(f"{self.path}: empty file: expected ITCH 5.0 messages (BinaryFILE framing, "
+                             "gzip, or a pcap of MoldUDP64)")
+        self.compressed = head[:2] == GZIP_MAGIC
+        self.framing = "pcap" if head in PCAP_MAGICS else "binaryfile"
+        self.stats = ReadStats()
+
+    # ---- byte sources ----
+
+    def _open(self) -> BinaryIO:
+        return gzip.open(self.path, "rb") if self.compressed else open(self.path, "rb")
+
+    def _read_into(self, f: BinaryIO, view: memoryview) -> int:
+        try:
+            return f.readinto(view)
+        except (gzip.BadGzipFile, zlib.error, EOFError, OSError) as e:
+            where = f"after about {self.stats.bytes:,} decompressed bytes" if self.compressed else ""
+            raise InputError(f"{self.path}: corrupt {'gzip ' if self.compressed else ''}data {where}: {e}".rstrip()) \
+                from None
+
+    def _stream(self) -> Iterator[bytes]:
+        """pcap: the MoldUDP64 message blocks of every packet, framed like BinaryFILE."""
+        with self._open() as f:
+            data = f.read()
+        yield self._pcap_payload(data)
+
+    # ---- chunks ----
+
+    def chunks(self) -> Iterator[Chunk]:
+        """Complete messages in chunks of about chunk_bytes. Raises InputError on
+        a corrupt frame, on a file that is not ITCH, and (at the end, after every
+        complete message has been yielded) on a partial last message."""
+        self.stats = ReadStats()
+        if self.framing == "pcap":
+            payload = next(self._stream())
+            yield from self._frame_bytes(iter([payload]), len(payload))
+            return
+        with self._open() as f:
+            yield from self._frame_stream(f)
+
+    def _frame_bytes(self, pieces: Iterator[bytes], total: int) -> Iterator[Chunk]:
+        buf = np.frombuffer(b"".join(pieces), np.uint8)
+        yield from self._walk(buf, len(buf), 0, final=True)
+
+    def _frame_stream(self, f: BinaryIO) -> Iterator[Chunk]:
+        cap = self.chunk_bytes + MAX_FRAME
+        buf = np.empty(cap, np.uint8)
+        view = memoryview(buf)
+        have = 0     # valid bytes in buf
+        base = 0     # stream offset of buf[0]
+        checked = False
+        while True:
+            got = self._read_into(f, view[have:])
+            eof = got == 0
+            have += got
+            if not checked and have:
+                self._check_start(buf, have)
+                checked = True
+            if not have and eof:
+                if base == 0:
+                    raise InputError(f"{self.path}: empty stream: no ITCH messages")
+                return
+            done = yield from self._walk(buf, have, base, final=eof)
+            if done is None:  # end-of-session marker: stop reading
+                return
+            consumed = done
+            rest = have - consumed
+            if eof:
+                return
+            if consumed == 0 and rest >= cap:
+                raise InputError(f"{self.path}: no complete frame in {rest:,} bytes at stream offset {base:,}")
+            buf[:rest] = buf[consumed:have]
+            base += consumed
+            have = rest
+
+    def _check_start(self, buf: np.ndarray, have: int) -> None:
+        """The first frame must be a defined ITCH type with its spec length."""
+        if have < 3:
+            raise InputError(f"{self.path}: not an ITCH 5.0 file: {have} byte(s), too short for a frame")
+        length = (int(buf[0]) << 8) | int(buf[1])
+        t = int(buf[2])
+        spec = core.itch_length(t)
+        if spec == 0 or spec != length:
+            shown = bytes(buf[:8]).hex(" ")
+            raise InputError(
+                f"{self.path}: not an ITCH 5.0 file: expected a 2-byte big-endian length and a message "
+                f"type at byte 0 (e.g. 00 0c 53 for a System Event), found {shown}")
+
+    def _walk(self, buf: np.ndarray, have: int, base: int, *, final: bool):
+        """Frame buf[:have]; yield chunks; return bytes consumed (None at an end marker)."""
+        offsets = np.empty(have // 3 + 1, np.uint32)
+        types = np.empty(len(offsets), np.uint8)
+        st, n, consumed, end, bad = core.itch_frames(buf, have, offsets, types)
+        if n:
+            offs, tys = offsets[:n].copy(), types[:n].copy()
+            self.stats.messages += n
+            counts = np.bincount(tys, minlength=256)
+            for t in np.flatnonzero(counts):
+                self.stats.by_type[chr(t)] += int(counts[t])
+            yield Chunk(buf, offs, tys, base, self.stats.messages - n)
+        self.stats.bytes = base + consumed
+        if st == core.lib.LOB_EFRAME:
+            t = int(buf[bad + 2])
+            length = (int(buf[bad]) << 8) | int(buf[bad + 1])
+            where = "decompressed stream offset" if self.compressed else "byte"
+            raise InputError(
+                f"{self.path}: corrupt frame at {where} {base + bad:,} (message {self.stats.messages:,}): "
+                f"type {chr(t)!r} has length {length}, ITCH 5.0 says {core.itch_length(t)}")
+        if end:
+            self.stats.end_marker = True
+            self.stats.trailing_after_end = have - consumed
+            return None
+        if final and consumed < have:
+            self.stats.truncated_offset = base + consumed
+            self.stats.truncated_bytes = have - consumed
+            if not self.allow_truncated:
+                need = 2 + ((int(buf[consumed]) << 8) | int(buf[consumed + 1])) if have - consumed >= 2 else 2
+                where = "decompressed stream offset" if self.compressed else "byte"
+                raise InputError(
+                    f"{self.path}: truncated: the message at {where} {base + consumed:,} needs {need} bytes, "
+                    f"the file ends after {have - consumed} (use --allow-truncated to stop there and count it)")
+        return consumed
+
+    # ---- pcap / MoldUDP64 ----
+
+    def _pcap_payload(self, data: bytes) -> bytes:
+        endian, _ = PCAP_MAGICS[data[:4]]
+        if len(data) < 24:
+            raise InputError(f"{self.path}: truncated pcap header ({len(data)} bytes, expected 24)")
+        linktype = struct.unpack(endian + "I", data[20:24])[0]
+        if linktype != 1:
+            raise InputError(f"{self.path}: pcap link type {linktype}, expected 1 (Ethernet)")
+        out = []
+        pos, expected_seq, session = 24, None, None
+        while pos < len(data):
+            if pos + 16 > len(data):
+                raise InputError(f"{self.path}: truncated pcap record header at byte {pos:,}")
+            incl = struct.unpack(endian + "I", data[pos + 8:pos + 12])[0]
+            frame = data[pos + 16:pos + 16 + incl]
+            if len(frame) < incl:
+                raise InputError(f"{self.path}: truncated pcap record at byte {pos:,}: "
+                                 f"expected {incl} bytes, {len(frame)} left")
+            pkt = pos
+            pos += 16 + incl
+            udp = _udp_payload(frame)
+            if udp is None or len(udp) < 20:
+                continue  # not UDP over IPv4: not ours
+            sess, seq, count = udp[:10], int.from_bytes(udp[10:18], "big"), int.from_bytes(udp[18:20], "big")
+            self.stats.mold_packets += 1
+            if count in (0, 0xFFFF):
+                continue  # heartbeat / end of session
+            if session is None:
+                session = sess
+            if expected_seq is not None and seq != expected_seq:
+                self.stats.mold_gaps.append((expected_seq, seq))
+            expected_seq = seq + count
+            blocks, p = udp[20:], 0
+            for _ in range(count):
+                if p + 2 > len(blocks):
+                    raise InputError(f"{self.path}: MoldUDP64 packet at byte {pkt:,} (sequence {seq}) "
+                                     f"announces {count} messages but ends early")
+                n = int.from_bytes(blocks[p:p + 2], "big")
+                p += 2 + n
+            out.append(blocks[:p])
+        if not out:
+            raise InputError(f"{self.path}: no MoldUDP64 messages found in the pcap")
+        return b"".join(out)
+
+
+def _udp_payload(frame: bytes) -> bytes | None:
+    """Ethernet (with any 802.1Q tags) / IPv4 / UDP -> the UDP payload, or None."""
+    p = 12
+    ethertype = int.from_bytes(frame[p:p + 2], "big")
+    while ethertype in (0x8100, 0x88A8):
+        p += 4
+        ethertype = int.from_bytes(frame[p:p + 2], "big")
+    p += 2
+    if ethertype != 0x0800 or len(frame) < p + 20:
+        return None
+    ihl = (frame[p] & 0x0F) * 4
+    if frame[p + 9] != 17:
+        return None
+    udp = p + ihl
+    length = int.from_bytes(frame[udp + 4:udp + 6], "big")
+    return frame[udp + 8:udp + length]
