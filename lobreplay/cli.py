@@ -6,7 +6,7 @@ import sys
 import time
 
 from . import __version__
-from .errors import LobError
+from .errors import InputError, LobError
 
 
 def _cmd_demo(args) -> int:
@@ -80,6 +80,134 @@ def _cmd_demo(args) -> int:
     return 0
 
 
+def _fmt_time(ns: int) -> str:
+    s, ns = divmod(int(ns), 1_000_000_000)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    return f"{h:02d}:{m:02d}:{s:02d}.{ns:09d}"
+
+
+def _cmd_itch_stats(args) -> int:
+    import numpy as np
+
+    from .itch.decode import decode_type, timestamps
+    from .itch.reader import ItchFile
+    from .itch.spec import LAYOUTS
+
+    t0 = time.perf_counter()
+    f = ItchFile(args.file, allow_truncated=args.allow_truncated)
+    first = last = None
+    symbols: set[str] = set()
+    locates: set[int] = set()
+    for chunk in f.chunks():
+        ts = timestamps(chunk, np.array([0, chunk.n - 1]))
+        first = int(ts[0]) if first is None else first
+        last = int(ts[1])
+        if (chunk.types == ord("R")).any():
+            symbols.update(np.char.decode(decode_type(chunk, "R")["stock"], "ascii").tolist())
+        loc = ((chunk.buf[chunk.offsets.astype(np.int64) + 1].astype(np.int64) << 8)
+               | chunk.buf[chunk.offsets.astype(np.int64) + 2])
+        locates.update(np.unique(loc).tolist())
+    st = f.stats
+    took = time.perf_counter() - t0
+    print(f"{f.path}: {st.messages:,} messages, {st.bytes:,} bytes"
+          f"{' (gzip, ' + format(f.size, ',') + ' bytes on disk)' if f.compressed else ''}, {f.framing}")
+    if first is not None:
+        print(f"time span: {_fmt_time(first)} .. {_fmt_time(last)} (exchange local time)")
+    print(f"symbols in the directory (R): {len(symbols):,}; stock locates seen: {len(locates - {0}):,}")
+    print(f"  {'type':4} {'name':30} {'count':>14} {'share':>8}")
+    for t, c in sorted(st.by_type.items(), key=lambda kv: -kv[1]):
+        name = LAYOUTS[t].name if t in LAYOUTS else "(unknown type: skipped by length)"
+        print(f"  {t!r:4} {name:30} {c:14,} {100 * c / st.messages:7.2f}%")
+    if st.end_marker:
+        print("the session ended with a zero-length frame (end-of-session marker)")
+    if st.truncated_offset is not None:
+        print(f"truncated: {st.truncated_bytes} byte(s) of a partial message at offset {st.truncated_offset:,} "
+              "were not read")
+    if st.mold_packets:
+        print(f"MoldUDP64: {st.mold_packets:,} packets, {len(st.mold_gaps)} sequence gap(s)"
+              + (f": {st.mold_gaps[:5]}" if st.mold_gaps else ""))
+    print(f"read in {took:.2f} s ({st.messages / took / 1e6:.2f} M messages/s)")
+    return 0
+
+
+def _cmd_itch_decode(args) -> int:
+    import os
+
+    import numpy as np
+
+    from .itch.decode import decode_type, to_arrow
+    from .itch.reader import ItchFile
+    from .itch.replay import prepare_output
+    from .itch.spec import LAYOUTS
+    from .reports import ReportSet
+
+    types = None
+    if args.types:
+        types = [t.strip() for t in args.types.split(",") if t.strip()]
+        bad = [t for t in types if t not in LAYOUTS]
+        if bad:
+            raise InputError(f"--types: unknown message type(s) {', '.join(bad)}; "
+                             f"ITCH 5.0 types are {''.join(sorted(LAYOUTS))}")
+    prepare_output(args.output, args.force)
+    f = ItchFile(args.file, allow_truncated=args.allow_truncated)
+    rs = ReportSet(args.output, [], {"source_file": os.path.basename(f.path), "source_size": str(f.size),
+                                     "lobreplay_version": __version__, "price_scale": "10000"})
+    t0 = time.perf_counter()
+    try:
+        for chunk in f.chunks():
+            present = {chr(t) for t in np.unique(chunk.types)}
+            for t in sorted(present & set(types or LAYOUTS)):
+                if t in LAYOUTS:
+                    rs.write_table(f"{t}_{LAYOUTS[t].name}", to_arrow(decode_type(chunk, t)))
+    finally:
+        rs.close()
+    took = time.perf_counter() - t0
+    for name, w in sorted(rs.extra.items()):
+        print(f"{w.path}: {w.rows:,} rows")
+    print(f"{f.stats.messages:,} messages decoded in {took:.2f} s")
+    return 0
+
+
+def _cmd_itch_replay(args) -> int:
+    from .itch.replay import ALL_REPORTS, ReplayConfig, replay_itch
+
+    if args.no_reports:
+        reports = ()
+    elif args.reports:
+        reports = tuple(r.strip() for r in args.reports.split(",") if r.strip())
+        bad = [r for r in reports if r not in ALL_REPORTS]
+        if bad:
+            raise InputError(f"--reports: unknown report(s) {', '.join(bad)}; choose from {', '.join(ALL_REPORTS)}")
+    else:
+        reports = ALL_REPORTS
+    cfg = ReplayConfig(symbols=[s.strip() for s in args.symbols.split(",")] if args.symbols else None,
+                       headroom=args.headroom, allow_truncated=args.allow_truncated, reports=reports,
+                       status_tables=bool(reports), timing=not args.no_timing,
+                       progress=not args.no_progress and sys.stderr.isatty(), date=args.date,
+                       chunk_bytes=args.chunk_mb << 20)
+    s = replay_itch(args.file, args.output, cfg, force=args.force)
+    p2 = s["pass2"]
+    print(f"{args.file}: {s['messages']:,} messages, {s['books']:,} books ({s['book_levels']:,} levels, "
+          f"room for {s['book_capacity']:,} orders), {s['events']:,} events replayed")
+    print(f"pass 1 {s['pass1']['seconds']:.2f} s, pass 2 {p2['seconds']:.2f} s "
+          f"({p2['messages_per_second'] / 1e6:.2f} M messages/s; core {p2['core_events_per_second'] / 1e6:.1f} "
+          f"M events/s), wall {s['wall_seconds']:.2f} s, peak RSS {s['peak_rss_bytes'] / 2**20:.0f} MiB"
+          if p2["messages_per_second"] else "")
+    causes = ", ".join(f"{k} {v:,}" for k, v in sorted(s["desyncs_by_cause"].items(), key=lambda kv: -kv[1]))
+    rate = s["desync_rate_per_execution"]
+    print(f"desyncs: {s['desyncs']:,}" + (f" ({causes})" if causes else "")
+          + (f"; {rate:.4%} of {s['executions_in_feed']:,} executions" if rate is not None else ""))
+    if not s["session_complete"]:
+        print("the file does not reach the end of the session (no S 'C'): orders still live at its end are "
+              "reported as residual_order")
+    if s["truncated"]:
+        print(f"truncated: {s['truncated']['bytes']} byte(s) at offset {s['truncated']['offset']:,} not read")
+    print(f"reports in {args.output}/: " + ", ".join(f"{k} ({v:,} rows)" for k, v in s["report_rows"].items())
+          + ", symbols.parquet, summary.json")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lobreplay", description="Market-data replay on a C matching core.")
     p.add_argument("--version", action="version", version=f"lobreplay {__version__}")
@@ -92,6 +220,34 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--chunk", type=int, default=65536, help="events per core call")
     d.add_argument("--repeat", type=int, default=5)
     d.set_defaults(func=_cmd_demo)
+
+    itch = sub.add_parser("itch", help="NASDAQ TotalView-ITCH 5.0 files").add_subparsers(dest="itch_verb",
+                                                                                         metavar="VERB")
+    st = itch.add_parser("stats", help="messages by type, symbols, time span")
+    st.add_argument("file")
+    st.add_argument("--allow-truncated", action="store_true", help="stop at a partial last message")
+    st.set_defaults(func=_cmd_itch_stats)
+    de = itch.add_parser("decode", help="typed messages to Parquet, one file per type")
+    de.add_argument("file")
+    de.add_argument("-o", "--output", required=True, help="output directory")
+    de.add_argument("--types", help="comma-separated message types, e.g. A,F,E (default: all)")
+    de.add_argument("--force", action="store_true", help="overwrite an output directory that holds files")
+    de.add_argument("--allow-truncated", action="store_true")
+    de.set_defaults(func=_cmd_itch_decode)
+    rp = itch.add_parser("replay", help="rebuild every book, check the core against the feed, write reports")
+    rp.add_argument("file")
+    rp.add_argument("-o", "--output", required=True, help="report directory")
+    rp.add_argument("--symbols", help="comma-separated symbols to replay (default: all)")
+    rp.add_argument("--headroom", type=float, default=0.2, help="band = price range widened by this (default 0.2)")
+    rp.add_argument("--reports", help="comma-separated: desyncs,executions,bbo,latency,symbols (default: all)")
+    rp.add_argument("--no-reports", action="store_true", help="write only summary.json")
+    rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
+    rp.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    rp.add_argument("--date", help="session date YYYY-MM-DD (default: from the file name)")
+    rp.add_argument("--chunk-mb", type=int, default=16, help="bytes per chunk, in MiB (default 16)")
+    rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
+    rp.add_argument("--allow-truncated", action="store_true", help="stop at a partial last message, counted")
+    rp.set_defaults(func=_cmd_itch_replay)
     return p
 
 

@@ -86,3 +86,21 @@ def decode(chunk: Chunk, types: str | None = None) -> dict[str, dict[str, np.nda
 def as_text(col: np.ndarray) -> np.ndarray:
     """Bytes columns (c / aN) as str."""
     return np.char.decode(col, "ascii")
+
+
+def timestamps(chunk: Chunk, idx: np.ndarray) -> np.ndarray:
+    """Timestamps (ns since midnight) of the chunk's messages at positions idx."""
+    off = chunk.offsets[idx].astype(np.int64) + 5
+    b = chunk.buf
+    hi = (b[off].astype(np.int64) << 8) | b[off + 1]
+    lo = ((b[off + 2].astype(np.int64) << 24) | (b[off + 3].astype(np.int64) << 16)
+          | (b[off + 4].astype(np.int64) << 8) | b[off + 5])
+    return (hi << 32) | lo
+
+
+def to_arrow(cols: dict[str, np.ndarray]):
+    """Decoded columns as an Arrow table (bytes columns as strings)."""
+    import pyarrow as pa
+    arrays = [pa.array(v, type=pa.binary()).cast(pa.string()) if v.dtype.kind == "S" else pa.array(v)
+              for v in cols.values()]
+    return pa.Table.from_arrays(arrays, names=list(cols))

@@ -9,6 +9,8 @@ message is an error unless allow_truncated, in which case it is counted.
 from __future__ import annotations
 
 import gzip
+import hashlib
+import io
 import os
 import struct
 import zlib
@@ -64,7 +66,8 @@ class ItchFile:
     >>> for chunk in ItchFile(path).chunks(): ...
     """
 
-    def __init__(self, path: str | os.PathLike, *, chunk_bytes: int = 16 << 20, allow_truncated: bool = False):
+    def __init__(self, path: str | os.PathLike, *, chunk_bytes: int = 16 << 20, allow_truncated: bool = False,
+                 sha256: bool = False):
         self.path = os.fspath(path)
         self.name = os.path.basename(self.path)
         self.chunk_bytes = max(chunk_bytes, 2 * MAX_FRAME)
@@ -81,11 +84,26 @@ class ItchFile:
         self.compressed = head[:2] == GZIP_MAGIC
         self.framing = "pcap" if head in PCAP_MAGICS else "binaryfile"
         self.stats = ReadStats()
+        self.want_sha256 = sha256
+        self.sha256: str | None = None   # of the file's bytes, set after a whole pass with sha256=True
+        self._raw: _CountingReader | None = None
+
+    @property
+    def raw_position(self) -> int:
+        """Bytes of the file (compressed, for gzip) read so far in the current pass."""
+        return self._raw.position if self._raw else 0
 
     # ---- byte sources ----
 
     def _open(self) -> BinaryIO:
-        return gzip.open(self.path, "rb") if self.compressed else open(self.path, "rb")
+        self._raw = _CountingReader(open(self.path, "rb"), hashlib.sha256() if self.want_sha256 else None)
+        raw = io.BufferedReader(self._raw, buffer_size=1 << 20)
+        return gzip.GzipFile(fileobj=raw, mode="rb") if self.compressed else raw
+
+    def _finish_hash(self) -> None:
+        if self._raw is not None and self._raw.hasher is not None:
+            self._raw.drain()
+            self.sha256 = self._raw.hasher.hexdigest()
 
     def _read_into(self, f: BinaryIO, view: memoryview) -> int:
         try:
@@ -111,9 +129,11 @@ class ItchFile:
         if self.framing == "pcap":
             payload = next(self._stream())
             yield from self._frame_bytes(iter([payload]), len(payload))
+            self._finish_hash()
             return
         with self._open() as f:
             yield from self._frame_stream(f)
+            self._finish_hash()
 
     def _frame_bytes(self, pieces: Iterator[bytes], total: int) -> Iterator[Chunk]:
         buf = np.frombuffer(b"".join(pieces), np.uint8)
@@ -260,3 +280,37 @@ def _udp_payload(frame: bytes) -> bytes | None:
     udp = p + ihl
     length = int.from_bytes(frame[udp + 4:udp + 6], "big")
     return frame[udp + 8:udp + length]
+
+
+class _CountingReader(io.RawIOBase):
+    """A raw file that counts (and optionally hashes) the bytes read through it."""
+
+    def __init__(self, f: BinaryIO, hasher=None):
+        self.f = f
+        self.hasher = hasher
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = self.f.readinto(b)
+        if n:
+            self.position += n
+            if self.hasher is not None:
+                self.hasher.update(memoryview(b)[:n])
+        return n
+
+    def drain(self) -> None:
+        """Read (and hash) the rest of the file."""
+        while not self.f.closed:
+            block = self.f.read(1 << 20)
+            if not block:
+                return
+            self.position += len(block)
+            if self.hasher is not None:
+                self.hasher.update(block)
+
+    def close(self) -> None:
+        self.f.close()
+        super().close()

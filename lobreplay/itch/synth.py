@@ -216,6 +216,7 @@ class _Day:
         self.mid = [0] * (n + 1)
         self.lo = [0] * (n + 1)
         self.hi = [0] * (n + 1)
+        self.cap = [0] * (n + 1)       # highest price allowed (sub-dollar symbols stay below $1)
         for loc in range(1, n + 1):
             if loc in sub:
                 tk, ds = 1, 3 + int(rng.random() * 10)
@@ -230,6 +231,7 @@ class _Day:
                 lo, hi = max(100 * tk, p // 4), min(p * 4, 1_999_000_000)
             self.tick[loc], self.ds[loc], self.mid[loc] = tk, ds, p
             self.lo[loc], self.hi[loc] = lo, hi
+            self.cap[loc] = 9_999 if tk == 1 else 1_999_999_900
         # Zipf-like activity, the test issues at the bottom.
         ranks = [loc for loc in range(1, n + 1) if not self.is_test[loc]]
         rng.shuffle(ranks)
@@ -269,6 +271,7 @@ class _Day:
         self.groups: list | None = [] if record_groups else None
         self.cross_groups: list | None = [] if record_groups else None
         self.n_groups = 0
+        self.peak_total = 0
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -560,7 +563,8 @@ class _Day:
         orders, live = self.orders, self.live
         bid_lv, ask_lv, bid_keys, ask_keys = self.bid_lv, self.ask_lv, self.bid_keys, self.ask_keys
         nlive, peak, pmin, pmax, execd = self.nlive, self.peak, self.pmin, self.pmax, self.execd
-        mid, tick, ds, lo, hi, halted = self.mid, self.tick, self.ds, self.lo, self.hi, self.halted
+        mid, tick, ds, lo, hi, halted, cap = self.mid, self.tick, self.ds, self.lo, self.hi, self.halted, self.cap
+        peak_total = self.peak_total
         stock8 = self.stock8
         sym_table, depth_table, size_table = self.sym_table, self.depth_table, self.size_table
         touch_table, replace_table = self.touch_table, self.replace_table
@@ -590,21 +594,36 @@ class _Day:
         th_p = th_x + p_p
         th_ag = th_p + p_ag
         FLUSH = 16384
+        n_cy = 0          # C "Y" executions written by the flow
+        sched_msgs = 0    # messages written by scheduled events during the flow
         step = 0
         while True:
             nlv = len(orders)
+            if nlv > peak_total:
+                peak_total = nlv
             if emitted + nlv + 2 >= n_messages:
                 break
             step += 1
             if not step & 4095:
-                # adapt the aggressor rate to the observed executions per group
+                # steer the per-step probabilities so that U, X, P and E end near their target
+                # shares of the whole day (the directory, NOII, crosses and the end-of-day deletes
+                # are not steps, and an aggressor step writes several messages)
+                tot_u, tot_x, tot_p = counts["U"] + nU, counts["X"] + nX, counts["P"] + nP
+                tot_e = counts["E"] + nE
                 if n_groups:
-                    avg_e = (nE + nC) / n_groups
-                p_ag = e_share / max(avg_e, 1.0)
+                    avg_e = (tot_e + n_cy) / n_groups
+                mps = max(1.0, (emitted - f0 - sched_msgs) / step)
+                rem = max(1.0, (n_messages - emitted - nlv - 2) / mps)
+                p_u = min(max((TARGET_MIX["U"] * n_messages - tot_u) / rem, 0.0), 3 * TARGET_MIX["U"])
+                p_x = min(max((TARGET_MIX["X"] * n_messages - tot_x) / rem, 0.0), 3 * TARGET_MIX["X"])
+                p_p = min(max((TARGET_MIX["P"] * n_messages - tot_p) / rem, 0.0), 3 * TARGET_MIX["P"])
+                p_ag = min(max((e_share * n_messages - tot_e) / rem / max(avg_e, 1.0), 0.0), 3 * e_share)
+                th_u = p_u
+                th_x = th_u + p_x
+                th_p = th_x + p_p
                 th_ag = th_p + p_ag
                 c_y_of_groups = C_Y_SHARE / e_share * avg_e
                 if len(buf) >= FLUSH:
-                    self.counts_flush = None
                     w.write_framed(b"".join(buf), len(buf))
                     buf.clear()
             x = (emitted - f0) * inv_budget
@@ -621,9 +640,11 @@ class _Day:
                 counts["A"] += nA; counts["F"] += nF; counts["D"] += nD; counts["U"] += nU
                 counts["X"] += nX; counts["E"] += nE; counts["P"] += nP; counts["C"] += nC
                 nA = nF = nD = nU = nX = nE = nP = nC = 0
+                e0 = self.emitted
                 while si < len(sched) and sched[si][0] <= t:
                     self.run_event(sched[si], w)
                     si += 1
+                sched_msgs += self.emitted - e0
                 next_sched = sched[si][0] if si < len(sched) else 1 << 62
                 match, last_t, emitted = self.match, self.last_t, self.emitted
                 continue
@@ -695,18 +716,20 @@ class _Day:
                         p = -okeys[kk] if buy else okeys[kk]
                         lvl = olv[p]
                         if mode < 0.12:
-                            # remainder: the whole of each level touched is taken
-                            for ref in lvl:
-                                fills.append(ref)
-                            if len(fills) >= need:
-                                break
-                        else:
-                            for ref in lvl:
-                                fills.append(ref)
+                            # remainder: every order of each level reached is taken (so the
+                            # remainder can rest at this price); a deep level means a plain fill
+                            if len(fills) + len(lvl) <= need + 3:
+                                fills.extend(lvl)
                                 if len(fills) >= need:
                                     break
+                                continue
+                            mode = 0.5
+                        for ref in lvl:
+                            fills.append(ref)
                             if len(fills) >= need:
                                 break
+                        if len(fills) >= need:
+                            break
                     q = 0
                     for ref in fills:
                         q += orders[ref][3]
@@ -732,6 +755,7 @@ class _Day:
                         if use_c:
                             append(pk_c(36, b"C", loc, tr, hi32, lo32, ref, xq, match, b"Y", p))
                             nC += 1
+                            n_cy += 1
                             if p < pmin[loc] or pmin[loc] == 0:
                                 pmin[loc] = p
                             if p > pmax[loc]:
@@ -800,6 +824,8 @@ class _Day:
                     price = m + tk + tk * d * dsl
                     if dsl > 1:
                         price += tk * int(rnd() * dsl)
+                        if price > cap[loc]:
+                            price = cap[loc]
                     keys = bid_keys[loc]
                     if keys and price <= keys[-1]:
                         price = keys[-1] + tk
@@ -885,6 +911,8 @@ class _Day:
             # ---- replace: new reference, new price and size, same side, back of its queue ----
             tk = tick[loc]
             newp = price + replace_table[int(rnd() * 1024)] * tk * ds[loc]
+            if newp > cap[loc]:
+                newp = price
             if buy:
                 keys = ask_keys[loc]
                 if keys and newp >= -keys[-1]:
@@ -922,6 +950,7 @@ class _Day:
         counts["A"] += nA; counts["F"] += nF; counts["D"] += nD; counts["U"] += nU
         counts["X"] += nX; counts["E"] += nE; counts["P"] += nP; counts["C"] += nC
         self.match, self.last_t, self.emitted, self.next_ref, self.n_groups = match, last_t, emitted, ref_next, n_groups
+        self.peak_total = max(peak_total, len(orders))
         # whatever was scheduled and not reached (short days) still happens, in order
         while si < len(sched) and sched[si][0] < _hms(19, 59, 59):
             self.run_event(sched[si], w)
@@ -1022,7 +1051,7 @@ def generate_day(path, *, n_messages: int = 200_000, n_symbols: int = 50, seed: 
         price_min={loc: day.pmin[loc] for loc in locs if day.pmax[loc]},
         price_max={loc: day.pmax[loc] for loc in locs if day.pmax[loc]},
         peak_live={loc: day.peak[loc] for loc in locs},
-        peak_live_total=day.peak_total if hasattr(day, "peak_total") else _peak_total(day),
+        peak_live_total=day.peak_total,
         final_live=len(day.orders),
         executed_shares={loc: day.execd[loc] for loc in locs},
         n_aggressor_groups=day.n_groups,
@@ -1033,10 +1062,6 @@ def generate_day(path, *, n_messages: int = 200_000, n_symbols: int = 50, seed: 
         resting_target=day.resting_target,
         elapsed_s=time.perf_counter() - t_wall,
     )
-
-
-def _peak_total(day: _Day) -> int:
-    return getattr(day, "_peak_total", 0)
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,495 @@
+"""Replay an ITCH 5.0 day through the matching core and write reports.
+
+Pass 1 (lobreplay._coreapi.ItchScan, C): per stock locate, the order price
+range and tick, and the peak number of live orders; the directory (R) and
+status messages. Every book is then created at its exact size.
+
+Pass 2: chunk by chunk, C turns the order messages into events
+(lob_itch_events) and the core applies them in one call per chunk. The core
+checks every execution against price-time priority (an aggressor the feed
+does not publish took the book from the best price, front of the queue
+first), reports each divergence as a desync, and brings the book back to the
+feed's state. Python only turns the per-chunk outputs into report rows, with
+numpy, never per message.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+from zoneinfo import ZoneInfo
+
+import numpy as np
+import pyarrow as pa
+
+from .. import __version__
+from .. import _coreapi as core
+from ..book import Session
+from ..errors import InputError
+from ..events import BBO_DTYPE, EVENT_DTYPE, Cause, Kind, Status
+from ..latency import summarize
+from ..reports import SCHEMAS, ReportSet, TableWriter, write_json
+from .decode import decode_type, to_arrow
+from .reader import ItchFile
+from .spec import LAYOUTS, PRICE4_SCALE
+
+ALL_REPORTS = ("desyncs", "executions", "bbo", "latency", "symbols")
+STATUS_TYPES = "SHYLVWKJhINOB"  # tables of their own (R is the symbols table)
+MAX_LEVELS = 1 << 24            # a book's band never spans more levels (memory: 24 B each)
+
+# Rejected events, as desync causes.
+REJECT_CAUSE = {
+    Status.EUNKNOWN_ID: "unknown_reference", Status.EDUP_ID: "duplicate_reference",
+    Status.EQTY: "quantity_mismatch", Status.EBAND: "out_of_band", Status.EPRICE: "off_tick",
+    Status.EFULL: "book_full", Status.EKIND: "bad_message",
+}
+CORE_CAUSE = {Cause.FILL_ORDER: "fill_order", Cause.QTY: "quantity_mismatch",
+              Cause.EXEC_PRICE: "execution_price"}  # CROSSED: crossed_add / crossed_replace by event kind
+NY = ZoneInfo("America/New_York")
+
+
+@dataclass
+class ReplayConfig:
+    symbols: list[str] | None = None     # replay only these (default: every symbol with orders)
+    headroom: float = 0.2                # band = order price range widened by this fraction
+    chunk_bytes: int = 16 << 20
+    allow_truncated: bool = False
+    reports: tuple[str, ...] = ALL_REPORTS
+    status_tables: bool = True
+    timing: bool = True
+    progress: bool = False
+    date: str | None = None              # YYYY-MM-DD; default: from the file name
+
+
+@dataclass
+class Sizing:
+    locate: int
+    band_low: int
+    band_high: int
+    tick: int
+    capacity: int
+
+
+@dataclass
+class _Pass1:
+    stats: np.ndarray
+    directory: dict = field(default_factory=dict)   # locate -> R fields
+    symbols: dict = field(default_factory=dict)     # locate -> symbol (R, else order messages)
+    system_events: list = field(default_factory=list)  # (time_ns, event code) of S messages
+    seconds: float = 0.0
+
+
+def session_date(name: str) -> dt.date | None:
+    """The session date from NASDAQ's file names (MMDDYYYY.NASDAQ_ITCH50, YYYYMMDD.BX_ITCH_50,
+    S<MMDDYY>-v50) or any YYYYMMDD in the name."""
+    base = os.path.basename(name)
+    m = re.match(r"(\d{2})(\d{2})(\d{4})\.NASDAQ_ITCH", base)
+    if m:
+        return _date(int(m[3]), int(m[1]), int(m[2]))
+    m = re.match(r"S(\d{2})(\d{2})(\d{2})-v50", base)
+    if m:
+        return _date(2000 + int(m[3]), int(m[1]), int(m[2]))
+    for m in re.finditer(r"(?<!\d)((?:19|20)\d{2})(\d{2})(\d{2})(?!\d)", base):
+        d = _date(int(m[1]), int(m[2]), int(m[3]))
+        if d:
+            return d
+    return None
+
+
+def _date(y: int, m: int, d: int) -> dt.date | None:
+    try:
+        return dt.date(y, m, d)
+    except ValueError:
+        return None
+
+
+def size_books(stats: np.ndarray, headroom: float, locates) -> tuple[list[Sizing], list[str]]:
+    """Book sizes from pass-1 figures: tick = gcd of the prices, band = [min, max]
+    widened by headroom (never below 0, at most MAX_LEVELS levels), capacity =
+    the peak number of live orders. Returns the sizes and notes on narrowed bands."""
+    out, notes = [], []
+    for loc in locates:
+        st = stats[loc]
+        if st["price_gcd"] == 0:  # no order ever rested here
+            continue
+        tick = int(st["price_gcd"])
+        lo, hi = int(st["min_price"]), int(st["max_price"])
+        pad = int(headroom * (hi - lo)) + int(headroom * lo) // 2
+        low = max(0, (lo - pad) // tick * tick)
+        high = -(-(hi + pad) // tick) * tick
+        if (high - low) // tick + 1 > MAX_LEVELS:
+            span = (MAX_LEVELS - 1) * tick
+            if hi - lo > span:
+                raise InputError(f"locate {loc}: its prices {lo}..{hi} at tick {tick} need "
+                                 f"{(hi - lo) // tick + 1:,} levels, more than {MAX_LEVELS:,}")
+            extra = (span - (hi - lo)) // 2 // tick * tick
+            low, high = max(0, lo - extra), lo - max(0, lo - extra) + hi + extra
+            high = low + min(span, (high - low) // tick * tick)
+            notes.append(f"locate {loc}: headroom cut to fit {MAX_LEVELS:,} levels at tick {tick}")
+        out.append(Sizing(int(loc), low, high, tick, max(1, int(st["peak_live"]))))
+    return out, notes
+
+
+class ItchReplay:
+    """One replay of one file into one report directory (see replay_itch)."""
+
+    def __init__(self, path: str, out_dir: str, cfg: ReplayConfig):
+        self.path, self.out_dir, self.cfg = path, out_dir, cfg
+        self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated, sha256=True)
+        date = dt.date.fromisoformat(cfg.date) if cfg.date else session_date(path)
+        self.date = date
+        self.midnight_utc_ns = None
+        if date is not None:
+            midnight = dt.datetime(date.year, date.month, date.day, tzinfo=NY)
+            self.midnight_utc_ns = int(midnight.timestamp()) * 1_000_000_000
+        self.counts = {"desyncs": {}, "rejects": {}}
+        self.rows = {"executions_feed": 0, "executions_core": 0, "bbo_changes": 0}
+
+    # ---- helpers ----
+
+    def _bar(self, desc: str):
+        from tqdm import tqdm
+        return tqdm(total=self.src.size, unit="B", unit_scale=True, desc=desc, file=sys.stderr,
+                    disable=not self.cfg.progress, leave=False)
+
+    def _utc(self, time_ns: np.ndarray):
+        if self.midnight_utc_ns is None:
+            return pa.nulls(len(time_ns), pa.timestamp("ns", tz="UTC"))
+        return (time_ns + self.midnight_utc_ns).astype("datetime64[ns]")
+
+    # ---- pass 1 ----
+
+    def pass1(self) -> _Pass1:
+        t0 = time.perf_counter()
+        scan = core.ItchScan()
+        p1 = _Pass1(stats=np.empty(0))
+        harvest = None  # no directory at the start: take symbols from the order messages
+        with self._bar("pass 1") as bar:
+            for chunk in self.src.chunks():
+                scan.feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
+                present = set(np.unique(chunk.types).tobytes().decode("latin-1"))
+                if "R" in present:
+                    r = decode_type(chunk, "R")
+                    for i, loc in enumerate(r["stock_locate"].tolist()):
+                        if loc not in p1.directory:
+                            p1.directory[loc] = {k: (v[i].decode() if v.dtype.kind == "S" else v[i].item())
+                                                 for k, v in r.items()}
+                            p1.symbols[loc] = p1.directory[loc]["stock"]
+                if "S" in present:
+                    sev = decode_type(chunk, "S", with_index=False)
+                    p1.system_events += list(zip(sev["timestamp"].tolist(),
+                                                 np.char.decode(sev["event_code"], "ascii").tolist()))
+                if harvest is None:
+                    harvest = not p1.directory
+                if harvest:
+                    for t in "AFPQ":
+                        if t in present:
+                            cols = decode_type(chunk, t, with_index=False)
+                            locs, first = np.unique(cols["stock_locate"], return_index=True)
+                            for loc, i in zip(locs.tolist(), first.tolist()):
+                                p1.symbols.setdefault(loc, cols["stock"][i].decode())
+                bar.update(self.src.raw_position - bar.n)
+        p1.stats = scan.stats()
+        p1.seconds = time.perf_counter() - t0
+        return p1
+
+    # ---- pass 2 ----
+
+    def run(self) -> dict:
+        cfg = self.cfg
+        t_start = time.perf_counter()
+        summary = {"status": "failed", "source": self.src_meta()}
+        reports = None
+        try:
+            p1 = self.pass1()
+            meta = self.src_meta()  # now with the file's sha256
+            summary["source"] = meta
+            read1 = self.src.stats
+            locates = self._select(p1)
+            sizing, notes = size_books(p1.stats, cfg.headroom, locates)
+            reports = ReportSet(self.out_dir, [r for r in cfg.reports if r != "symbols"], meta)
+            summary.update(self._pass2(p1, sizing, reports))
+            summary["notes"] = notes
+            summary["pass1"] = {"seconds": round(p1.seconds, 3),
+                                "messages_per_second": round(read1.messages / p1.seconds) if p1.seconds else None}
+            summary["status"] = "ok"
+        except BaseException as e:
+            summary["error"] = f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            try:
+                if reports is not None:
+                    reports.close()
+            finally:
+                summary["wall_seconds"] = round(time.perf_counter() - t_start, 3)
+                summary["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+                write_json(os.path.join(self.out_dir, "summary.json"), summary)
+        return summary
+
+    def _select(self, p1: _Pass1) -> list[int]:
+        with_orders = [int(x) for x in np.flatnonzero(p1.stats["price_gcd"])]
+        if not self.cfg.symbols:
+            return with_orders
+        by_symbol = {s: loc for loc, s in p1.symbols.items()}
+        missing = [s for s in self.cfg.symbols if s not in by_symbol]
+        if missing:
+            raise InputError(f"{self.path}: no such symbol(s) in this file: {', '.join(missing)}")
+        wanted = {by_symbol[s] for s in self.cfg.symbols}
+        return [loc for loc in with_orders if loc in wanted]
+
+    def _pass2(self, p1: _Pass1, sizing: list[Sizing], reports: ReportSet) -> dict:
+        cfg = self.cfg
+        sess = Session(65535)
+        for z in sizing:
+            sess.add_book(z.locate, z.band_low, z.band_high, z.tick, z.capacity)
+        sess.set_timing(cfg.timing)
+        select = np.zeros(65536, np.uint8)
+        select[[z.locate for z in sizing]] = 1
+        # feed rows (executions, status) of every locate, unless the replay is restricted to symbols
+        self.feed_select = select if cfg.symbols else np.ones(65536, np.uint8)
+        symtab = np.array([p1.symbols.get(i, "") for i in range(65536)], dtype=object)
+        want_bbo = "bbo" in reports
+        ev = np.empty(0, EVENT_DTYPE)
+        desync_per_locate = np.zeros(65536, np.int64)
+        n_events = 0
+        last_ts = 0
+        t0 = time.perf_counter()
+        apply_s = 0.0
+        with self._bar("pass 2") as bar:
+            for chunk in self.src.chunks():
+                if len(ev) < chunk.n:
+                    ev = np.empty(chunk.n, EVENT_DTYPE)
+                    ts = np.empty(chunk.n, np.int64)
+                    mi = np.empty(chunk.n, np.uint32)
+                    bbo = np.empty(chunk.n, BBO_DTYPE) if want_bbo else None
+                k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
+                a0 = time.perf_counter()
+                out = sess.apply(ev[:k], bbo=bbo[:k] if want_bbo else False)
+                apply_s += time.perf_counter() - a0
+                n_events += k
+                if k:
+                    last_ts = int(ts[k - 1])
+                self._chunk_reports(chunk, ev[:k], ts[:k], mi[:k], out, symtab, select, reports,
+                                    desync_per_locate)
+                bar.update(self.src.raw_position - bar.n)
+        pass2_s = time.perf_counter() - t0
+        residual = self._residuals(sess, sizing, symtab, last_ts, reports, desync_per_locate)
+        read = self.src.stats
+        if "latency" in reports:
+            self._latency(sess, reports)
+        if "symbols" in cfg.reports:
+            self._symbols(p1, sizing, desync_per_locate, residual)
+        n_desync = int(sum(self.counts["desyncs"].values()) + sum(self.counts["rejects"].values()))
+        execs = int(p1.stats["executions"][[z.locate for z in sizing]].sum()) if sizing else 0
+        return {
+            "messages": read.messages, "messages_by_type": dict(sorted(read.by_type.items())),
+            "unknown_types": read.unknown_types(), "bytes": read.bytes,
+            "end_of_session_marker": read.end_marker,
+            "truncated": ({"offset": read.truncated_offset, "bytes": read.truncated_bytes}
+                          if read.truncated_offset is not None else None),
+            "moldudp64": {"packets": read.mold_packets, "gaps": read.mold_gaps} if read.mold_packets else None,
+            "system_events": [{"time_ns": t, "code": c} for t, c in p1.system_events],
+            "session_complete": any(c == "C" for _, c in p1.system_events),
+            "symbols_in_file": len(p1.symbols), "books": len(sizing),
+            "book_levels": int(sum((z.band_high - z.band_low) // z.tick + 1 for z in sizing)),
+            "book_capacity": int(sum(z.capacity for z in sizing)),
+            "events": n_events, "executions_in_feed": execs,
+            "desyncs": n_desync, "desyncs_by_cause": {**self.counts["desyncs"], **{
+                f"{k}": v for k, v in self.counts["rejects"].items()}},
+            "desync_rate_per_execution": (n_desync / execs) if execs else None,
+            "residual_orders": int(sum(residual.values())),
+            "report_rows": {name: w.rows for name, w in {**reports.writers, **reports.extra}.items()},
+            "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(apply_s, 3),
+                      "messages_per_second": round(read.messages / pass2_s) if pass2_s else None,
+                      "core_events_per_second": round(n_events / apply_s) if apply_s else None},
+        }
+
+    def _count(self, bucket: str, names: np.ndarray) -> None:
+        u, c = np.unique(names, return_counts=True)
+        for name, n in zip(u.tolist(), c.tolist()):
+            self.counts[bucket][name] = self.counts[bucket].get(name, 0) + n
+
+    def _chunk_reports(self, chunk, ev, ts, mi, out, symtab, select, reports: ReportSet, per_locate) -> None:
+        msg = chunk.first_message + mi.astype(np.int64)
+        if self.cfg.status_tables and self.cfg.reports:
+            for t in STATUS_TYPES:
+                if (chunk.types == ord(t)).any():
+                    reports.write_table(f"status_{t}_{LAYOUTS[t].name}", to_arrow(decode_type(chunk, t)))
+        # rejects: events the core refused (unknown references, duplicates, ...)
+        st = out.results["status"]
+        bad = np.flatnonzero(st)
+        rej_cause = np.array([REJECT_CAUSE.get(Status(int(c)), Status(int(c)).name.lower())
+                              for c in st[bad].tolist()], dtype=object)
+        if len(bad):
+            self._count("rejects", rej_cause)
+            np.add.at(per_locate, ev["instrument"][bad], 1)
+        d = out.desyncs
+        di = d["event_index"].astype(np.int64)
+        kinds = ev["kind"][di]
+        d_cause = np.array([CORE_CAUSE.get(c, "crossed_replace" if k == Kind.REPLACE else "crossed_add")
+                            for c, k in zip(d["cause"].tolist(), kinds.tolist())], dtype=object)
+        if len(d):
+            self._count("desyncs", d_cause)
+            np.add.at(per_locate, d["instrument"], 1)
+        if "desyncs" in reports and (len(bad) or len(d)):
+            idx = np.concatenate([bad, di])
+            reports.write("desyncs", {
+                "time_ns": ts[idx], "ts": self._utc(ts[idx]), "message": msg[idx],
+                "locate": ev["instrument"][idx], "symbol": symtab[ev["instrument"][idx]],
+                "order_ref": np.concatenate([ev["id"][bad], d["order_id"]]),
+                "cause": np.concatenate([rej_cause, d_cause]),
+                "other_ref": np.concatenate([ev["new_id"][bad], d["found_id"]]),
+                "expected_qty": np.concatenate([ev["qty"][bad], d["expected_qty"]]),
+                "found_qty": np.concatenate([np.zeros(len(bad), np.int64), d["found_qty"]]),
+                "expected_price": np.concatenate([ev["price"][bad], d["expected_price"]]),
+                "found_price": np.concatenate([np.zeros(len(bad), np.int64), d["found_price"]]),
+            })
+        if "executions" in reports:
+            self._executions(chunk, out, ts, msg, symtab, select, reports)
+        if "bbo" in reports:
+            ch = np.flatnonzero(out.bbo["changed"])
+            b = out.bbo[ch]
+            self.rows["bbo_changes"] += len(ch)
+            reports.write("bbo", {
+                "time_ns": ts[ch], "ts": self._utc(ts[ch]), "message": msg[ch], "locate": b["instrument"],
+                "symbol": symtab[b["instrument"]], "bid_price": b["bid_price"], "bid_qty": b["bid_qty"],
+                "bid_count": b["bid_count"], "ask_price": b["ask_price"], "ask_qty": b["ask_qty"],
+                "ask_count": b["ask_count"]})
+
+    def _executions(self, chunk, out, ts, msg, symtab, select, reports) -> None:
+        x = out.execs
+        xi = x["event_index"].astype(np.int64)
+        n = len(x)
+        self.rows["executions_core"] += n
+        reports.write("executions", {
+            "time_ns": ts[xi], "ts": self._utc(ts[xi]), "message": msg[xi], "locate": x["instrument"],
+            "symbol": symtab[x["instrument"]], "source": np.full(n, "core", object),
+            "msg_type": np.full(n, "", object), "order_ref": x["maker_id"], "qty": x["qty"], "price": x["price"],
+            "match_number": np.zeros(n, np.uint64), "printable": np.full(n, "", object),
+            "maker_remaining": x["maker_remaining"]})
+        for t in "ECPQ":
+            if not (chunk.types == ord(t)).any():
+                continue
+            c = decode_type(chunk, t)
+            keep = self.feed_select[c["stock_locate"]] == 1
+            c = {k: v[keep] for k, v in c.items()}
+            m = len(c["message"])
+            if not m:
+                continue
+            self.rows["executions_feed"] += m
+            reports.write("executions", {
+                "time_ns": c["timestamp"], "ts": self._utc(c["timestamp"]), "message": c["message"],
+                "locate": c["stock_locate"], "symbol": symtab[c["stock_locate"]],
+                "source": np.full(m, "feed", object), "msg_type": np.full(m, t, object),
+                "order_ref": c.get("order_ref", np.zeros(m, np.uint64)),
+                "qty": (c["executed_shares"] if t in "EC" else c["shares"]).astype(np.int64),
+                "price": c.get("execution_price", c.get("price", c.get("cross_price", np.zeros(m, np.int64)))),
+                "match_number": c["match_number"],
+                "printable": np.char.decode(c["printable"], "ascii") if t == "C" else np.full(m, "", object),
+                "maker_remaining": np.full(m, -1, np.int64)})
+
+    def _residuals(self, sess, sizing, symtab, last_ts, reports, per_locate) -> dict[int, int]:
+        """Orders still live at the end: a full day deletes everything."""
+        left = {}
+        rows = {k: [] for k in ("locate", "order_ref", "qty", "price")}
+        for z in sizing:
+            b = sess.book(z.locate)
+            if not b.order_count:
+                continue
+            left[z.locate] = b.order_count
+            for side in (b"B", b"S"):
+                for price, _, _ in b.depth(side.decode(), 1 << 30):
+                    for oid, q in b.level_orders(price):
+                        rows["locate"].append(z.locate)
+                        rows["order_ref"].append(oid)
+                        rows["qty"].append(q)
+                        rows["price"].append(price)
+        n = len(rows["locate"])
+        if n:
+            self.counts["desyncs"]["residual_order"] = n
+            loc = np.array(rows["locate"], np.uint16)
+            np.add.at(per_locate, loc, 1)
+            if "desyncs" in reports:
+                t = np.full(n, last_ts, np.int64)
+                reports.write("desyncs", {
+                    "time_ns": t, "ts": self._utc(t), "message": np.full(n, -1, np.int64), "locate": loc,
+                    "symbol": symtab[loc], "order_ref": np.array(rows["order_ref"], np.uint64),
+                    "cause": np.full(n, "residual_order", object), "other_ref": np.zeros(n, np.uint64),
+                    "expected_qty": np.zeros(n, np.int64), "found_qty": np.array(rows["qty"], np.int64),
+                    "expected_price": np.zeros(n, np.int64), "found_price": np.array(rows["price"], np.int64)})
+        return left
+
+    def _latency(self, sess, reports) -> None:
+        rows = {k: [] for k in ("scope", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "max_ns")}
+        hists = {k.name: sess.histogram(k) for k in Kind}
+        hists["ALL"] = sum(hists.values())
+        for name, h in hists.items():
+            if not h.any():
+                continue
+            s = summarize(h)
+            for col, v in zip(rows, ("ALL", name, s["count"], s["p50"], s["p90"], s["p99"], s["p99.9"], s["max"])):
+                rows[col].append(v)
+        reports.write("latency", rows)
+
+    def _symbols(self, p1: _Pass1, sizing, per_locate, residual) -> None:
+        st = p1.stats
+        locs = sorted(set(p1.symbols) | {int(x) for x in np.flatnonzero(st["messages"])} - {0})
+        z = {s.locate: s for s in sizing}
+        d = p1.directory
+
+        def col(name, default):
+            return [d.get(loc, {}).get(name, default) for loc in locs]
+
+        cols = {
+            "locate": locs, "symbol": [p1.symbols.get(loc, "") for loc in locs],
+            "market_category": col("market_category", None), "financial_status": col("financial_status", None),
+            "round_lot_size": col("round_lot_size", None), "authenticity": col("authenticity", None),
+            "replayed": [loc in z for loc in locs],
+            "band_low": [z[loc].band_low if loc in z else None for loc in locs],
+            "band_high": [z[loc].band_high if loc in z else None for loc in locs],
+            "tick": [z[loc].tick if loc in z else None for loc in locs],
+            "levels": [(z[loc].band_high - z[loc].band_low) // z[loc].tick + 1 if loc in z else None for loc in locs],
+            "capacity": [z[loc].capacity if loc in z else None for loc in locs],
+            "min_price": [int(st["min_price"][loc]) if st["price_gcd"][loc] else None for loc in locs],
+            "max_price": [int(st["max_price"][loc]) if st["price_gcd"][loc] else None for loc in locs],
+        }
+        for f in ("messages", "adds", "deletes", "replaces", "executions", "cancels", "executed_shares",
+                  "unknown_refs", "peak_live"):
+            cols[f] = st[f][locs]
+        cols["desyncs"] = per_locate[locs]
+        cols["residual_orders"] = [residual.get(loc, 0) for loc in locs]
+        w = TableWriter(os.path.join(self.out_dir, "symbols.parquet"), SCHEMAS["symbols"], self.src_meta())
+        try:
+            w.write(cols)
+        finally:
+            w.close()
+
+    def src_meta(self) -> dict:
+        return {"source_file": os.path.basename(self.path), "source_size": str(self.src.size),
+                "source_sha256": self.src.sha256 or "", "session_date": self.date.isoformat() if self.date else "",
+                "lobreplay_version": __version__, "price_scale": str(PRICE4_SCALE)}
+
+
+def replay_itch(path: str, out_dir: str, cfg: ReplayConfig | None = None, *, force: bool = False) -> dict:
+    """Replay an ITCH file into out_dir (created; refused if it holds files,
+    unless force). Returns the summary (also written as summary.json)."""
+    cfg = cfg or ReplayConfig()
+    prepare_output(out_dir, force)
+    return ItchReplay(path, out_dir, cfg).run()
+
+
+def prepare_output(out_dir: str, force: bool) -> None:
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise InputError(f"{out_dir}: exists and is not a directory")
+    if os.path.isdir(out_dir) and os.listdir(out_dir):
+        if not force:
+            raise InputError(f"{out_dir}: output directory is not empty; pass --force to overwrite")
+        for name in os.listdir(out_dir):
+            p = os.path.join(out_dir, name)
+            if os.path.isfile(p) and (name.endswith(".parquet") or name in ("summary.json", "summary.json.tmp")):
+                os.remove(p)
+    os.makedirs(out_dir, exist_ok=True)

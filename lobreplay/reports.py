@@ -1,0 +1,147 @@
+"""Replay reports: explicit Arrow schemas, Parquet written in chunks.
+
+Every table carries provenance in its schema metadata (source file name,
+size and sha256, session date, lobreplay version, price scale). A writer
+opens its file on the first rows and is closed in a finally block, so a
+replay that fails half way leaves valid Parquet files holding what was
+written. docs/reports.md describes every column.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+TIME = pa.int64()  # ns since midnight, exchange local time (ITCH); see `ts` for UTC
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "desyncs": pa.schema([
+        ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
+        ("locate", pa.uint16()), ("symbol", pa.string()), ("order_ref", pa.uint64()), ("cause", pa.string()),
+        ("other_ref", pa.uint64()), ("expected_qty", pa.int64()), ("found_qty", pa.int64()),
+        ("expected_price", pa.int64()), ("found_price", pa.int64()),
+    ]),
+    "executions": pa.schema([
+        ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
+        ("locate", pa.uint16()), ("symbol", pa.string()), ("source", pa.string()), ("msg_type", pa.string()),
+        ("order_ref", pa.uint64()), ("qty", pa.int64()), ("price", pa.int64()), ("match_number", pa.uint64()),
+        ("printable", pa.string()), ("maker_remaining", pa.int64()),
+    ]),
+    "bbo": pa.schema([
+        ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
+        ("locate", pa.uint16()), ("symbol", pa.string()),
+        ("bid_price", pa.int64()), ("bid_qty", pa.int64()), ("bid_count", pa.uint32()),
+        ("ask_price", pa.int64()), ("ask_qty", pa.int64()), ("ask_count", pa.uint32()),
+    ]),
+    "latency": pa.schema([
+        ("scope", pa.string()), ("kind", pa.string()), ("count", pa.int64()), ("p50_ns", pa.int64()),
+        ("p90_ns", pa.int64()), ("p99_ns", pa.int64()), ("p99_9_ns", pa.int64()), ("max_ns", pa.int64()),
+    ]),
+    "symbols": pa.schema([
+        ("locate", pa.uint16()), ("symbol", pa.string()), ("market_category", pa.string()),
+        ("financial_status", pa.string()), ("round_lot_size", pa.uint32()), ("authenticity", pa.string()),
+        ("replayed", pa.bool_()), ("band_low", pa.int64()), ("band_high", pa.int64()), ("tick", pa.int64()),
+        ("levels", pa.int64()), ("capacity", pa.uint32()), ("min_price", pa.int64()), ("max_price", pa.int64()),
+        ("messages", pa.uint64()), ("adds", pa.uint64()), ("deletes", pa.uint64()), ("replaces", pa.uint64()),
+        ("executions", pa.uint64()), ("cancels", pa.uint64()), ("executed_shares", pa.uint64()),
+        ("unknown_refs", pa.uint64()), ("peak_live", pa.uint32()), ("desyncs", pa.int64()),
+        ("residual_orders", pa.int64()),
+    ]),
+}
+
+
+class TableWriter:
+    """Appends column dicts to one Parquet file with a fixed schema."""
+
+    def __init__(self, path: str, schema: pa.Schema, metadata: Mapping[str, str]):
+        self.path = path
+        self.schema = schema.with_metadata({**(schema.metadata or {}), **metadata})
+        self._w: pq.ParquetWriter | None = None
+        self.rows = 0
+
+    def write(self, columns: Mapping[str, object]) -> None:
+        n = len(next(iter(columns.values()))) if columns else 0
+        if n == 0 and self._w is not None:
+            return
+        arrays = [_to_arrow(columns[f.name], f.type) for f in self.schema]
+        table = pa.Table.from_arrays(arrays, schema=self.schema)
+        if self._w is None:
+            self._w = pq.ParquetWriter(self.path, self.schema, compression="zstd")
+        if n:
+            self._w.write_table(table)
+        self.rows += n
+
+    def close(self) -> None:
+        if self._w is None:  # nothing written: still leave a valid, empty table
+            self.write({f.name: [] for f in self.schema})
+        self._w.close()
+
+
+def _to_arrow(values, typ: pa.DataType) -> pa.Array:
+    if isinstance(values, pa.Array):
+        return values.cast(typ) if values.type != typ else values
+    if isinstance(values, np.ndarray) and values.dtype.kind == "S":
+        return pa.array(values, type=pa.binary()).cast(typ)
+    if pa.types.is_timestamp(typ) and isinstance(values, np.ndarray):
+        return pa.array(values.astype("datetime64[ns]"), type=pa.timestamp("ns")).cast(typ)
+    return pa.array(values, type=typ)
+
+
+class ReportSet:
+    """The writers of one report directory, closed together."""
+
+    def __init__(self, out_dir: str, names: list[str], metadata: Mapping[str, str]):
+        self.out_dir = out_dir
+        self.metadata = dict(metadata)
+        self.writers = {n: TableWriter(os.path.join(out_dir, f"{n}.parquet"), SCHEMAS[n], self.metadata)
+                        for n in names}
+        self.extra: dict[str, TableWriter] = {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.writers
+
+    def write(self, name: str, columns: Mapping[str, object]) -> None:
+        if name in self.writers:
+            self.writers[name].write(columns)
+
+    def write_table(self, name: str, table: pa.Table) -> None:
+        """A table whose schema comes from the data (the status tables)."""
+        if name not in self.extra:
+            self.extra[name] = TableWriter(os.path.join(self.out_dir, f"{name}.parquet"), table.schema,
+                                           self.metadata)
+        w = self.extra[name]
+        if w._w is None:
+            w._w = pq.ParquetWriter(w.path, w.schema, compression="zstd")
+        w._w.write_table(table.replace_schema_metadata(w.schema.metadata))
+        w.rows += table.num_rows
+
+    def close(self) -> None:
+        errors = []
+        for w in list(self.writers.values()) + list(self.extra.values()):
+            try:
+                w.close()
+            except Exception as e:  # close every writer even if one fails
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
+
+def write_json(path: str, obj) -> None:
+    """Write JSON atomically (a crash leaves the old file or the new one, never half)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=False, default=_json_default)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _json_default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
