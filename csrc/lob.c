@@ -905,7 +905,7 @@ static void apply_exec(lob_book *b, const lob_event *e, const plan_t *p, sink_t 
         if (front != o)
             add_desync(out, LOB_D_FILL_ORDER, o->id, front->id, e->qty, o->qty, px, x->price, i, e->instrument);
     }
-    if ((e->flags & LOB_F_PRICE) && e->price != px)
+    if ((e->flags & (LOB_F_PRICE | LOB_F_NOCHECK)) == LOB_F_PRICE && e->price != px)
         add_desync(out, LOB_D_EXEC_PRICE, o->id, 0, e->qty, o->qty, e->price, px, i, e->instrument);
     if (e->qty >= o->qty) {
         if (e->qty > o->qty)

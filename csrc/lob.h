@@ -65,7 +65,8 @@ enum {
                             desync each) and it rests without trading.
                             REDUCE: by more than remains removes the order (a LOB_D_QTY desync). */
     LOB_F_PRICE = 2,     /* EXEC: price holds the feed's execution price (ITCH C) */
-    LOB_F_NOCHECK = 4    /* EXEC: not an aggressor's fill (a cross): skip the priority check */
+    LOB_F_NOCHECK = 4    /* EXEC: not an aggressor's fill (a cross, at the cross price): skip the
+                            priority and price checks */
 };
 
 /* An EXEC is checked against price-time priority: the synthetic aggressor the

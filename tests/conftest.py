@@ -1,0 +1,22 @@
+"""Shared fixtures: the real ITCH fixtures beside the checkout, and small
+synthetic days generated once per test session."""
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_ITCH = ROOT.parent / "shared" / "data" / "itch"
+
+
+def real_itch_files() -> list[Path]:
+    files = sorted(p for p in SHARED_ITCH.glob("*") if p.suffix in (".itch", ".pcap"))
+    assert files, f"the real ITCH fixtures are missing: expected them in {SHARED_ITCH}"
+    return files
+
+
+@pytest.fixture(scope="session")
+def synthetic_day(tmp_path_factory):
+    """A 60k-message synthetic day (20 symbols) with its ground truth."""
+    from lobreplay.itch.synth import generate_day
+    path = tmp_path_factory.mktemp("day") / "20191230.synthetic.itch"
+    return generate_day(path, n_messages=60_000, n_symbols=20, seed=11)

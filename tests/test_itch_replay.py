@@ -1,0 +1,195 @@
+"""The ITCH replay: a generated day with known truth replays with no desync
+and an empty book; each kind of injected feed fault is found with the right
+cause at the right message; real captures that start mid-day are tolerated
+and counted; reports are valid Parquet with provenance; bad input is a clear
+error that leaves what was written valid."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from lobreplay.errors import InputError
+from lobreplay.itch.faults import FAULTS, inject
+from lobreplay.itch.replay import ReplayConfig, replay_itch, session_date, size_books
+from tests.conftest import SHARED_ITCH
+
+
+@pytest.fixture(scope="module")
+def clean(synthetic_day, tmp_path_factory):
+    out = tmp_path_factory.mktemp("clean")
+    return synthetic_day, out, replay_itch(synthetic_day.path, str(out))
+
+
+def test_ground_truth_day_has_no_desync_and_ends_empty(clean):
+    truth, out, s = clean
+    assert s["status"] == "ok"
+    assert s["messages"] == truth.n_messages
+    assert s["desyncs"] == 0 and s["desyncs_by_cause"] == {}
+    assert s["residual_orders"] == truth.final_live == 0
+    assert s["session_complete"]
+    assert s["books"] == len({loc for loc in truth.price_min})
+    desyncs = pd.read_parquet(out / "desyncs.parquet")
+    assert len(desyncs) == 0 and list(desyncs.columns)[:4] == ["time_ns", "ts", "message", "locate"]
+
+
+def test_sizing_matches_the_truth(clean):
+    truth, out, _ = clean
+    sym = pd.read_parquet(out / "symbols.parquet").set_index("locate")
+    for loc, peak in truth.peak_live.items():
+        row = sym.loc[loc]
+        assert row["capacity"] == peak, loc          # exact: the pass-1 peak of live orders
+        assert row["band_low"] <= truth.price_min[loc] and row["band_high"] >= truth.price_max[loc]
+        assert row["tick"] == truth.ticks[loc] or truth.ticks[loc] % row["tick"] == 0
+        assert (row["band_low"] % row["tick"], row["band_high"] % row["tick"]) == (0, 0)
+        assert row["executed_shares"] == truth.executed_shares[loc]
+        assert row["symbol"] == truth.symbols[loc] and row["replayed"]
+
+
+def test_core_fills_agree_with_the_feed(clean):
+    truth, out, _ = clean
+    ex = pd.read_parquet(out / "executions.parquet")
+    feed = ex[(ex.source == "feed") & ex.msg_type.isin(["E"])]
+    core = ex[ex.source == "core"]
+    # one expected fill per checked execution (E, and C printable Y), same order, same orders
+    checked = ex[(ex.source == "feed") & ((ex.msg_type == "E") | ((ex.msg_type == "C") & (ex.printable == "Y")))]
+    assert len(core) == len(checked) > 100
+    np.testing.assert_array_equal(core.sort_values("message").order_ref.to_numpy(),
+                                  checked.sort_values("message").order_ref.to_numpy())
+    assert feed.qty.sum() > 0
+    groups = sum(len(g[3]) for g in truth.aggressor_groups)
+    assert len(checked) == groups
+
+
+def test_bbo_report_follows_the_book(clean):
+    _, out, _ = clean
+    bbo = pd.read_parquet(out / "bbo.parquet")
+    assert len(bbo) > 1000
+    both = bbo[(bbo.bid_price > 0) & (bbo.ask_price > 0)]
+    assert (both.bid_price < both.ask_price).all()  # never crossed
+    assert (bbo.groupby("locate").time_ns.apply(lambda t: t.is_monotonic_increasing)).all()
+
+
+def test_reports_carry_provenance_and_schemas(clean):
+    truth, out, s = clean
+    for name in ("desyncs", "executions", "bbo", "latency", "symbols"):
+        meta = pq.read_schema(out / f"{name}.parquet").metadata
+        assert meta[b"source_file"] == b"20191230.synthetic.itch"
+        assert len(meta[b"source_sha256"]) == 64 and meta[b"session_date"] == b"2019-12-30"
+        assert meta[b"price_scale"] == b"10000"
+    assert s["source"]["source_sha256"] == __import__("hashlib").sha256(open(truth.path, "rb").read()).hexdigest()
+    lat = pd.read_parquet(out / "latency.parquet")
+    assert set(lat.kind) >= {"NEW", "CANCEL", "EXEC", "ALL"}
+    assert (lat.p50_ns <= lat.p99_ns).all() and (lat.p99_ns <= lat.max_ns).all()
+    bbo = pd.read_parquet(out / "bbo.parquet")
+    assert str(bbo.ts.dtype) == "datetime64[ns, UTC]"
+    assert bbo.ts.iloc[0].tz_convert("America/New_York").date().isoformat() == "2019-12-30"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary == json.loads(json.dumps(s, default=int))
+
+
+@pytest.mark.parametrize("kind", sorted(FAULTS))
+def test_each_injected_fault_is_found_with_its_cause(synthetic_day, tmp_path, kind):
+    bad = tmp_path / "20191230.faulty.itch"
+    fault = inject(kind, synthetic_day, bad, seed=3)
+    out = tmp_path / "out"
+    s = replay_itch(str(bad), str(out))
+    d = pd.read_parquet(out / "desyncs.parquet")
+    assert fault.cause in set(d.cause), (kind, s["desyncs_by_cause"])
+    hit = d[d.cause == fault.cause]
+    if fault.cause == "residual_order":
+        assert fault.order_ref in set(hit.order_ref)
+    else:
+        assert fault.index in set(hit.message), (kind, hit.message.tolist(), fault)
+    # the book was brought back to the feed's state: the fault does not cascade
+    others = d[d.cause != fault.cause]
+    if fault.cause.startswith("crossed"):
+        # the feed said the new order rests, so the orders it met were stale and are gone:
+        # later messages about them, and only them, name unknown references
+        removed = set(hit[hit.message == fault.index].order_ref)
+        assert set(others.cause) <= {"unknown_reference"}
+        for row in others.sort_values("message").itertuples():
+            assert row.order_ref in removed, row
+            if row.other_ref:  # a replace of a removed order: its new reference is unknown too
+                removed.add(row.other_ref)
+    else:
+        assert len(d) <= 2, s["desyncs_by_cause"]
+
+
+def test_mid_day_capture_counts_unknown_references():
+    s_dir = None
+    path = SHARED_ITCH / "nasdaq_20230822_0930.itch"
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        s = replay_itch(str(path), d)
+        s_dir = d
+        assert s["status"] == "ok" and not s["session_complete"]
+        # none of the 132 E/X/D/U messages refers to an order added inside the capture (PROVENANCE.md)
+        assert s["desyncs_by_cause"]["unknown_reference"] == 30 + 99 + 3 - 19
+        assert s_dir
+
+
+def test_symbols_restrict_the_replay(synthetic_day, tmp_path):
+    sym = synthetic_day.symbols
+    pick = [sym[1], sym[2]]
+    s = replay_itch(synthetic_day.path, str(tmp_path / "o"), ReplayConfig(symbols=pick))
+    assert s["books"] == 2 and s["desyncs"] == 0
+    bbo = pd.read_parquet(tmp_path / "o" / "bbo.parquet")
+    assert set(bbo.symbol) == set(pick)
+    with pytest.raises(InputError, match="no such symbol"):
+        replay_itch(synthetic_day.path, str(tmp_path / "o2"), ReplayConfig(symbols=["NOPE"]))
+
+
+def test_output_directory_is_not_overwritten_without_force(synthetic_day, tmp_path):
+    out = tmp_path / "o"
+    replay_itch(synthetic_day.path, str(out), ReplayConfig(reports=()))
+    with pytest.raises(InputError, match="--force"):
+        replay_itch(synthetic_day.path, str(out))
+    s = replay_itch(synthetic_day.path, str(out), ReplayConfig(reports=("desyncs",)), force=True)
+    assert s["status"] == "ok" and (out / "desyncs.parquet").exists() and not (out / "bbo.parquet").exists()
+
+
+def test_a_failing_replay_leaves_valid_outputs(synthetic_day, tmp_path):
+    data = open(synthetic_day.path, "rb").read()
+    cut = tmp_path / "20191230.cut.itch"
+    cut.write_bytes(data[: len(data) // 2 + 7])
+    out = tmp_path / "o"
+    with pytest.raises(InputError, match="truncated"):
+        replay_itch(str(cut), str(out))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed" and "truncated" in summary["error"]
+    s = replay_itch(str(cut), str(tmp_path / "o2"), ReplayConfig(allow_truncated=True))
+    assert s["truncated"]["bytes"] > 0 and s["status"] == "ok"
+
+
+def test_cli_errors_are_one_line_without_traceback(tmp_path):
+    bad = tmp_path / "x.itch"
+    bad.write_bytes(b"\x00\x05hello")
+    r = subprocess.run([sys.executable, "-m", "lobreplay", "itch", "replay", str(bad), "-o", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "not an ITCH 5.0 file" in r.stderr and "Traceback" not in r.stderr and str(bad) in r.stderr
+
+
+def test_session_date_from_file_names():
+    import datetime as dt
+    assert session_date("12302019.NASDAQ_ITCH50.gz") == dt.date(2019, 12, 30)
+    assert session_date("20191230.BX_ITCH_50.gz") == dt.date(2019, 12, 30)
+    assert session_date("S081321-v50.txt.gz") == dt.date(2021, 8, 13)
+    assert session_date("nasdaq_20230822_0930.itch") == dt.date(2023, 8, 22)
+    assert session_date("sample.itch") is None
+
+
+def test_size_books_rounds_to_the_tick_and_widens():
+    st = np.zeros(65536, [("min_price", "<i8"), ("max_price", "<i8"), ("price_gcd", "<u8"), ("peak_live", "<u4")])
+    st[5] = (1_000_000, 1_200_000, 100, 37)
+    (z,), notes = size_books(st, 0.2, [5])
+    assert z.tick == 100 and z.capacity == 37 and not notes
+    assert z.band_low <= 1_000_000 - 40_000 and z.band_high >= 1_240_000
+    assert z.band_low % 100 == 0 and z.band_high % 100 == 0
+    st[6] = (5, 3_000_000_000, 1, 1)  # a sub-penny tick over a huge range: cannot fit
+    with pytest.raises(InputError, match="levels"):
+        size_books(st, 0.2, [6])
