@@ -633,6 +633,8 @@ enum { HIST_KINDS = 6 }; /* index 0 collects events of an unknown kind */
 struct lob_session {
     uint32_t max_instrument;
     int timing;
+    int prefetch;        /* -1: decide from book_bytes; 0 off; 1 on */
+    uint64_t book_bytes; /* memory of all books */
     lob_book **books;
     uint64_t *hist; /* HIST_KINDS x LOB_HIST_BUCKETS */
 };
@@ -646,6 +648,7 @@ lob_session *lob_session_new(uint32_t max_instrument, int *status)
     lob_session *s = lob_calloc(1, sizeof *s);
     if (s) {
         s->max_instrument = max_instrument;
+        s->prefetch = -1;
         s->books = lob_calloc((size_t)max_instrument + 1, sizeof *s->books);
         s->hist = lob_calloc((size_t)HIST_KINDS * LOB_HIST_BUCKETS, sizeof *s->hist);
     }
@@ -675,7 +678,11 @@ int lob_session_add_book(lob_session *s, uint32_t instrument, int64_t band_low, 
 {
     if (!s || instrument > s->max_instrument || s->books[instrument]) return LOB_EARG;
     int st;
-    s->books[instrument] = lob_book_new(band_low, band_high, tick, capacity, &st);
+    lob_book *b = lob_book_new(band_low, band_high, tick, capacity, &st);
+    s->books[instrument] = b;
+    if (b)
+        s->book_bytes += (uint64_t)b->nlevels * sizeof(level_t) + (uint64_t)b->capacity * sizeof(order_t) +
+                         (b->slot_mask + 1) * sizeof(slot_t) + (uint64_t)(b->nwords + b->nwords2) * 8;
     return st;
 }
 
@@ -729,6 +736,8 @@ uint64_t lob_hist_lowest(uint32_t idx)
 }
 
 void lob_session_set_timing(lob_session *s, int on) { s->timing = on != 0; }
+
+void lob_session_set_prefetch(lob_session *s, int mode) { s->prefetch = mode < 0 ? -1 : mode != 0; }
 
 int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts)
 {
@@ -920,6 +929,70 @@ static void apply_exec(lob_book *b, const lob_event *e, const plan_t *p, sink_t 
     }
 }
 
+/* Prefetching. With many books (an ITCH day has thousands) most of an event's
+ * time is spent waiting for memory: its index slot, then its order, then the
+ * order's neighbours and level, each known only once the one before has
+ * arrived. The batch says what comes next, so the loop asks for those of
+ * later events in three stages: the slot of the event PF_SLOT ahead, the order
+ * (or, for a NEW, the level) of the one PF_ORDER ahead, whose slot should have
+ * arrived, and the neighbours (or the level's tail) of the one PF_LINKS ahead.
+ * Hints only: the book may change in between, which costs nothing but a
+ * useless fetch. Measured in benchmarks/RESULTS.md (ITCH replay). */
+enum { PF_SLOT = 12, PF_ORDER = 6, PF_LINKS = 3 };
+#define PF_AUTO_BYTES (16u << 20) /* about half of this machine's L3 */
+
+static inline void prefetch(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)p)); /* gcc 12 drops __builtin_prefetch here */
+#else
+    __builtin_prefetch(p);
+#endif
+}
+
+static inline void prefetch_slot(const lob_session *s, const lob_event *e)
+{
+    const lob_book *b = event_book(s, e);
+    if (b) prefetch(&b->slots[tag_home(b, id_tag(e->id))]);
+}
+
+/* The order an event names, if its home slot holds its tag (the common case). */
+static inline const order_t *peek_order(const lob_book *b, const lob_event *e)
+{
+    uint32_t tag = id_tag(e->id);
+    const slot_t *sl = &b->slots[tag_home(b, tag)];
+    return (sl->order != NIL && sl->tag == tag) ? &b->orders[sl->order] : NULL;
+}
+
+static inline void prefetch_order(const lob_session *s, const lob_event *e)
+{
+    const lob_book *b = event_book(s, e);
+    if (!b) return;
+    if (e->kind == LOB_NEW) {
+        int64_t li = price_level(b, e->price);
+        if (li >= 0) prefetch(&b->levels[li]);
+    } else {
+        const order_t *o = peek_order(b, e);
+        if (o) prefetch(o);
+    }
+}
+
+static inline void prefetch_links(const lob_session *s, const lob_event *e)
+{
+    const lob_book *b = event_book(s, e);
+    if (!b) return;
+    if (e->kind == LOB_NEW) {
+        int64_t li = price_level(b, e->price);
+        if (li >= 0 && b->levels[li].tail != NIL) prefetch(&b->orders[b->levels[li].tail]);
+        return;
+    }
+    const order_t *o = peek_order(b, e);
+    if (!o || o->level == NIL) return;
+    prefetch(&b->levels[o->level]);
+    if (o->prev != NIL) prefetch(&b->orders[o->prev]);
+    if (o->next != NIL) prefetch(&b->orders[o->next]);
+}
+
 int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out)
 {
     size_t i;
@@ -934,8 +1007,16 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
     lob_bbo *bbo = out->bbo;
     /* With timing on, one clock reading ends an event and starts the next. */
     int64_t t_prev = s->timing ? lob_clock_ns() : 0;
+    /* Prefetch only where the books outgrow the caches: on books that fit, it
+     * costs more than it saves (benchmarks/RESULTS.md). */
+    int pf = s->prefetch < 0 ? s->book_bytes > PF_AUTO_BYTES : s->prefetch;
     for (i = 0; i < n; i++) {
         const lob_event *e = &events[i];
+        if (pf) {
+            if (i + PF_SLOT < n) prefetch_slot(s, &events[i + PF_SLOT]);
+            if (i + PF_ORDER < n) prefetch_order(s, &events[i + PF_ORDER]);
+            if (i + PF_LINKS < n) prefetch_links(s, &events[i + PF_LINKS]);
+        }
         lob_result r = {0, 0, 0, LOB_OK};
         lob_book *b = event_book(s, e);
         lob_bbo before = {0};

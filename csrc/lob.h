@@ -258,7 +258,12 @@ enum { LOB_HIST_SUB_BITS = 11, LOB_HIST_MAX_BITS = 40, LOB_HIST_BUCKETS = 32768 
  * each event is timed with CLOCK_MONOTONIC and counted in the histogram of
  * its kind (index = kind, 1..4). Can't fail. */
 void lob_session_set_timing(lob_session *s, int on);
-/* Copy the histogram of one event kind (1..4) into counts[LOB_HIST_BUCKETS].
+/* Software prefetching of later events' index slots, orders and levels inside
+ * lob_session_apply: 1 on, 0 off, -1 (the default) on once the session's books
+ * take more than 16 MiB (where the data no longer stays in cache and prefetching
+ * pays; below that it costs more than it saves). Can't fail. */
+void lob_session_set_prefetch(lob_session *s, int mode);
+/* Copy the histogram of one event kind (1..5) into counts[LOB_HIST_BUCKETS].
  * Returns LOB_OK or LOB_EARG. */
 int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts);
 /* Zero all histograms. Can't fail. */

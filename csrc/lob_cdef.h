@@ -126,6 +126,7 @@ typedef struct lob_outputs {
 int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out);
 
 void lob_session_set_timing(lob_session *s, int on);
+void lob_session_set_prefetch(lob_session *s, int mode);
 int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts);
 void lob_session_reset_histograms(lob_session *s);
 uint32_t lob_hist_index(uint64_t value_ns);

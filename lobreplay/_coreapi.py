@@ -217,6 +217,9 @@ class CoreSession:
     def set_timing(self, on: bool) -> None:
         lib.lob_session_set_timing(self.ptr, 1 if on else 0)
 
+    def set_prefetch(self, mode: int) -> None:
+        lib.lob_session_set_prefetch(self.ptr, mode)
+
     def histogram(self, kind: int) -> np.ndarray:
         counts = np.zeros(HIST_BUCKETS, dtype=np.uint64)
         raise_for_status(lib.lob_session_histogram(self.ptr, kind, _buf("uint64_t[]", counts, True)),

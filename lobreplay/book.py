@@ -167,6 +167,11 @@ class Session:
         """Time every event inside the core (CLOCK_MONOTONIC, two readings per event)."""
         self._s.set_timing(on)
 
+    def set_prefetch(self, mode: bool | None = None) -> None:
+        """Software prefetching inside apply: True, False, or None (the default:
+        on once the books take more than 16 MiB). Results never depend on it."""
+        self._s.set_prefetch(-1 if mode is None else int(bool(mode)))
+
     def histogram(self, kind: int) -> np.ndarray:
         """Counts per bucket (see lobreplay.latency) for one event kind (0: unknown kinds)."""
         return self._s.histogram(int(kind))

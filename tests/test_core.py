@@ -152,6 +152,18 @@ def test_batch_rejects_do_not_stop_the_batch():
 
 # ---- execution buffer refills ---------------------------------------------------
 
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_result_does_not_depend_on_prefetching(prefetch):
+    flow = generate_flow(4000, n_instruments=3, seed=6, resting=200)
+    ref = flow.session().apply(flow.events, bbo=True)
+    s = flow.session()
+    s.set_prefetch(prefetch)
+    got = s.apply(flow.events, bbo=True)
+    np.testing.assert_array_equal(got.results, ref.results)
+    np.testing.assert_array_equal(got.execs, ref.execs)
+    np.testing.assert_array_equal(got.bbo, ref.bbo)
+
+
 @pytest.mark.parametrize("cap", [1, 2, 3, 17, 1000])
 def test_result_does_not_depend_on_exec_capacity(cap):
     flow = generate_flow(4000, n_instruments=3, seed=5, resting=200)

@@ -242,7 +242,9 @@ class _Day:
                 weights[loc] = min(weights.values()) * 0.2
         self.weights = weights
         self.sym_table = _table(rng, [(loc, weights[loc]) for loc in range(1, n + 1)], 1 << 16)
-        self.depth_table = _table(rng, [(d, 0.72 ** d) for d in range(0, 40)], 4096)
+        # distance from the price in ticks: a hump a few ticks out, as real books have
+        self.depth_table = _table(rng, [(d, (0.6 + 0.25 * min(d, 3)) * 0.86 ** max(0, d - 3))
+                                        for d in range(0, 50)], 4096)
         self.size_table = _table(rng, [(100, 40), (200, 12), (300, 6), (400, 3), (500, 6), (1000, 3),
                                        (2000, 1), (5000, 0.3), (50, 3), (25, 2), (10, 3), (1, 3), (5, 2),
                                        (30, 1), (75, 1), (150, 2), (250, 1), (600, 1), (800, 0.7)], 4096)
@@ -669,7 +671,9 @@ class _Day:
                 if not live:
                     kind = 0
                 else:
-                    # a random live order (dead entries are dropped as they are met)
+                    # a random live order (dead entries are dropped as they are met); for a
+                    # delete, the staler of two (the one nearer to, or through, its symbol's
+                    # current price), so that the book follows the price
                     while True:
                         j = int(rnd() * len(live))
                         ref = live[j]
@@ -678,22 +682,33 @@ class _Day:
                             break
                         live[j] = live[-1]
                         live.pop()
-                    if kind == 3 and o[3] < 2:
+                    if kind == 1:
+                        j2 = int(rnd() * len(live))
+                        o2 = orders.get(live[j2])
+                        if o2 is not None:
+                            l1, l2 = o[0], o2[0]
+                            s1 = (o[2] - mid[l1] if o[1] else mid[l1] - o[2]) / (tick[l1] * ds[l1])
+                            s2 = (o2[2] - mid[l2] if o2[1] else mid[l2] - o2[2]) / (tick[l2] * ds[l2])
+                            if s2 > s1:
+                                j, ref, o = j2, live[j2], o2
+                    elif kind == 3 and o[3] < 2:
                         kind = 1
             if kind == 0 or kind == 5:
                 loc = sym_table[int(rnd() * 65536)]
                 m = mid[loc]
                 tk = tick[loc]
                 u = rnd()
-                if u < 0.08:
-                    m += tk * ds[loc]
-                    if m > hi[loc]:
-                        m = hi[loc]
-                    mid[loc] = m
-                elif u < 0.16:
-                    m -= tk * ds[loc]
-                    if m < lo[loc]:
-                        m = lo[loc]
+                if u < 0.16:
+                    # the symbol's price: a random walk (the book follows it: passive orders are
+                    # placed around it, deletes take stale orders, aggressors lean its way)
+                    if u < 0.08:
+                        m += tk * ds[loc]
+                        if m > hi[loc]:
+                            m = hi[loc]
+                    else:
+                        m -= tk * ds[loc]
+                        if m < lo[loc]:
+                            m = lo[loc]
                     mid[loc] = m
                 buy = rnd() < 0.5
                 if kind == 5:
@@ -701,6 +716,14 @@ class _Day:
                         kind = 0
                     else:
                         # ---- aggressor: execute against the opposite book ----
+                        # (mostly in the direction of the price: it takes the stale side)
+                        okeys = ask_keys[loc]
+                        if okeys and m > -okeys[-1]:
+                            buy = rnd() < 0.85
+                        else:
+                            okeys = bid_keys[loc]
+                            if okeys and m < okeys[-1]:
+                                buy = rnd() >= 0.85
                         okeys = ask_keys[loc] if buy else bid_keys[loc]
                         if not okeys:
                             buy = not buy
@@ -710,6 +733,11 @@ class _Day:
                 if kind == 5:
                     olv = ask_lv[loc] if buy else bid_lv[loc]
                     need = touch_table[int(rnd() * 1024)]
+                    if rnd() < 0.3:
+                        # take the whole best level (and so move the price), up to 20 orders
+                        need = len(olv[-okeys[-1] if buy else okeys[-1]])
+                        if need > 20:
+                            need = 20
                     mode = rnd()
                     fills = []
                     for kk in range(len(okeys) - 1, -1, -1):
@@ -782,7 +810,6 @@ class _Day:
                     if rec is not None:
                         groups.append((ts, loc, "S" if buy else "B", rec))
                     last_t = ts
-                    mid[loc] = p
                     if q > 0:
                         # the remainder rests at the aggressor's limit, the last price it reached:
                         # every opposite order at or better than it is gone, so it cannot cross
@@ -814,7 +841,7 @@ class _Day:
                         price -= tk * int(rnd() * dsl)
                     keys = ask_keys[loc]
                     if keys and price >= -keys[-1]:
-                        price = -keys[-1] - tk
+                        price = -keys[-1] - tk - tk * d * dsl   # as deep, from the opposite best
                     if price < tk:
                         continue
                     lv = bid_lv[loc]
@@ -828,7 +855,9 @@ class _Day:
                             price = cap[loc]
                     keys = bid_keys[loc]
                     if keys and price <= keys[-1]:
-                        price = keys[-1] + tk
+                        price = keys[-1] + tk + tk * d * dsl
+                        if price > cap[loc]:
+                            continue
                     lv = ask_lv[loc]
                     keys = ask_keys[loc]
                     key = -price
@@ -910,7 +939,12 @@ class _Day:
                 continue
             # ---- replace: new reference, new price and size, same side, back of its queue ----
             tk = tick[loc]
-            newp = price + replace_table[int(rnd() * 1024)] * tk * ds[loc]
+            if rnd() < 0.6:
+                # re-pegged to the symbol's current price, like a fresh passive order
+                d = depth_table[int(rnd() * 4096)] * tk * ds[loc]
+                newp = mid[loc] - d if buy else mid[loc] + tk + d
+            else:
+                newp = price + replace_table[int(rnd() * 1024)] * tk * ds[loc]
             if newp > cap[loc]:
                 newp = price
             if buy:
