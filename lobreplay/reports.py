@@ -5,11 +5,16 @@ size and sha256, session date, lobreplay version, price scale). A writer
 opens its file on the first rows and is closed in a finally block, so a
 replay that fails half way leaves valid Parquet files holding what was
 written. docs/reports.md describes every column.
+
+Encoding and compressing Parquet costs as much as replaying, so a ReportSet
+does it on one background thread (pyarrow releases the GIL), in order, with
+at most a few batches waiting: the core replays the next chunk meanwhile.
 """
 from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Mapping
 
 import numpy as np
@@ -17,23 +22,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 TIME = pa.int64()  # ns since midnight, exchange local time (ITCH); see `ts` for UTC
+SYMBOL = pa.dictionary(pa.int32(), pa.string())
 
 SCHEMAS: dict[str, pa.Schema] = {
     "desyncs": pa.schema([
         ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
-        ("locate", pa.uint16()), ("symbol", pa.string()), ("order_ref", pa.uint64()), ("cause", pa.string()),
+        ("locate", pa.uint16()), ("symbol", SYMBOL), ("order_ref", pa.uint64()), ("cause", pa.string()),
         ("other_ref", pa.uint64()), ("expected_qty", pa.int64()), ("found_qty", pa.int64()),
         ("expected_price", pa.int64()), ("found_price", pa.int64()),
     ]),
     "executions": pa.schema([
         ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
-        ("locate", pa.uint16()), ("symbol", pa.string()), ("source", pa.string()), ("msg_type", pa.string()),
+        ("locate", pa.uint16()), ("symbol", SYMBOL), ("source", pa.string()), ("msg_type", pa.string()),
         ("order_ref", pa.uint64()), ("qty", pa.int64()), ("price", pa.int64()), ("match_number", pa.uint64()),
         ("printable", pa.string()), ("maker_remaining", pa.int64()),
     ]),
     "bbo": pa.schema([
         ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
-        ("locate", pa.uint16()), ("symbol", pa.string()),
+        ("locate", pa.uint16()), ("symbol", SYMBOL),
         ("bid_price", pa.int64()), ("bid_qty", pa.int64()), ("bid_count", pa.uint32()),
         ("ask_price", pa.int64()), ("ask_qty", pa.int64()), ("ask_count", pa.uint32()),
     ]),
@@ -75,6 +81,12 @@ class TableWriter:
             self._w.write_table(table)
         self.rows += n
 
+    def write_arrow(self, table: pa.Table) -> None:
+        if self._w is None:
+            self._w = pq.ParquetWriter(self.path, self.schema, compression="zstd")
+        self._w.write_table(table.replace_schema_metadata(self.schema.metadata))
+        self.rows += table.num_rows
+
     def close(self) -> None:
         if self._w is None:  # nothing written: still leave a valid, empty table
             self.write({f.name: [] for f in self.schema})
@@ -92,7 +104,10 @@ def _to_arrow(values, typ: pa.DataType) -> pa.Array:
 
 
 class ReportSet:
-    """The writers of one report directory, closed together."""
+    """The writers of one report directory, fed from one background thread and
+    closed together."""
+
+    MAX_PENDING = 8  # batches waiting to be written; past this, write() waits
 
     def __init__(self, out_dir: str, names: list[str], metadata: Mapping[str, str]):
         self.out_dir = out_dir
@@ -100,27 +115,52 @@ class ReportSet:
         self.writers = {n: TableWriter(os.path.join(out_dir, f"{n}.parquet"), SCHEMAS[n], self.metadata)
                         for n in names}
         self.extra: dict[str, TableWriter] = {}
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-reports")
+        self._pending: list[Future] = []
 
     def __contains__(self, name: str) -> bool:
         return name in self.writers
 
+    def _submit(self, fn, *args) -> None:
+        waiting = []
+        for f in self._pending:
+            if f.done():
+                f.result()  # raises a failed write's error here
+            else:
+                waiting.append(f)
+        self._pending = waiting
+        while len(self._pending) >= self.MAX_PENDING:
+            self._pending.pop(0).result()  # raises the writer's error here, if any
+        self._pending.append(self._pool.submit(fn, *args))
+
     def write(self, name: str, columns: Mapping[str, object]) -> None:
         if name in self.writers:
-            self.writers[name].write(columns)
+            self._submit(self.writers[name].write, columns)
 
     def write_table(self, name: str, table: pa.Table) -> None:
         """A table whose schema comes from the data (the status tables)."""
         if name not in self.extra:
             self.extra[name] = TableWriter(os.path.join(self.out_dir, f"{name}.parquet"), table.schema,
                                            self.metadata)
-        w = self.extra[name]
-        if w._w is None:
-            w._w = pq.ParquetWriter(w.path, w.schema, compression="zstd")
-        w._w.write_table(table.replace_schema_metadata(w.schema.metadata))
-        w.rows += table.num_rows
+        self._submit(self.extra[name].write_arrow, table)
+
+    def rows(self) -> dict[str, int]:
+        """Rows written so far per table (waits for the writes in flight)."""
+        self.flush()
+        return {name: w.rows for name, w in {**self.writers, **self.extra}.items()}
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        for f in pending:
+            f.result()
 
     def close(self) -> None:
         errors = []
+        try:
+            self.flush()
+        except Exception as e:
+            errors.append(e)
+        self._pool.shutdown(wait=True)
         for w in list(self.writers.values()) + list(self.extra.values()):
             try:
                 w.close()

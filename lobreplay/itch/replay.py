@@ -251,7 +251,7 @@ class ItchReplay:
         select[[z.locate for z in sizing]] = 1
         # feed rows (executions, status) of every locate, unless the replay is restricted to symbols
         self.feed_select = select if cfg.symbols else np.ones(65536, np.uint8)
-        symtab = np.array([p1.symbols.get(i, "") for i in range(65536)], dtype=object)
+        symtab = pa.array([p1.symbols.get(i, "") for i in range(65536)], pa.string())
         want_bbo = "bbo" in reports
         ev = np.empty(0, EVENT_DTYPE)
         desync_per_locate = np.zeros(65536, np.int64)
@@ -302,7 +302,7 @@ class ItchReplay:
                 f"{k}": v for k, v in self.counts["rejects"].items()}},
             "desync_rate_per_execution": (n_desync / execs) if execs else None,
             "residual_orders": int(sum(residual.values())),
-            "report_rows": {name: w.rows for name, w in {**reports.writers, **reports.extra}.items()},
+            "report_rows": reports.rows(),
             "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(apply_s, 3),
                       "messages_per_second": round(read.messages / pass2_s) if pass2_s else None,
                       "core_events_per_second": round(n_events / apply_s) if apply_s else None},
@@ -339,7 +339,7 @@ class ItchReplay:
             idx = np.concatenate([bad, di])
             reports.write("desyncs", {
                 "time_ns": ts[idx], "ts": self._utc(ts[idx]), "message": msg[idx],
-                "locate": ev["instrument"][idx], "symbol": symtab[ev["instrument"][idx]],
+                "locate": ev["instrument"][idx], "symbol": symbols_of(symtab, ev["instrument"][idx]),
                 "order_ref": np.concatenate([ev["id"][bad], d["order_id"]]),
                 "cause": np.concatenate([rej_cause, d_cause]),
                 "other_ref": np.concatenate([ev["new_id"][bad], d["found_id"]]),
@@ -356,7 +356,7 @@ class ItchReplay:
             self.rows["bbo_changes"] += len(ch)
             reports.write("bbo", {
                 "time_ns": ts[ch], "ts": self._utc(ts[ch]), "message": msg[ch], "locate": b["instrument"],
-                "symbol": symtab[b["instrument"]], "bid_price": b["bid_price"], "bid_qty": b["bid_qty"],
+                "symbol": symbols_of(symtab, b["instrument"]), "bid_price": b["bid_price"], "bid_qty": b["bid_qty"],
                 "bid_count": b["bid_count"], "ask_price": b["ask_price"], "ask_qty": b["ask_qty"],
                 "ask_count": b["ask_count"]})
 
@@ -367,7 +367,7 @@ class ItchReplay:
         self.rows["executions_core"] += n
         reports.write("executions", {
             "time_ns": ts[xi], "ts": self._utc(ts[xi]), "message": msg[xi], "locate": x["instrument"],
-            "symbol": symtab[x["instrument"]], "source": np.full(n, "core", object),
+            "symbol": symbols_of(symtab, x["instrument"]), "source": np.full(n, "core", object),
             "msg_type": np.full(n, "", object), "order_ref": x["maker_id"], "qty": x["qty"], "price": x["price"],
             "match_number": np.zeros(n, np.uint64), "printable": np.full(n, "", object),
             "maker_remaining": x["maker_remaining"]})
@@ -383,7 +383,7 @@ class ItchReplay:
             self.rows["executions_feed"] += m
             reports.write("executions", {
                 "time_ns": c["timestamp"], "ts": self._utc(c["timestamp"]), "message": c["message"],
-                "locate": c["stock_locate"], "symbol": symtab[c["stock_locate"]],
+                "locate": c["stock_locate"], "symbol": symbols_of(symtab, c["stock_locate"]),
                 "source": np.full(m, "feed", object), "msg_type": np.full(m, t, object),
                 "order_ref": c.get("order_ref", np.zeros(m, np.uint64)),
                 "qty": (c["executed_shares"] if t in "EC" else c["shares"]).astype(np.int64),
@@ -417,7 +417,7 @@ class ItchReplay:
                 t = np.full(n, last_ts, np.int64)
                 reports.write("desyncs", {
                     "time_ns": t, "ts": self._utc(t), "message": np.full(n, -1, np.int64), "locate": loc,
-                    "symbol": symtab[loc], "order_ref": np.array(rows["order_ref"], np.uint64),
+                    "symbol": symbols_of(symtab, loc), "order_ref": np.array(rows["order_ref"], np.uint64),
                     "cause": np.full(n, "residual_order", object), "other_ref": np.zeros(n, np.uint64),
                     "expected_qty": np.zeros(n, np.int64), "found_qty": np.array(rows["qty"], np.int64),
                     "expected_price": np.zeros(n, np.int64), "found_price": np.array(rows["price"], np.int64)})
@@ -472,6 +472,13 @@ class ItchReplay:
         return {"source_file": os.path.basename(self.path), "source_size": str(self.src.size),
                 "source_sha256": self.src.sha256 or "", "session_date": self.date.isoformat() if self.date else "",
                 "lobreplay_version": __version__, "price_scale": str(PRICE4_SCALE)}
+
+
+def symbols_of(symtab: pa.Array, locates: np.ndarray) -> pa.DictionaryArray:
+    """The symbol of each locate, dictionary-encoded with only the symbols present."""
+    locates = np.asarray(locates)
+    present, idx = np.unique(locates, return_inverse=True)
+    return pa.DictionaryArray.from_arrays(pa.array(idx.astype(np.int32)), symtab.take(pa.array(present)))
 
 
 def replay_itch(path: str, out_dir: str, cfg: ReplayConfig | None = None, *, force: bool = False) -> dict:

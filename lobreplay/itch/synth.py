@@ -603,7 +603,8 @@ class _Day:
             nlv = len(orders)
             if nlv > peak_total:
                 peak_total = nlv
-            if emitted + nlv + 2 >= n_messages:
+            left = n_messages - emitted - nlv - 2   # after the flow: one D per live order, S "E", S "C"
+            if left <= 0:
                 break
             step += 1
             if not step & 4095:
@@ -667,6 +668,8 @@ class _Day:
                 kind = 4
             else:
                 kind = 5
+            if left == 1:
+                kind = 4   # the last slot: a message that leaves the live orders as they are
             if kind == 1 or kind == 2 or kind == 3:
                 if not live:
                     kind = 0
@@ -1051,21 +1054,21 @@ class _Day:
 
 def generate_day(path, *, n_messages: int = 200_000, n_symbols: int = 50, seed: int = 1, gzip: bool = False,
                  date: str = "2019-12-30", resting_per_symbol: int | None = None,
-                 record_groups: bool | None = None) -> DayTruth:
+                 record_groups: bool | None = None, compresslevel: int = 6) -> DayTruth:
     """Write a synthetic day of about ``n_messages`` messages to ``path``; return its truth.
 
     ``resting_per_symbol`` sets the live-order level the flow is steered to
     (total target = resting_per_symbol * n_symbols; default scales with the day,
     at most 200). ``record_groups`` keeps every aggressor group and cross group
     in the truth (default: on up to 2M messages; off above, to keep memory
-    proportional to the live orders). The message count is exact unless the
-    last aggressor group overshoots by a few messages.
+    proportional to the live orders). The message count is exact, except for
+    days too short to reach every scheduled event (then slightly more).
     """
     if record_groups is None:
         record_groups = n_messages <= 2_000_000
     t_wall = time.perf_counter()
     day = _Day(n_messages, n_symbols, seed, resting_per_symbol, record_groups, date)
-    with ItchWriter(path, gzip=gzip) as w:
+    with ItchWriter(path, gzip=gzip, compresslevel=compresslevel) as w:
         t_start = day.preamble()
         day._flush(w)
         day.flow(w, t_start)
@@ -1110,11 +1113,14 @@ def main(argv=None) -> int:
     ap.add_argument("--date", default="2019-12-30")
     ap.add_argument("--gzip", action="store_true")
     ap.add_argument("--truth", help="also write the full truth as JSON here")
+    ap.add_argument("--no-groups", action="store_true",
+                    help="leave the aggressor and cross groups out of the truth (they are left out anyway "
+                         "above 2M messages, to keep memory proportional to the live orders)")
     a = ap.parse_args(argv)
     try:
         truth = generate_day(a.output, n_messages=a.messages, n_symbols=a.symbols, seed=a.seed, gzip=a.gzip,
                              date=a.date, resting_per_symbol=a.resting_per_symbol,
-                             record_groups=bool(a.truth) or None)
+                             record_groups=False if a.no_groups else None)
     except (ValueError, OSError) as e:
         print(f"synth: {e}", file=sys.stderr)
         return 2
