@@ -97,6 +97,7 @@ struct lob_book {
     uint32_t nwords, nwords2;
     order_t *orders;
     slot_t *slots;
+    uint32_t *hist;               /* per-kind coarse latency histograms, when timing is on (else NULL) */
     uint64_t slot_mask;
     int tag_shift;                /* home = tag >> tag_shift */
 };
@@ -288,6 +289,7 @@ void lob_book_free(lob_book *b)
     free(b->bits2);
     free(b->orders);
     free(b->slots);
+    free(b->hist);
     free(b);
 }
 
@@ -735,7 +737,47 @@ uint64_t lob_hist_lowest(uint32_t idx)
     return (uint64_t)(HALF + k % HALF) << e;
 }
 
-void lob_session_set_timing(lob_session *s, int on) { s->timing = on != 0; }
+enum { BOOK_HIST = LOB_BOOK_HIST_BUCKETS };
+
+int lob_session_set_timing(lob_session *s, int on)
+{
+    if (on) /* per-book histograms, allocated here and never during apply */
+        for (uint64_t i = 0; i <= s->max_instrument; i++) {
+            lob_book *b = s->books[i];
+            if (b && !b->hist) {
+                b->hist = lob_calloc((size_t)HIST_KINDS * BOOK_HIST, sizeof *b->hist);
+                if (!b->hist) return LOB_ENOMEM;
+            }
+        }
+    s->timing = on != 0;
+    return LOB_OK;
+}
+
+/* Coarse buckets: exact below 4 ns, then 4 per power of two (25 % wide). */
+uint32_t lob_book_hist_index(uint64_t v)
+{
+    if (v < 4) return (uint32_t)v;
+    if (v >> LOB_HIST_MAX_BITS) v = (1ULL << LOB_HIST_MAX_BITS) - 1;
+    int msb = 63 - __builtin_clzll(v);
+    return (uint32_t)(4 + (msb - 2) * 4 + ((v >> (msb - 2)) & 3));
+}
+
+uint64_t lob_book_hist_lowest(uint32_t idx)
+{
+    if (idx < 4) return idx;
+    uint32_t msb = (idx - 4) / 4 + 2;
+    return (uint64_t)(4 + (idx - 4) % 4) << (msb - 2);
+}
+
+int lob_session_book_histogram(const lob_session *s, uint32_t instrument, int kind, uint32_t *counts)
+{
+    if (!s || !counts || instrument > s->max_instrument || kind < 0 || kind >= HIST_KINDS) return LOB_EARG;
+    const lob_book *b = s->books[instrument];
+    if (!b) return LOB_EINSTRUMENT;
+    if (b->hist) memcpy(counts, b->hist + (size_t)kind * BOOK_HIST, BOOK_HIST * sizeof *counts);
+    else memset(counts, 0, BOOK_HIST * sizeof *counts);
+    return LOB_OK;
+}
 
 void lob_session_set_prefetch(lob_session *s, int mode) { s->prefetch = mode < 0 ? -1 : mode != 0; }
 
@@ -749,6 +791,9 @@ int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts)
 void lob_session_reset_histograms(lob_session *s)
 {
     memset(s->hist, 0, (size_t)HIST_KINDS * LOB_HIST_BUCKETS * sizeof *s->hist);
+    for (uint64_t i = 0; i <= s->max_instrument; i++)
+        if (s->books[i] && s->books[i]->hist)
+            memset(s->books[i]->hist, 0, (size_t)HIST_KINDS * BOOK_HIST * sizeof *s->books[i]->hist);
 }
 
 /* ---- the batch loop ---------------------------------------------------------- */
@@ -1121,7 +1166,9 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
             int64_t t = lob_clock_ns(), dt = t - t_prev;
             t_prev = t;
             int k = (e->kind >= 1 && e->kind < HIST_KINDS) ? e->kind : 0;
-            s->hist[(size_t)k * LOB_HIST_BUCKETS + lob_hist_index(dt < 0 ? 0 : (uint64_t)dt)]++;
+            uint64_t v = dt < 0 ? 0 : (uint64_t)dt;
+            s->hist[(size_t)k * LOB_HIST_BUCKETS + lob_hist_index(v)]++;
+            if (b && b->hist) b->hist[(size_t)k * BOOK_HIST + lob_book_hist_index(v)]++;
         }
     }
     out->n_done = i;

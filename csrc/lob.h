@@ -253,11 +253,23 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
  * 2^(LOB_HIST_SUB_BITS-1) equal buckets (relative bucket width <= 2^-(SUB_BITS-1),
  * about 3 significant figures). Values above 2^LOB_HIST_MAX_BITS ns are clamped. */
 enum { LOB_HIST_SUB_BITS = 11, LOB_HIST_MAX_BITS = 40, LOB_HIST_BUCKETS = 32768 };
+/* Each book also keeps a coarse histogram per kind while timing is on: exact
+ * below 4 ns, then 4 buckets per power of two (each 25 % wide), uint32 counts. */
+enum { LOB_BOOK_HIST_BUCKETS = 160 };
 
 /* Turn per-event timing on or off for a session (off at creation). When on,
- * each event is timed with CLOCK_MONOTONIC and counted in the histogram of
- * its kind (index = kind, 1..4). Can't fail. */
-void lob_session_set_timing(lob_session *s, int on);
+ * each event is timed with CLOCK_MONOTONIC (one reading per event) and counted
+ * in the session's histogram of its kind (index = kind, 1..5; 0 for unknown
+ * kinds) and in its book's coarse one. Turning it on allocates the books'
+ * histograms (the only allocation after creation, never inside apply);
+ * returns LOB_OK or LOB_ENOMEM (timing then stays off). Books added later
+ * get theirs at the next call. */
+int lob_session_set_timing(lob_session *s, int on);
+/* Copy one book's coarse histogram of one kind into counts[LOB_BOOK_HIST_BUCKETS]
+ * (zeros if timing was never on). LOB_OK, LOB_EARG or LOB_EINSTRUMENT. */
+int lob_session_book_histogram(const lob_session *s, uint32_t instrument, int kind, uint32_t *counts);
+uint32_t lob_book_hist_index(uint64_t value_ns);
+uint64_t lob_book_hist_lowest(uint32_t index);
 /* Software prefetching of later events' index slots, orders and levels inside
  * lob_session_apply: 1 on, 0 off, -1 (the default) on once the session's books
  * take more than 16 MiB (where the data no longer stays in cache and prefetching

@@ -37,6 +37,7 @@
 #define LOB_HIST_SUB_BITS ...
 #define LOB_HIST_MAX_BITS ...
 #define LOB_HIST_BUCKETS ...
+#define LOB_BOOK_HIST_BUCKETS ...
 
 typedef struct lob_event {
     uint64_t id;
@@ -125,7 +126,10 @@ typedef struct lob_outputs {
 
 int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out);
 
-void lob_session_set_timing(lob_session *s, int on);
+int lob_session_set_timing(lob_session *s, int on);
+int lob_session_book_histogram(const lob_session *s, uint32_t instrument, int kind, uint32_t *counts);
+uint32_t lob_book_hist_index(uint64_t value_ns);
+uint64_t lob_book_hist_lowest(uint32_t index);
 void lob_session_set_prefetch(lob_session *s, int mode);
 int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts);
 void lob_session_reset_histograms(lob_session *s);

@@ -58,6 +58,7 @@ BBO_DTYPE = struct_dtype("lob_bbo")
 DESYNC_DTYPE = struct_dtype("lob_desync")
 
 HIST_BUCKETS = lib.LOB_HIST_BUCKETS
+BOOK_HIST_BUCKETS = lib.LOB_BOOK_HIST_BUCKETS
 
 _NO_EXECS = np.empty(0, EXEC_DTYPE)
 _NO_EXECS.flags.writeable = False
@@ -215,7 +216,14 @@ class CoreSession:
         return r.status, r.filled, r.resting, execs
 
     def set_timing(self, on: bool) -> None:
-        lib.lob_session_set_timing(self.ptr, 1 if on else 0)
+        raise_for_status(lib.lob_session_set_timing(self.ptr, 1 if on else 0), "turning timing on")
+
+    def book_histogram(self, instrument: int, kind: int) -> np.ndarray:
+        counts = np.zeros(BOOK_HIST_BUCKETS, dtype=np.uint32)
+        raise_for_status(lib.lob_session_book_histogram(self.ptr, instrument, kind,
+                                                        _buf("uint32_t[]", counts, True)),
+                         f"histogram of instrument {instrument}, kind {kind}")
+        return counts
 
     def set_prefetch(self, mode: int) -> None:
         lib.lob_session_set_prefetch(self.ptr, mode)
@@ -301,6 +309,22 @@ def bucket_lows() -> np.ndarray:
     if _BUCKET_LOWS is None:
         _BUCKET_LOWS = np.array([lib.lob_hist_lowest(i) for i in range(HIST_BUCKETS)], dtype=np.uint64)
     return _BUCKET_LOWS
+
+
+_BOOK_BUCKET_LOWS = None
+
+
+def book_bucket_lows() -> np.ndarray:
+    """Lowest value (ns) of each bucket of a book's coarse histogram."""
+    global _BOOK_BUCKET_LOWS
+    if _BOOK_BUCKET_LOWS is None:
+        _BOOK_BUCKET_LOWS = np.array([lib.lob_book_hist_lowest(i) for i in range(BOOK_HIST_BUCKETS)],
+                                     dtype=np.uint64)
+    return _BOOK_BUCKET_LOWS
+
+
+def book_hist_index(value_ns: int) -> int:
+    return lib.lob_book_hist_index(value_ns)
 
 
 def hist_index(value_ns: int) -> int:

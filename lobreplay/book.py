@@ -164,7 +164,8 @@ class Session:
     # ---- latency ----
 
     def set_timing(self, on: bool = True) -> None:
-        """Time every event inside the core (CLOCK_MONOTONIC, two readings per event)."""
+        """Time every event inside the core (CLOCK_MONOTONIC, one reading per event), per kind
+        for the session (3 significant figures) and per book (coarse)."""
         self._s.set_timing(on)
 
     def set_prefetch(self, mode: bool | None = None) -> None:
@@ -178,6 +179,10 @@ class Session:
 
     def reset_histograms(self) -> None:
         self._s.reset_histograms()
+
+    def book_histogram(self, instrument: int, kind: int) -> np.ndarray:
+        """A book's coarse histogram of one kind (4 buckets per power of two)."""
+        return self._s.book_histogram(instrument, int(kind))
 
     def latency(self) -> dict[str, dict]:
         """Per event kind and overall: count, p50, p90, p99, p99.9, p99.99, max in ns."""

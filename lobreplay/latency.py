@@ -3,9 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._coreapi import bucket_lows
+from ._coreapi import book_bucket_lows, bucket_lows
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
+
+
+def _lows(counts: np.ndarray) -> np.ndarray:
+    """The bucket bounds that go with a histogram: the session's fine one or a book's coarse one."""
+    return book_bucket_lows() if len(counts) == len(book_bucket_lows()) else bucket_lows()
 
 
 def percentile(counts: np.ndarray, q: float) -> int:
@@ -16,7 +21,7 @@ def percentile(counts: np.ndarray, q: float) -> int:
         return 0
     rank = max(1, int(np.ceil(q / 100.0 * total)))
     idx = int(np.searchsorted(np.cumsum(counts, dtype=np.uint64), rank))
-    return int(bucket_lows()[idx])
+    return int(_lows(counts)[idx])
 
 
 def summarize(counts: np.ndarray) -> dict:
@@ -25,5 +30,5 @@ def summarize(counts: np.ndarray) -> dict:
     out = {"count": int(counts.sum())}
     for q in PERCENTILES:
         out[f"p{q:g}"] = percentile(counts, q)
-    out["max"] = int(bucket_lows()[nz[-1]]) if len(nz) else 0
+    out["max"] = int(_lows(counts)[nz[-1]]) if len(nz) else 0
     return out

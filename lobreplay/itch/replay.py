@@ -280,7 +280,7 @@ class ItchReplay:
         residual = self._residuals(sess, sizing, symtab, last_ts, reports, desync_per_locate)
         read = self.src.stats
         if "latency" in reports:
-            self._latency(sess, reports)
+            self._latency(sess, sizing, symtab, reports)
         if "symbols" in cfg.reports:
             self._symbols(p1, sizing, desync_per_locate, residual)
         n_desync = int(sum(self.counts["desyncs"].values()) + sum(self.counts["rejects"].values()))
@@ -423,16 +423,25 @@ class ItchReplay:
                     "expected_price": np.zeros(n, np.int64), "found_price": np.array(rows["price"], np.int64)})
         return left
 
-    def _latency(self, sess, reports) -> None:
+    def _latency(self, sess, sizing, symtab, reports) -> None:
+        """Overall (the session's fine histograms) and per symbol (each book's coarse ones)."""
         rows = {k: [] for k in ("scope", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "max_ns")}
-        hists = {k.name: sess.histogram(k) for k in Kind}
-        hists["ALL"] = sum(hists.values())
-        for name, h in hists.items():
-            if not h.any():
-                continue
-            s = summarize(h)
-            for col, v in zip(rows, ("ALL", name, s["count"], s["p50"], s["p90"], s["p99"], s["p99.9"], s["max"])):
-                rows[col].append(v)
+
+        def add(scope, hists):
+            hists = dict(hists)
+            hists["ALL"] = sum(hists.values())
+            for name, h in hists.items():
+                if not h.any():
+                    continue
+                s = summarize(h)
+                for col, v in zip(rows, (scope, name, s["count"], s["p50"], s["p90"], s["p99"], s["p99.9"],
+                                         s["max"])):
+                    rows[col].append(v)
+
+        add("ALL", ((k.name, sess.histogram(k)) for k in Kind))
+        for z in sizing:
+            add(symtab[z.locate].as_py() or str(z.locate),
+                ((k.name, sess.book_histogram(z.locate, k).astype(np.uint64)) for k in Kind))
         reports.write("latency", rows)
 
     def _symbols(self, p1: _Pass1, sizing, per_locate, residual) -> None:

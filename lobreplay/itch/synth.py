@@ -49,7 +49,7 @@ import random
 import sys
 import time
 from bisect import bisect_left, insort
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from .writer import ItchWriter, framed_struct
 
@@ -111,7 +111,6 @@ class DayTruth:
     last_match_number: int
     resting_target: int
     elapsed_s: float = 0.0
-    extra: dict = field(default_factory=dict)
 
     _INT_KEYED = ("symbols", "ticks", "price_min", "price_max", "peak_live", "executed_shares")
 
@@ -305,21 +304,6 @@ class _Day:
             return None
         return keys[-1] if buy else -keys[-1]
 
-    def _rest(self, ref: int, loc: int, buy: bool, price: int, shares: int) -> None:
-        self.orders[ref] = [loc, buy, price, shares]
-        lv = self.bid_lv[loc] if buy else self.ask_lv[loc]
-        lvl = lv.get(price)
-        if lvl is None:
-            lv[price] = {ref: None}
-            insort(self.bid_keys[loc] if buy else self.ask_keys[loc], price if buy else -price)
-        else:
-            lvl[ref] = None
-        self.live.append(ref)
-        c = self.nlive[loc] + 1
-        self.nlive[loc] = c
-        if c > self.peak[loc]:
-            self.peak[loc] = c
-
     def _unrest(self, ref: int) -> list:
         o = self.orders.pop(ref)
         loc, buy, price = o[0], o[1], o[2]
@@ -351,7 +335,6 @@ class _Day:
             return t
 
         def r_msg(loc):
-            s = self.syms[loc - 1]
             test = self.is_test[loc]
             u = rng.random()
             if test:
@@ -369,7 +352,6 @@ class _Day:
                                       b"N", cls, sub, b"T" if test else b"P", b"N" if nasdaq else b" ",
                                       b"N" if nasdaq else b" ", b"1" if rng.random() < 0.25 else b"2", etp, lev,
                                       b"N"), ts)
-            del s
 
         def hy(loc):
             ts = tick_t()
