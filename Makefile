@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 N ?= 100000000
 SEED ?= 1
 
-.PHONY: demo test dev fuzz asan dist bench-core clean
+.PHONY: demo test dev fuzz asan dist bench-core bench-itch clean
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -49,6 +49,11 @@ fuzz: $(STAMP)
 # The core on the seed workload against a textbook book (benchmarks/RESULTS.md).
 bench-core: $(STAMP)
 	PY=$(VPY) bash benchmarks/run_core.sh
+
+# ITCH decode and replay on generated days (benchmarks/RESULTS.md); SIZES=5,50 adds a 50M-message day.
+SIZES ?= 5
+bench-itch: $(STAMP)
+	$(VPY) benchmarks/bench_itch.py --sizes $(SIZES)
 
 clean:
 	rm -rf build *.egg-info lobreplay/_core*.so lobreplay/_core.c lobreplay/_core.o
