@@ -20,8 +20,11 @@ $(STAMP): $(VENV)/bin/python pyproject.toml setup.py csrc/*.c csrc/*.h csrc/buil
 
 dev: $(STAMP)
 
+SHARED_CAPTURE = ../shared/data/itch/nasdaq_20230822_0930_moldudp64.pcap
 demo: $(STAMP)
-	$(VENV)/bin/lobreplay demo
+	$(VENV)/bin/lobreplay itch replay data/sample_day.itch.gz -o out/demo --date 2019-12-30 --force --no-progress
+	@if [ -f $(SHARED_CAPTURE) ]; then echo; \
+	  $(VENV)/bin/lobreplay itch replay $(SHARED_CAPTURE) -o out/demo-0930 --force --no-progress; fi
 
 test: $(STAMP)
 	$(VPY) -m pytest -q -n 2

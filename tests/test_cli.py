@@ -27,3 +27,22 @@ def test_subprocess_exit_codes_and_streams():
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2
     assert "invalid int value" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_itch_verbs(tmp_path, capsys):
+    from tests.conftest import SHARED_ITCH
+    cap = str(SHARED_ITCH / "nasdaq_20230822_0930_moldudp64.pcap")
+    assert main(["itch", "stats", cap]) == 0
+    out = capsys.readouterr().out
+    assert "269 messages" in out and "'A'  add_order" in out and "0 sequence gap(s)" in out
+    assert main(["itch", "decode", cap, "-o", str(tmp_path / "dec"), "--types", "A,U"]) == 0
+    assert sorted(p.name for p in (tmp_path / "dec").iterdir()) == ["A_add_order.parquet", "U_order_replace.parquet"]
+    assert main(["itch", "decode", cap, "-o", str(tmp_path / "dec2"), "--types", "A,Z"]) == 1
+    assert "unknown message type(s) Z" in capsys.readouterr().err
+    assert main(["itch", "replay", cap, "-o", str(tmp_path / "rep"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "unknown_reference 113" in out and "does not reach the end of the session" in out
+    assert main(["itch", "replay", cap, "-o", str(tmp_path / "rep"), "--no-progress"]) == 1
+    assert "--force" in capsys.readouterr().err
+    assert main(["itch", "replay", cap, "-o", str(tmp_path / "rep2"), "--reports", "bbo,nope"]) == 1
+    assert "unknown report(s) nope" in capsys.readouterr().err
