@@ -209,11 +209,27 @@ static inline void order_added(lob_itch_scan *s, lob_itch_locate *L, uint64_t re
     if (++L->live > L->peak_live) L->peak_live = L->live;
 }
 
+static inline void prefetch(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p);
+#endif
+}
+
+enum { SCAN_PF = 8 }; /* messages ahead whose order slot is fetched (the map outgrows the cache) */
+
 int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
                        size_t n)
 {
     for (size_t k = 0; k < n; k++) {
         if (2 * (s->used + 1) > s->mask + 1 && ref_grow(s) != LOB_OK) return LOB_ENOMEM;
+        if (k + SCAN_PF < n) {
+            uint8_t tf = types[k + SCAN_PF];
+            if (tf == 'A' || tf == 'F' || tf == 'E' || tf == 'C' || tf == 'X' || tf == 'D' || tf == 'U')
+                prefetch(&s->slots[ref_home(s, be64(buf + offsets[k + SCAN_PF] + O_REF))]);
+        }
         const uint8_t *m = buf + offsets[k];
         uint16_t locate = be16(m + O_LOCATE);
         lob_itch_locate *L = &s->loc[locate];
