@@ -176,7 +176,7 @@ def _exec_groups(msgs, book_sides):
 
 
 def _walk(msgs):
-    """Replay the feed once; per execution index: (side, remaining before it); per index: book snapshot hooks."""
+    """Replay the feed once: for each E/C index, the side of the order it hits and its shares before it."""
     book = _Book()
     side_at, remaining_at = {}, {}
     for i, m in enumerate(msgs):
