@@ -31,17 +31,33 @@ books on some of them, each book with a *style*:
   realistic  capacity 256..4096, a random-walk mid and mostly valid orders
              near it, so books get deep (hundreds of orders) and long FIFO
              queues form (100+ orders at a price); rare sweeps that print
-             hundreds of executions in one event.
+             hundreds of executions in one event.  Realistic books take
+             turns: an order flow (plus a few EXEC bursts), or a feed replay
+             (FEED-flagged GTC/REPLACE/REDUCE that rest without crossing, the
+             unpublished aggressors seen as bursts of EXECs that follow
+             price-time priority, now and then a fill that breaks it, a price
+             or a size the book does not have, and a stale-book FEED order that
+             clears hundreds of orders).
+
+Every style also draws the feed events (docs/core.md, "Feed replays"): EXECs,
+mostly of live orders -- the front of a best level (what priority gives), the
+orders behind it, worse levels, any live order -- sometimes of dead ids, with
+quantities below, equal to and above the order's size, with and without PRICE
+(at the order's price or another), some NOCHECK; FEED NEW (mostly GTC, other
+tifs are EKIND) and FEED REPLACE priced to cross one or several levels of
+stale orders; FEED REDUCE by more than remains; and flags everywhere: bits
+outside FEED|PRICE|NOCHECK (EKIND) and known bits where they mean nothing.
 
 Some instrument ids have no book and some events name ids past max_instrument.
 
 Events are generated one at a time against the reference (so CANCEL/REDUCE/
-REPLACE mostly name ids the reference knows are live, and REDUCE quantities
-are chosen relative to what remains), collected into a chunk of a few thousand
-(sometimes 1..16) and applied to the core with one ``Session.apply`` call
-(sometimes with a tiny exec_capacity to exercise the EEXECFULL drain, sometimes
-without BBO).  Per event the status, filled, resting, n_exec, every execution
-field and every BBO field are compared; after every chunk the full books
+REPLACE/EXEC mostly name ids the reference knows are live, and REDUCE/EXEC
+quantities are chosen relative to what remains), collected into a chunk of a
+few thousand (sometimes 1..16) and applied to the core with one
+``Session.apply`` call (sometimes with a tiny exec_capacity -- which sizes the
+desync buffer too -- to exercise the EEXECFULL drain, sometimes without BBO).
+Per event the status, filled, resting, n_exec, every execution field, every
+desync field and every BBO field are compared; after every chunk the full books
 (every level on both sides, every level's FIFO queue, order counts, find() on
 live and dead ids) are compared and ``validate()`` is called.  Memory stays
 flat: nothing but the current chunk is kept.
@@ -73,8 +89,9 @@ except ImportError:  # running from a checkout without the package on sys.path
     import lobreplay
 
 BUY, SELL = rb.BUY, rb.SELL
-NEW, CANCEL, REDUCE, REPLACE = rb.NEW, rb.CANCEL, rb.REDUCE, rb.REPLACE
+NEW, CANCEL, REDUCE, REPLACE, EXEC = rb.NEW, rb.CANCEL, rb.REDUCE, rb.REPLACE, rb.EXEC
 GTC, IOC, FOK, MARKET = rb.GTC, rb.IOC, rb.FOK, rb.MARKET
+FEED, PRICE, NOCHECK = rb.FEED, rb.PRICE, rb.NOCHECK
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -99,6 +116,8 @@ RESULT_FIELDS = ("filled", "resting", "n_exec", "status")
 EXEC_FIELDS = ("maker_id", "taker_id", "price", "qty", "maker_remaining", "event_index", "instrument")
 BBO_FIELDS = ("bid_price", "bid_qty", "ask_price", "ask_qty", "bid_count", "ask_count",
               "instrument", "changed")
+DESYNC_FIELDS = ("order_id", "found_id", "expected_qty", "found_qty", "expected_price", "found_price",
+                 "event_index", "instrument", "cause", "reserved")
 
 # The stream format of --save/--replay (same layout as lob_event).
 STREAM_DTYPE = np.dtype([
@@ -118,6 +137,7 @@ def _canon(core_dtype, fields):
 _R_RESULT = _canon(lobreplay.RESULT_DTYPE, RESULT_FIELDS)
 _R_EXEC = _canon(lobreplay.EXEC_DTYPE, EXEC_FIELDS)
 _R_BBO = _canon(lobreplay.BBO_DTYPE, BBO_FIELDS)
+_R_DESYNC = _canon(lobreplay.DESYNC_DTYPE, DESYNC_FIELDS)
 _R_EVENT = _canon(lobreplay.EVENT_DTYPE, EVENT_FIELDS)
 assert _R_EVENT == STREAM_DTYPE, "lob_event layout differs from the fuzz stream format"
 
@@ -146,6 +166,13 @@ def _status_name(s):
     return rb.STATUS_NAMES.get(int(s), str(int(s)))
 
 
+def fmt_flags(flags: int) -> str:
+    names = [n for n, bit in (("FEED", FEED), ("PRICE", PRICE), ("NOCHECK", NOCHECK)) if flags & bit]
+    if flags & ~rb.KNOWN_FLAGS:
+        names.append(hex(flags & ~rb.KNOWN_FLAGS))
+    return "|".join(names)
+
+
 def fmt_event(ev) -> str:
     oid, new_id, price, qty, inst, kind, side, tif, flags = (int(x) for x in ev)
     k = rb.KIND_NAMES.get(kind, f"kind={kind}")
@@ -159,8 +186,12 @@ def fmt_event(ev) -> str:
         body = f"id={oid} qty={qty}"
     elif kind == REPLACE:
         body = f"id={oid} new_id={new_id} price={price} qty={qty}"
+    elif kind == EXEC:
+        body = f"id={oid} qty={qty}" + (f" price={price}" if flags & PRICE else "")
     else:
         body = f"id={oid} price={price} qty={qty}"
+    if flags:
+        body += f" flags={fmt_flags(flags)}"
     return (f"{k} {body} instrument={inst}   "
             f"[raw: id={oid} new_id={new_id} price={price} qty={qty} instrument={inst} "
             f"kind={kind} side={side} tif={tif} flags={flags}]")
@@ -308,7 +339,7 @@ class _Inst:
     """Generator state of one instrument's book."""
 
     __slots__ = ("spec", "book", "low", "high", "tick", "nlev", "pool", "dead", "next_id",
-                 "mid", "target", "style")
+                 "mid", "target", "style", "feed", "burst")
 
     def __init__(self, spec: BookSpec, book: rb.RefBook):
         self.spec = spec
@@ -321,6 +352,8 @@ class _Inst:
         self.next_id = 0  # the same counter sequence in every book: ids repeat across books
         self.mid = self.nlev // 2
         self.target = max(1, int(spec.capacity * 0.85))
+        self.feed = False  # realistic: replay a feed (FEED-flagged orders, trades as EXEC)
+        self.burst = None  # realistic: [side, shares] an unpublished aggressor still takes
 
 
 def st_passive(st):
@@ -336,6 +369,10 @@ class StreamGen:
         self.config = config
         self.ref = ref
         self.insts = {b.instrument: _Inst(b, ref.books[b.instrument]) for b in config.books}
+        feed = R.random() < 0.5  # realistic books take turns: a feed replay, an order flow
+        for i in sorted(self.insts):
+            if self.insts[i].style == "realistic":
+                self.insts[i].feed, feed = feed, not feed
         self.missing = [i for i in range(config.max_instrument + 1) if i not in self.insts]
         table = []
         total = sum(config.weights.values())
@@ -508,26 +545,132 @@ class StreamGen:
             return R.randrange(256), R.randrange(256)
         return 0, 0
 
-    # ---- event generators -----------------------------------------------------
+    def _junk_flags(self):
+        """Flags on any kind: mostly 0; bits outside FEED|PRICE|NOCHECK (EKIND);
+        known bits where they may mean nothing (ignored)."""
+        R = self.R
+        r = R.random()
+        if r < 0.012:
+            return R.randrange(256)
+        if r < 0.024:
+            return (1 << R.randrange(3, 8)) | R.randrange(8)  # one unknown bit
+        if r < 0.05:
+            return R.randrange(1, 8)
+        return 0
+
+    def _clamp(self, p):
+        return min(INT64_MAX, max(INT64_MIN, p))
+
+    def _level_order(self, st: _Inst, side, depth=0, pos=0):
+        """The order at queue position pos of the depth-th best level of a
+        side (clamped to what exists), or None if the side is empty."""
+        lv = st.book.levels[side]
+        if not lv:
+            return None
+        if depth == 0:
+            p = max(lv) if side == BUY else min(lv)
+        else:
+            prices = sorted(lv, reverse=(side == BUY))
+            p = prices[min(depth, len(prices) - 1)]
+        q = lv[p]
+        return q[min(pos, len(q) - 1)]
+
+    def _crossing_price(self, st: _Inst, side):
+        """A price at which an order on `side` meets one or several levels of the
+        opposite side (or a passive price if that side is empty)."""
+        R = self.R
+        opp = st.book.levels[SELL if side == BUY else BUY]
+        if not opp:
+            return self._passive_price(st, side)
+        prices = sorted(opp, reverse=(side == SELL))  # the opposite side, best first
+        k = R.randrange(len(prices)) if R.random() < 0.7 else len(prices) - 1
+        p = prices[k]
+        if R.random() < 0.3:  # past that level (toward the far end), within the band
+            p = min(st.high, p + st.tick) if side == BUY else max(st.low, p - st.tick)
+        return p
+
+    def _exec_qty(self, size, chaos: bool):
+        """A fill of an order of `size`: below, equal to or above it."""
+        R = self.R
+        r = R.random()
+        if r < 0.45:
+            return R.randint(1, max(1, size - 1))
+        if r < 0.72:
+            return size
+        if r < 0.88:
+            return size + R.choice((1, 1, 2, R.randint(3, 100), 2**40))
+        if r < 0.91:
+            return INT64_MAX
+        if chaos and r < 0.96:
+            return R.choice((0, -1, INT64_MIN))
+        return R.randint(1, size)
+
+    def _exec_event(self, st: _Inst, inst: int, chaos: bool = True):
+        """EXEC: mostly of a live order -- the one priority gives next (the front
+        of its side's best level) or another -- sometimes of a dead id; with
+        and without PRICE (at the order's price or another) and NOCHECK."""
+        R = self.R
+        side = BUY if R.random() < 0.5 else SELL
+        if not st.book.levels[side]:
+            side = SELL if side == BUY else BUY
+        r = R.random()
+        if r < 0.42:
+            o = self._level_order(st, side)  # consistent with priority
+        elif r < 0.52:
+            o = self._level_order(st, side, 0, R.randint(1, 3))  # behind the front
+        elif r < 0.60:
+            o = self._level_order(st, side, R.randint(1, 3))  # a worse level
+        elif r < 0.90:
+            oid = self._live_id(st)
+            o = st.book.orders.get(oid) if oid is not None else None
+        else:
+            o = None
+        if o is None:
+            oid, size, oprice = self._not_live_id(st), R.randint(1, 10), self._chaos_price(st)
+        else:
+            oid, size, oprice = o.id, o.qty, o.price
+        qty = self._exec_qty(size, chaos)
+        flags = NOCHECK if R.random() < 0.15 else 0
+        if R.random() < 0.45:
+            flags |= PRICE
+            if R.random() < 0.7:
+                price = oprice
+            else:
+                price = self._clamp(R.choice((oprice + st.tick, oprice - st.tick, oprice + 1,
+                                              self._chaos_price(st), self._garbage_int64())))
+        else:  # price is not read without PRICE
+            price = 0 if R.random() < 0.6 else R.choice((oprice, self._garbage_int64()))
+        side = tif = 0
+        new_id = 0
+        if chaos:
+            flags |= self._junk_flags()
+            side, tif = self._junk_side_tif()
+            if R.random() < 0.1:
+                new_id = R.getrandbits(64)
+        return (oid, new_id, price, qty, inst, EXEC, side, tif, flags)
 
     def _chaos_event(self, st: _Inst, inst: int):
         R = self.R
         r = R.random()
-        flags = R.randrange(256) if R.random() < 0.02 else 0
+        flags = self._junk_flags()
         if r < 0.02:  # unknown kind
-            kind = R.choice((0, 5, 6, 9, 127, 255))
+            kind = R.choice((0, 6, 7, 9, 127, 255))
             side, tif = R.randrange(256), R.randrange(256)
             return (R.choice(SPECIAL_IDS), R.getrandbits(64), self._garbage_int64(),
                     self._chaos_qty(), inst, kind, side, tif, flags)
-        if r < 0.57:  # NEW
+        if r < 0.50:  # NEW
             oid = self._live_id(st) if R.random() < 0.05 else None
             if oid is None:
                 oid = self._fresh_id(st)
             side = BUY if R.random() < 0.5 else SELL
             if R.random() < 0.03:
                 side = R.choice((0, 1, ord("b"), ord("s"), ord("X"), 255))
+            feed = R.random() < 0.12
             t = R.random()
             g = 0.40 if st.style == "chaos" else 0.64
+            if feed:
+                flags |= FEED
+                g = 0.9  # a FEED order with another tif: EKIND
             if t < g:
                 tif = GTC
             elif t < g + (0.96 - g) * 0.35:
@@ -538,7 +681,9 @@ class StreamGen:
                 tif = MARKET
             else:
                 tif = R.choice((4, 5, 128, 255))
-            if tif == MARKET and R.random() < 0.6:
+            if feed and side in (BUY, SELL) and R.random() < 0.6:
+                price = self._crossing_price(st, side)  # stale orders to remove
+            elif tif == MARKET and R.random() < 0.6:
                 price = self._garbage_int64()
             elif tif == GTC and R.random() < st_passive(st):
                 price = self._passive_price(st, side)
@@ -553,16 +698,23 @@ class StreamGen:
                     qty = avail + R.choice((-1, 0, 0, 1))
             return (oid, R.getrandbits(64) if R.random() < 0.2 else 0, price, qty,
                     inst, NEW, side, tif, flags)
+        if 0.74 <= r < 0.86:
+            return self._exec_event(st, inst)
         side, tif = self._junk_side_tif()
-        if r < 0.70:  # CANCEL: qty and price are ignored
+        if r < 0.62:  # CANCEL: qty and price are ignored
             oid = self._target_id(st, 0.85)
             qty = R.randint(1, 9) if R.random() < 0.7 else self._garbage_int64()
             price = 0 if R.random() < 0.7 else self._garbage_int64()
             return (oid, R.getrandbits(64) if R.random() < 0.2 else 0, price, qty,
                     inst, CANCEL, side, tif, flags)
-        if r < 0.83:  # REDUCE
+        if r < 0.74:  # REDUCE
             oid = self._target_id(st, 0.85)
             qty = self._reduce_qty(st, oid, True)
+            if R.random() < 0.2:
+                flags |= FEED
+                o = st.book.orders.get(oid)
+                if o is not None and R.random() < 0.4:  # more than remains: the order leaves
+                    qty = o.qty + R.choice((1, 1, 3, 2**40, INT64_MAX - o.qty))
             price = 0 if R.random() < 0.7 else self._garbage_int64()
             return (oid, 0, price, qty, inst, REDUCE, side, tif, flags)
         # REPLACE
@@ -578,7 +730,13 @@ class StreamGen:
                 new_id = oid
         else:
             new_id = self._not_live_id(st)
-        return (oid, new_id, self._chaos_price(st), self._chaos_qty(), inst, REPLACE, side, tif, flags)
+        price = self._chaos_price(st)
+        if R.random() < 0.12:
+            flags |= FEED
+            o = st.book.orders.get(oid)
+            if o is not None and R.random() < 0.6:
+                price = self._crossing_price(st, o.side)
+        return (oid, new_id, price, self._chaos_qty(), inst, REPLACE, side, tif, flags)
 
     def _real_qty(self):
         R = self.R
@@ -599,8 +757,61 @@ class StreamGen:
         k = min(st.nlev - 1, max(0, k))
         return st.low + st.tick * k
 
+    def _burst_exec(self, st: _Inst, inst: int):
+        """The next fill of an aggressor the feed does not publish: the front
+        order of the best level of st.burst's side, as ITCH reports it (E, or
+        C with the price); now and then a fill that breaks priority, a price
+        or a size the book does not have, or a NOCHECK fill."""
+        R = self.R
+        side, left = st.burst
+        front = self._level_order(st, side)
+        if front is None:
+            st.burst = None
+            return None
+        o, qty, price, flags = front, min(left, front.qty), 0, 0
+        if R.random() < 0.3:
+            flags, price = PRICE, front.price
+        d = R.random()
+        if d < 0.012:  # the feed names another order than priority does
+            o = self._level_order(st, side, 0, 1) if R.random() < 0.5 else self._level_order(st, side, 1)
+            qty = min(left, o.qty)
+        elif d < 0.018:  # more than the order has
+            qty = o.qty + R.randint(1, 50)
+        elif d < 0.024:  # another price
+            flags, price = PRICE, self._clamp(front.price + R.choice((st.tick, -st.tick)))
+        elif d < 0.03:
+            flags |= NOCHECK
+        left -= qty
+        st.burst = [side, left] if left > 0 and R.random() < 0.97 else None
+        return (o.id, 0, price, qty, inst, EXEC, 0, 0, flags)
+
+    def _start_burst(self, st: _Inst, inst: int, sweep=False):
+        R = self.R
+        side = BUY if R.random() < 0.5 else SELL
+        if not st.book.levels[side]:
+            return None
+        if sweep:  # most of (or more than) the side
+            total = sum(o.qty for q in st.book.levels[side].values() for o in q)
+            st.burst = [side, max(1, int(total * R.uniform(0.5, 1.3)))]
+        else:
+            st.burst = [side, self._real_qty()]
+        return self._burst_exec(st, inst)
+
+    def _feed_price(self, st: _Inst, side):
+        """A passive price that does not meet the opposite best: a consistent
+        feed publishes resting orders only (the mid may have moved past it)."""
+        p = self._real_price(st, side, False)
+        opp = st.book.best_price(SELL if side == BUY else BUY)
+        if opp is not None and (p >= opp if side == BUY else p <= opp):
+            p = max(st.low, opp - st.tick) if side == BUY else min(st.high, opp + st.tick)
+        return p
+
     def _realistic_event(self, st: _Inst, inst: int):
         R = self.R
+        if st.burst is not None and R.random() < 0.8:
+            ev = self._burst_exec(st, inst)
+            if ev is not None:
+                return ev
         if R.random() < 0.03:
             st.mid += 1 if R.random() < 0.5 else -1
             if R.random() < 0.01:
@@ -609,24 +820,48 @@ class StreamGen:
         r = R.random()
         if r < 0.004:
             return self._chaos_event(st, inst)
+        if r < 0.006:
+            return self._exec_event(st, inst, False)
+        feed = FEED if st.feed else 0
         live = len(st.book.orders)
         if live:
             if r < 0.08:
                 oid = self._target_id(st, 0.99)
-                return (oid, 0, 0, self._reduce_qty(st, oid, False), inst, REDUCE, 0, 0, 0)
+                qty = self._reduce_qty(st, oid, False)
+                o = st.book.orders.get(oid)
+                if feed and o is not None and R.random() < 0.01:
+                    qty = o.qty + R.randint(1, 100)  # the feed takes more than the book has
+                return (oid, 0, 0, qty, inst, REDUCE, 0, 0, feed)
             if r < 0.18:
                 oid = self._target_id(st, 0.99)
                 o = st.book.orders.get(oid)
                 side = o.side if o is not None else BUY
                 new_id = oid if R.random() < 0.1 else self._fresh_id(st)
-                price = self._real_price(st, side, R.random() < 0.1)
-                return (oid, new_id, price, self._real_qty(), inst, REPLACE, 0, 0, 0)
-            if r < 0.18 + 0.34 * min(1.5, live / st.target):
+                if feed and R.random() >= 0.01:
+                    price = self._feed_price(st, side)
+                else:
+                    price = self._real_price(st, side, R.random() < 0.1)
+                return (oid, new_id, price, self._real_qty(), inst, REPLACE, 0, 0, feed)
+            c = 0.18 + 0.34 * min(1.5, live / st.target)
+            if r < c:
                 return (self._target_id(st, 0.99), 0, 0, 0, inst, CANCEL, 0, 0, 0)
+            if r < c + (0.1 if feed else 0.03):  # an aggressor, seen through its fills
+                ev = self._start_burst(st, inst)
+                if ev is not None:
+                    return ev
         oid = self._fresh_id(st)
         side = BUY if R.random() < 0.5 else SELL
         u = R.random()
         qty = self._real_qty()
+        if feed:  # a feed publishes resting orders only; aggressors show as EXECs
+            if u < 0.996:
+                return (oid, 0, self._feed_price(st, side), qty, inst, NEW, side, GTC, FEED)
+            if u < 0.9993:  # a stale book: the feed's order meets orders it does not have
+                return (oid, 0, self._real_price(st, side, True), qty, inst, NEW, side, GTC, FEED)
+            ev = self._start_burst(st, inst, sweep=True)
+            if ev is not None:
+                return ev
+            return (oid, 0, self._feed_price(st, side), qty, inst, NEW, side, GTC, FEED)
         if u < 0.70:
             return (oid, 0, self._real_price(st, side, False), qty, inst, NEW, side, GTC, 0)
         if u < 0.78:
@@ -653,10 +888,11 @@ class StreamGen:
             inst = R.choice(self.missing)
         else:
             inst = R.choice((mx + 1, mx + 2, mx + 1000, 2**24, 2**24 + 1, UINT32_MAX))
-        kind = R.choice((NEW, NEW, CANCEL, REDUCE, REPLACE, 0, 9))
+        kind = R.choice((NEW, NEW, CANCEL, REDUCE, REPLACE, EXEC, 0, 9))
         side = R.choice((BUY, SELL, 0))
+        flags = R.choice((0, 0, 0, FEED, PRICE | NOCHECK, R.randrange(256)))
         return (R.choice(SPECIAL_IDS), R.choice(SPECIAL_IDS), R.randint(-10, 10**6),
-                R.randint(-2, 100), inst, kind, side, R.randrange(5), 0)
+                R.randint(-2, 100), inst, kind, side, R.randrange(5), flags)
 
     def next_event(self):
         R = self.R
@@ -668,7 +904,7 @@ class StreamGen:
             return self._realistic_event(st, inst)
         return self._chaos_event(st, inst)
 
-    def observe(self, ev, status, resting):
+    def observe(self, ev, status, resting, desyncs=()):
         """Book-keeping after the reference applied ev."""
         kind = ev[5]
         if status != rb.OK:
@@ -684,8 +920,11 @@ class StreamGen:
                 st.dead.append(ev[0])
             if resting > 0:
                 st.pool.append(ev[1])
-        elif kind == CANCEL:
+        elif kind == CANCEL or (kind in (REDUCE, EXEC) and resting == 0):
             st.dead.append(ev[0])
+        for d in desyncs:
+            if d[6] == rb.CROSSED:
+                st.dead.append(d[0])  # a stale order the feed's order removed
         if len(st.pool) > 2 * len(st.book.orders) + 64:
             st.pool = list(st.book.orders)
 
@@ -701,44 +940,55 @@ class Chunk:
     results: list  # (filled, resting, n_exec, status) per event
     execs: list  # EXEC_FIELDS tuples, event_index relative to the chunk
     bbo: list  # BBO_FIELDS tuples per event
+    desyncs: list  # DESYNC_FIELDS tuples, event_index relative to the chunk
     bbo_on: bool  # ask the core for BBO
     exec_capacity: int | None  # Session.apply(exec_capacity=...)
 
 
+def _desync_row(d, i, inst):
+    """A reference desync tuple as a DESYNC_FIELDS row."""
+    return d[:6] + (i, inst, d[6], 0)
+
+
 def _apply_ref(ref: rb.RefSession, events, observe=None):
     """Run events through the reference; the per-chunk output rows."""
-    res, exe, bbo = [], [], []
+    res, exe, bbo, des = [], [], [], []
     apply = ref.apply
     for i, ev in enumerate(events):
-        st, filled, resting, execs, b = apply(ev)
+        st, filled, resting, execs, b, desyncs = apply(ev)
         inst = ev[4]
         res.append((filled, resting, len(execs), st))
         for e in execs:
             exe.append(e + (i, inst))
+        for d in desyncs:
+            des.append(_desync_row(d, i, inst))
         bbo.append(b[:6] + (inst, b[6]))
         if observe is not None:
-            observe(ev, st, resting)
-    return res, exe, bbo
+            observe(ev, st, resting, desyncs)
+    return res, exe, bbo, des
 
 
 def _gen_events(gen: StreamGen, ref: rb.RefSession, n: int):
     """Generate n events one at a time against the reference; the chunk's rows."""
-    events, res, exe, bbo = [], [], [], []
+    events, res, exe, bbo, des = [], [], [], [], []
     apply = ref.apply
     nxt = gen.next_event
     observe = gen.observe
     for i in range(n):
         ev = nxt()
         events.append(ev)
-        st, filled, resting, execs, b = apply(ev)
+        st, filled, resting, execs, b, desyncs = apply(ev)
         inst = ev[4]
         res.append((filled, resting, len(execs), st))
         for e in execs:
             exe.append(e + (i, inst))
+        if desyncs:
+            for d in desyncs:
+                des.append(_desync_row(d, i, inst))
         bbo.append(b[:6] + (inst, b[6]))
         if st == 0:
-            observe(ev, st, resting)
-    return events, res, exe, bbo
+            observe(ev, st, resting, desyncs)
+    return events, res, exe, bbo, des
 
 
 class GenSource:
@@ -768,8 +1018,8 @@ class GenSource:
             k = min(k, self.n - done)
             bbo_on = C.random() >= 0.05
             cap = C.choice((1, 2, 3, 5, 16, 100)) if C.random() < 0.15 else None
-            events, res, exe, bbo = _gen_events(gen, self.ref, k)
-            yield Chunk(done, events, res, exe, bbo, bbo_on, cap)
+            events, res, exe, bbo, des = _gen_events(gen, self.ref, k)
+            yield Chunk(done, events, res, exe, bbo, des, bbo_on, cap)
             done += k
 
     def dead_ids(self, inst):
@@ -790,8 +1040,8 @@ class FileSource:
         while done < self.n:
             k = min(self.chunk, self.n - done)
             events = np.asarray(self.arr[done:done + k]).astype(STREAM_DTYPE).tolist()
-            res, exe, bbo = _apply_ref(self.ref, events)
-            yield Chunk(done, events, res, exe, bbo, True, None)
+            res, exe, bbo, des = _apply_ref(self.ref, events)
+            yield Chunk(done, events, res, exe, bbo, des, True, None)
             done += k
 
     def dead_ids(self, inst):
@@ -836,26 +1086,42 @@ def compare_chunk(chunk: Chunk, out) -> Mismatch | None:
             first = min(first, int(np.argmax(badb)))
     elif out.bbo is not None:
         return Mismatch("exception", None, None, ["core returned a BBO array with bbo=False"])
-    cex = out.execs
-    ref_ex = np.array(chunk.execs, dtype=_R_EXEC) if chunk.execs else np.zeros(0, _R_EXEC)
-    m = min(len(cex), len(ref_ex))
-    bade = np.zeros(m, bool)
-    for f in EXEC_FIELDS:
-        bade |= cex[f][:m] != ref_ex[f][:m]
-    j = int(np.argmax(bade)) if bade.any() else (m if len(cex) != len(ref_ex) else None)
-    if j is not None:
-        cands = []
-        if j < len(ref_ex):
-            cands.append(int(ref_ex["event_index"][j]))
-        if j < len(cex):
-            cands.append(int(cex["event_index"][j]))
-        first = min(first, min(min(cands), n - 1))
+    for core_rows, ref_rows, dtype, fields in ((out.execs, chunk.execs, _R_EXEC, EXEC_FIELDS),
+                                               (out.desyncs, chunk.desyncs, _R_DESYNC, DESYNC_FIELDS)):
+        if core_rows is None:
+            return Mismatch("exception", None, None, ["core returned no desync array"])
+        j = _first_row_diff(core_rows, ref_rows, dtype, fields, n)
+        if j is not None:
+            first = min(first, j)
     if first >= n:
         return None
-    return _event_mismatch(chunk, out, first, ref_ex)
+    return _event_mismatch(chunk, out, first)
 
 
-def _event_mismatch(chunk, out, i, ref_ex):
+def _first_row_diff(core_rows, ref_rows, dtype, fields, n):
+    """Event index of the first row (execution or desync) that differs, or None."""
+    ref_arr = np.array(ref_rows, dtype=dtype) if ref_rows else np.zeros(0, dtype)
+    m = min(len(core_rows), len(ref_arr))
+    bad = np.zeros(m, bool)
+    for f in fields:
+        bad |= core_rows[f][:m] != ref_arr[f][:m]
+    j = int(np.argmax(bad)) if bad.any() else (m if len(core_rows) != len(ref_arr) else None)
+    if j is None:
+        return None
+    cands = []
+    if j < len(ref_arr):
+        cands.append(int(ref_arr["event_index"][j]))
+    if j < len(core_rows):
+        cands.append(int(core_rows["event_index"][j]))
+    return min(min(cands), n - 1)
+
+
+def _fmt_desync(d):
+    cause = rb.CAUSE_NAMES.get(d[8], str(d[8]))
+    return f"desync {cause} " + _fmt_row(d, DESYNC_FIELDS)
+
+
+def _event_mismatch(chunk, out, i):
     ev = chunk.events[i]
     rr = chunk.results[i]
     cr = tuple(int(out.results[f][i]) for f in RESULT_FIELDS)
@@ -863,22 +1129,30 @@ def _event_mismatch(chunk, out, i, ref_ex):
     diffs = [f"{f}: core={c} ref={r}" for f, c, r in zip(RESULT_FIELDS, cr, rr) if c != r]
     ref_e = [e for e in chunk.execs if e[5] == i]
     core_e = _rows(out.execs[out.execs["event_index"] == i], EXEC_FIELDS)
+    ref_d = [d for d in chunk.desyncs if d[6] == i]
+    core_d = _rows(out.desyncs[out.desyncs["event_index"] == i], DESYNC_FIELDS)
     lines.append("reference: status=%s filled=%d resting=%d n_exec=%d"
                  % (_status_name(rr[3]), rr[0], rr[1], rr[2]))
     for e in ref_e:
         lines.append("    exec " + _fmt_row(e, EXEC_FIELDS))
+    for d in ref_d:
+        lines.append("    " + _fmt_desync(d))
     if chunk.bbo_on:
         lines.append("    bbo  " + _fmt_row(chunk.bbo[i], BBO_FIELDS))
     lines.append("core:      status=%s filled=%d resting=%d n_exec=%d"
                  % (_status_name(cr[3]), cr[0], cr[1], cr[2]))
     for e in core_e:
         lines.append("    exec " + _fmt_row(e, EXEC_FIELDS))
+    for d in core_d:
+        lines.append("    " + _fmt_desync(d))
     if chunk.bbo_on and out.bbo is not None:
         cb = tuple(int(out.bbo[f][i]) for f in BBO_FIELDS)
         lines.append("    bbo  " + _fmt_row(cb, BBO_FIELDS))
         diffs += [f"bbo.{f}: core={c} ref={r}" for f, c, r in zip(BBO_FIELDS, cb, chunk.bbo[i]) if c != r]
     if core_e != ref_e:
         diffs.append("executions differ")
+    if core_d != ref_d:
+        diffs.append("desyncs differ")
     return Mismatch("event", i, ev[4], ["differences: " + "; ".join(diffs)] + lines)
 
 
@@ -942,18 +1216,21 @@ def compare_books(core, ref: rb.RefSession, config: EpochConfig, dead_ids=lambda
 # reproducing and minimizing a divergence
 
 
-def check_stream(config: EpochConfig, events, batch: int | None = None) -> Mismatch | None:
+def check_stream(config: EpochConfig, events, batch: int | None = None,
+                 exec_capacity: int | None = None) -> Mismatch | None:
     """Apply events (tuples) to fresh books on both sides; the first mismatch.
-    batch=None: one Session.apply for all; batch=k: k events per call."""
+    batch=None: one Session.apply for all; batch=k: k events per call;
+    exec_capacity: Session.apply's (executions and desyncs) buffer size."""
     try:
         ref = config.make_ref()
         core = config.make_core()
         step = len(events) if batch is None else batch
+        kw = {} if exec_capacity is None else {"exec_capacity": exec_capacity}
         for s in range(0, max(1, len(events)), max(1, step)):
             part = events[s:s + step]
-            res, exe, bbo = _apply_ref(ref, part)
-            chunk = Chunk(s, part, res, exe, bbo, True, None)
-            out = core.apply(events_array(part), bbo=True)
+            res, exe, bbo, des = _apply_ref(ref, part)
+            chunk = Chunk(s, part, res, exe, bbo, des, True, exec_capacity)
+            out = core.apply(events_array(part), bbo=True, **kw)
             mm = compare_chunk(chunk, out)
             if mm is not None:
                 mm.index = s + mm.index if mm.index is not None else None
@@ -1025,7 +1302,7 @@ def repro_text(config: EpochConfig, events, batch, mismatch: Mismatch | None) ->
         lines.append("outs = [s.apply(ev[i:i+1], bbo=True) for i in range(len(ev))]")
     else:
         lines.append("out = s.apply(ev, bbo=True)")
-        lines.append("print(out.results, out.execs, out.bbo, sep='\\n')")
+        lines.append("print(out.results, out.execs, out.bbo, out.desyncs, sep='\\n')")
     if mismatch is not None:
         if mismatch.index is not None:
             lines.append(f"# reference vs core on ev[{mismatch.index}]:")
@@ -1099,10 +1376,15 @@ def check_source(source, *, epoch_offset=0, book_every=1, saver=None, progress=N
     try:
         core = config.make_core()
     except Exception as e:
-        return Divergence(source.label, epoch_offset, Chunk(0, [], [], [], [], True, None),
+        return Divergence(source.label, epoch_offset, Chunk(0, [], [], [], [], [], True, None),
                           Mismatch("exception", None, None, [f"creating the books failed: {e!r}"]),
                           config)
     R = random.Random(f"books:{source.label}")
+    # neither per-event timing nor prefetching (hints only) may change an outcome
+    if R.random() < 0.3 and hasattr(core, "set_timing"):
+        core.set_timing(True)
+    if hasattr(core, "set_prefetch"):
+        core.set_prefetch(R.choice((None, True, False)))
     prev = None  # the previous chunk and its BatchResult: a later call must not change it
     for ci, chunk in enumerate(source.chunks()):
         arr = events_array(chunk.events)

@@ -10,21 +10,30 @@ written to be *obviously* correct rather than fast:
     needed -- there is no cached aggregate that could drift.
 
 The semantics are the contract of ``csrc/lob.h`` as spelled out for the test
-suite.  Per event, the checks run in this order and the first failing one
-wins; a rejected event changes nothing and reports filled = resting = 0 and
-no executions:
+suite (docs/core.md, "Rejects" and "Feed replays").  Per event, the checks run
+in this order and the first failing one wins; a rejected event changes nothing
+and reports filled = resting = 0, no executions and no desyncs:
 
   1. no book for the instrument (or instrument > max_instrument)  EINSTRUMENT
-  2. kind not NEW/CANCEL/REDUCE/REPLACE                            EKIND
-  3. NEW: side not 'B'/'S', or tif not GTC/IOC/FOK/MARKET           EKIND
-  4. NEW/REDUCE/REPLACE: qty <= 0                                  EQTY
+  2. kind not NEW/CANCEL/REDUCE/REPLACE/EXEC, or a flag bit
+     outside FEED | PRICE | NOCHECK                                EKIND
+  3. NEW: side not 'B'/'S', tif not GTC/IOC/FOK/MARKET, or FEED
+     with a tif other than GTC                                      EKIND
+  4. NEW/REDUCE/REPLACE/EXEC: qty <= 0                             EQTY
   5. NEW (not MARKET) and REPLACE: price outside [low, high]        EBAND
                                    price off the tick grid          EPRICE
-  6. CANCEL/REDUCE/REPLACE: id not live                            EUNKNOWN_ID
+  6. CANCEL/REDUCE/REPLACE/EXEC: id not live                       EUNKNOWN_ID
   7. NEW: id live; REPLACE: new_id live and new_id != id           EDUP_ID
-  8. REDUCE: qty > remaining                                       EQTY
+  8. REDUCE without FEED: qty > remaining                          EQTY
   9. NEW FOK: crossing opposite quantity < qty -> OK, killed, nothing changes
  10. NEW GTC: book full and crossing quantity < qty                EFULL
+     (FEED: book full and it meets no stale order -- it rests whole,
+     and removing a stale order it meets makes room for it.  docs/core.md
+     does not say; this is what lob.c does, where a GTC that trades
+     partially on a full book is EFULL even if its makers leave)
+
+Flags that mean nothing for a kind (PRICE on a NEW, FEED on a CANCEL, ...) are
+accepted and ignored.
 
 Matching walks the opposite side best price first, FIFO within a price, and
 prints every trade at the maker's price.  A GTC remainder rests at the back of
@@ -33,13 +42,40 @@ old order and then enters ``new_id`` on the old order's side as a GTC order at
 the new price and quantity (it may trade, it loses priority, never EFULL).
 REDUCE keeps the order's place in the queue.
 
+Feed events (the feed is the truth; each divergence is a *desync*):
+
+  * NEW/REPLACE with FEED never trade: every opposite order at a price the
+    incoming order crosses is stale and removed, best price first, FIFO, each
+    with a CROSSED desync; then the incoming order rests whole.
+  * REDUCE with FEED by more than remains removes the order with a QTY desync.
+  * EXEC (a resting order traded): unless NOCHECK, the execution priority
+    gives (maker = front of the best level on the order's side, taker 0, that
+    level's price, min(its size, qty)) and a FILL_ORDER desync if the feed
+    named another order; with PRICE and without NOCHECK (a cross prints every
+    order at the cross price), an EXEC_PRICE desync if the price is not the
+    order's; then the order loses qty shares and keeps its place, leaving the
+    book at 0, and with a QTY desync if qty is more than it had.
+
+Desync tuples, (order_id, found_id, expected_qty, found_qty, expected_price,
+found_price, cause).  docs/core.md spells out CROSSED and FILL_ORDER; the
+other fields follow lob.h ("expected" = what the feed said, "found" = what
+the book had, found_id 0) as lob.c fills them:
+
+  CROSSED       stale id, incoming id, incoming qty, stale qty, incoming price, stale price
+  FILL_ORDER    feed's id, front id, feed qty, order's qty, order's price, front's price
+  EXEC_PRICE    feed's id, 0, feed qty, order's qty, feed price, order's price
+  QTY (EXEC)    feed's id, 0, feed qty, order's qty, event's price field, order's price
+  QTY (REDUCE)  feed's id, 0, feed qty, order's qty, 0, order's price
+
 Outputs use plain Python ints only:
 
-  ``RefSession.apply(event)`` returns ``(status, filled, resting, execs, bbo)``
-  where ``execs`` is a list of ``(maker_id, taker_id, price, qty,
-  maker_remaining)`` tuples in trade order and ``bbo`` is ``(bid_price,
+  ``RefSession.apply(event)`` returns ``(status, filled, resting, execs, bbo,
+  desyncs)`` where ``execs`` is a list of ``(maker_id, taker_id, price, qty,
+  maker_remaining)`` tuples in trade order, ``bbo`` is ``(bid_price,
   bid_qty, ask_price, ask_qty, bid_count, ask_count, changed)`` for the
-  event's instrument after the event.
+  event's instrument after the event and ``desyncs`` is a list of
+  ``(order_id, found_id, expected_qty, found_qty, expected_price,
+  found_price, cause)`` tuples in the order they were found.
 """
 
 from __future__ import annotations
@@ -76,7 +112,21 @@ NEW = 1
 CANCEL = 2
 REDUCE = 3
 REPLACE = 4
-KIND_NAMES = {NEW: "NEW", CANCEL: "CANCEL", REDUCE: "REDUCE", REPLACE: "REPLACE"}
+EXEC = 5
+KIND_NAMES = {NEW: "NEW", CANCEL: "CANCEL", REDUCE: "REDUCE", REPLACE: "REPLACE", EXEC: "EXEC"}
+
+# event flags
+FEED = 1
+PRICE = 2
+NOCHECK = 4
+KNOWN_FLAGS = FEED | PRICE | NOCHECK
+
+# desync causes
+FILL_ORDER = 1
+QTY = 2
+CROSSED = 3
+EXEC_PRICE = 4
+CAUSE_NAMES = {FILL_ORDER: "FILL_ORDER", QTY: "QTY", CROSSED: "CROSSED", EXEC_PRICE: "EXEC_PRICE"}
 
 BUY = ord("B")
 SELL = ord("S")
@@ -278,70 +328,127 @@ class RefBook:
             return EPRICE
         return OK
 
-    def apply(self, kind, oid, new_id, price, qty, side, tif):
-        """Apply one event. Returns (status, filled, resting, execs)."""
-        # 2./3. kind, then side/tif of a NEW
-        if kind not in (NEW, CANCEL, REDUCE, REPLACE):
-            return (EKIND, 0, 0, [])
-        if kind == NEW and (side not in (BUY, SELL) or tif not in (GTC, IOC, FOK, MARKET)):
-            return (EKIND, 0, 0, [])
+    def _rest_feed(self, oid: int, side: int, price: int, qty: int):
+        """A FEED order rests whole: every opposite order it crosses is stale
+        and removed first (best price first, FIFO), one CROSSED desync each."""
+        opp_side = SELL if side == BUY else BUY
+        desyncs = []
+        while True:
+            p = self.best_price(opp_side)
+            if p is None or not self._crosses(side, price, p):
+                break
+            stale = self.levels[opp_side][p][0]
+            desyncs.append((stale.id, oid, qty, stale.qty, price, stale.price, CROSSED))
+            self._remove(stale)
+        self._rest(oid, side, price, qty)
+        return desyncs
+
+    def _exec(self, o: Order, qty: int, price: int, flags: int):
+        """A feed's fill of resting order o. Returns (status, filled, resting, execs, desyncs)."""
+        execs, desyncs = [], []
+        if not flags & NOCHECK:
+            # the fill price-time priority gives: the front of the best level of o's side
+            bp = self.best_price(o.side)
+            front = self.levels[o.side][bp][0]
+            t = min(front.qty, qty)
+            execs.append((front.id, 0, bp, t, front.qty - t))
+            if front is not o:
+                desyncs.append((o.id, front.id, qty, o.qty, o.price, front.price, FILL_ORDER))
+        if flags & PRICE and not flags & NOCHECK and price != o.price:
+            desyncs.append((o.id, 0, qty, o.qty, price, o.price, EXEC_PRICE))
+        # the feed is the truth: o loses qty shares and keeps its place
+        had = o.qty
+        if qty > had:
+            # expected_price: the event's price field as given (with or without PRICE)
+            desyncs.append((o.id, 0, qty, had, price, o.price, QTY))
+        taken = min(qty, had)
+        o.qty = had - taken
+        if o.qty == 0:
+            self._remove(o)
+        return (OK, taken, o.qty, execs, desyncs)
+
+    def apply(self, kind, oid, new_id, price, qty, side, tif, flags=0):
+        """Apply one event. Returns (status, filled, resting, execs, desyncs)."""
+        # 2./3. kind and flag bits, then side/tif of a NEW
+        if kind not in (NEW, CANCEL, REDUCE, REPLACE, EXEC) or flags & ~KNOWN_FLAGS:
+            return (EKIND, 0, 0, [], [])
+        feed = bool(flags & FEED)
+        if kind == NEW and (
+            side not in (BUY, SELL) or tif not in (GTC, IOC, FOK, MARKET) or (feed and tif != GTC)
+        ):
+            return (EKIND, 0, 0, [], [])
         # 4. quantity
         if kind != CANCEL and qty <= 0:
-            return (EQTY, 0, 0, [])
+            return (EQTY, 0, 0, [], [])
         # 5. band and tick grid
         if (kind == NEW and tif != MARKET) or kind == REPLACE:
             st = self._price_status(price)
             if st != OK:
-                return (st, 0, 0, [])
+                return (st, 0, 0, [], [])
         # 6. unknown id
         if kind != NEW and oid not in self.orders:
-            return (EUNKNOWN_ID, 0, 0, [])
+            return (EUNKNOWN_ID, 0, 0, [], [])
         # 7. duplicate id
         if kind == NEW and oid in self.orders:
-            return (EDUP_ID, 0, 0, [])
+            return (EDUP_ID, 0, 0, [], [])
         if kind == REPLACE and new_id != oid and new_id in self.orders:
-            return (EDUP_ID, 0, 0, [])
+            return (EDUP_ID, 0, 0, [], [])
 
         if kind == CANCEL:
             self._remove(self.orders[oid])
-            return (OK, 0, 0, [])
+            return (OK, 0, 0, [], [])
+
+        if kind == EXEC:
+            return self._exec(self.orders[oid], qty, price, flags)
 
         if kind == REDUCE:
             o = self.orders[oid]
-            # 8. reduce by more than remains
+            # 8. reduce by more than remains: a reject, or (FEED) the order leaves
             if qty > o.qty:
-                return (EQTY, 0, 0, [])
+                if not feed:
+                    return (EQTY, 0, 0, [], [])
+                desync = (oid, 0, qty, o.qty, 0, o.price, QTY)  # a REDUCE has no price: 0
+                self._remove(o)
+                return (OK, 0, 0, [], [desync])
             o.qty -= qty  # keeps its place in the queue
             if o.qty == 0:
                 self._remove(o)
-            return (OK, 0, o.qty, [])
+            return (OK, 0, o.qty, [], [])
 
         if kind == REPLACE:
             old = self.orders[oid]
             side = old.side
             self._remove(old)
+            if feed:
+                return (OK, 0, qty, [], self._rest_feed(new_id, side, price, qty))
             filled, execs = self._match(new_id, side, price, qty)
             resting = qty - filled
             if resting > 0:
                 self._rest(new_id, side, price, resting)
-            return (OK, filled, resting, execs)
+            return (OK, filled, resting, execs, [])
 
         # NEW
         limit = None if tif == MARKET else price
         if tif == FOK and self.crossing_qty(side, limit) < qty:
-            return (OK, 0, 0, [])  # killed: all or nothing
+            return (OK, 0, 0, [], [])  # killed: all or nothing
+        if feed:
+            # 10. it never trades and rests whole: on a full book it is EFULL
+            # unless it meets a stale order, whose removal makes room for it
+            if len(self.orders) >= self.capacity and self.crossing_qty(side, limit) == 0:
+                return (EFULL, 0, 0, [], [])
+            return (OK, 0, qty, [], self._rest_feed(oid, side, price, qty))
         if (
             tif == GTC
             and len(self.orders) >= self.capacity
             and self.crossing_qty(side, limit) < qty
         ):
-            return (EFULL, 0, 0, [])
+            return (EFULL, 0, 0, [], [])
         filled, execs = self._match(oid, side, limit, qty)
         resting = 0
         if tif == GTC and filled < qty:
             resting = qty - filled
             self._rest(oid, side, price, resting)
-        return (OK, filled, resting, execs)
+        return (OK, filled, resting, execs, [])
 
 
 class RefSession:
@@ -366,16 +473,17 @@ class RefSession:
     def apply(self, event):
         """event = (id, new_id, price, qty, instrument, kind, side, tif, flags).
 
-        Returns (status, filled, resting, execs, bbo) -- see the module docstring.
+        Returns (status, filled, resting, execs, bbo, desyncs) -- see the module docstring.
         """
-        oid, new_id, price, qty, instrument, kind, side, tif, _flags = event
+        oid, new_id, price, qty, instrument, kind, side, tif, flags = event
         book = self.books.get(instrument) if instrument <= self.max_instrument else None
         if book is None:
-            return (EINSTRUMENT, 0, 0, [], (0, 0, 0, 0, 0, 0, 0))
+            return (EINSTRUMENT, 0, 0, [], (0, 0, 0, 0, 0, 0, 0), [])
         before = book.bbo()
-        status, filled, resting, execs = book.apply(kind, oid, new_id, price, qty, side, tif)
+        status, filled, resting, execs, desyncs = book.apply(
+            kind, oid, new_id, price, qty, side, tif, flags)
         after = book.bbo()
-        return (status, filled, resting, execs, after + (int(after != before),))
+        return (status, filled, resting, execs, after + (int(after != before),), desyncs)
 
     def snapshot(self):
         return {i: b.snapshot() for i, b in self.books.items()}

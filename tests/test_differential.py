@@ -3,13 +3,15 @@
 * test_fuzz: seeded random streams (tests/fuzzgen.py), well over 1,000,000
   commands per run in total, split by style and seed so pytest-xdist can run
   them in parallel.  Every event's status/filled/resting/n_exec, every
-  execution field and every BBO field are compared, and after every chunk the
-  full books (levels, FIFO queues, find(), validate()).
+  execution field, every desync field and every BBO field are compared, and
+  after every chunk the full books (levels, FIFO queues, find(), validate()).
+  The streams include the feed replay events (EXEC, FEED orders, flags).
 * the harness itself: mutated reference books must be caught and shrunk to a
   small reproduction, saved streams replay, the CLI exits non-zero on a
   divergence.
-* two hypothesis RuleBasedStateMachines (Session, one event per apply call;
-  and the interactive OrderBook API), comparing after every step.
+* two hypothesis RuleBasedStateMachines (Session, one event per apply call,
+  with EXEC/FEED rules and flags; and the interactive OrderBook API, which has
+  no EXEC or flags), comparing after every step.
 
 Hypothesis effort is chosen with HYPOTHESIS_PROFILE=moderate (default) | ci | expensive.
 """
@@ -76,18 +78,24 @@ def _cfg(max_instrument, *books):
         {}, 0.0)
 
 
-def _check(config, events, batch=None):
-    mm = fuzzgen.check_stream(config, events, batch)
+def _check(config, events, batch=None, exec_capacity=None):
+    mm = fuzzgen.check_stream(config, events, batch, exec_capacity)
     assert mm is None, "\n".join([mm.what, str(mm.index)] + mm.lines)
 
 
 B, S = rb.BUY, rb.SELL
-NEW, CANCEL, REDUCE, REPLACE = rb.NEW, rb.CANCEL, rb.REDUCE, rb.REPLACE
+NEW, CANCEL, REDUCE, REPLACE, EXEC = rb.NEW, rb.CANCEL, rb.REDUCE, rb.REPLACE, rb.EXEC
 GTC, IOC, FOK, MARKET = rb.GTC, rb.IOC, rb.FOK, rb.MARKET
+FEED, PRICE, NOCHECK = rb.FEED, rb.PRICE, rb.NOCHECK
 
 
-def N(oid, side, price, qty, tif=GTC, inst=0):
-    return (oid, 0, price, qty, inst, NEW, side, tif, 0)
+def N(oid, side, price, qty, tif=GTC, inst=0, flags=0):
+    return (oid, 0, price, qty, inst, NEW, side, tif, flags)
+
+
+def X(oid, qty, price=0, flags=0, inst=0):
+    """EXEC: the feed says resting order oid traded qty (at price, with PRICE)."""
+    return (oid, 0, price, qty, inst, EXEC, 0, 0, flags)
 
 
 def test_empty_batch():
@@ -152,7 +160,7 @@ def test_orderbook_sweep_of_more_makers_than_the_exec_buffer():
         f = book.new(i, "S", price, 1 + i % 3)
         assert (f.filled, f.resting) == ref.apply(NEW, i, 0, price, 1 + i % 3, S, GTC)[1:3]
     f = book.new(9999, "B", 0, 10**6, lobreplay.TIF.MARKET)
-    st_, filled, resting, execs = ref.apply(NEW, 9999, 0, 0, 10**6, B, MARKET)
+    st_, filled, resting, execs, _ = ref.apply(NEW, 9999, 0, 0, 10**6, B, MARKET)
     assert (f.filled, f.resting) == (filled, resting)
     got = [tuple(int(x) for x in r) for r in
            f.execs[["maker_id", "taker_id", "price", "qty", "maker_remaining"]].tolist()]
@@ -167,13 +175,58 @@ def test_earlier_results_survive_later_calls():
     cfg = _cfg(0, (0, 100, 200, 10, 50))
     s = cfg.make_core()
     a = s.apply(fuzzgen.events_array([N(i, S, 150, 2) for i in range(1, 11)]), bbo=True)
-    b = s.apply(fuzzgen.events_array([N(20, B, 150, 7, IOC)]), bbo=True)
-    keep = [r.copy() for r in (b.results, b.execs, b.bbo)]
-    s.apply(fuzzgen.events_array([N(21, B, 150, 9, IOC), N(22, S, 110, 1)]), bbo=True)
-    s.apply(fuzzgen.events_array([N(30 + i, S, 160, 1) for i in range(40)]), bbo=True)
-    for got, want in zip((b.results, b.execs, b.bbo), keep):
+    b = s.apply(fuzzgen.events_array([N(20, B, 150, 7, IOC), X(5, 3, 140, PRICE)]), bbo=True)
+    keep = [r.copy() for r in (b.results, b.execs, b.bbo, b.desyncs)]
+    s.apply(fuzzgen.events_array([N(21, B, 150, 9, IOC), N(22, S, 110, 1), X(22, 2)]), bbo=True)
+    s.apply(fuzzgen.events_array([N(30 + i, S, 160, 1) for i in range(40)]
+                                 + [N(99, B, 170, 1, flags=FEED)]), bbo=True)
+    for got, want in zip((b.results, b.execs, b.bbo, b.desyncs), keep):
         assert np.array_equal(got, want)
-    assert len(a.execs) == 0 and len(b.execs) == 4
+    assert len(a.execs) == 0 and len(b.execs) == 5
+    assert len(a.desyncs) == 0 and b.desyncs["cause"].tolist() == [rb.FILL_ORDER, rb.EXEC_PRICE, rb.QTY]
+
+
+def test_feed_orders_clear_hundreds_of_stale_orders_with_tiny_buffers():
+    """FEED orders meeting many levels of stale orders (one desync each), a
+    FEED REPLACE, FEED REDUCEs, EXECs that follow priority and some that do
+    not; with the default buffers, one event per call, and buffers of 1 row
+    (Session.apply must drain and grow the desync buffer as well)."""
+    cfg = _cfg(0, (0, 1000, 2000, 10, 3000))
+    ev = [N(i, S, 1500 + 10 * (i % 20), 1 + i % 4) for i in range(1, 601)]
+    ev += [N(1000 + i, B, 1490 - 10 * (i % 5), 1 + i % 3) for i in range(200)]
+    ev += [N(5000, B, 1530, 4, flags=FEED)]  # meets 4 levels of asks
+    ev += [(1000, 5001, 1560, 2, 0, REPLACE, 0, 0, FEED)]  # 3 more levels
+    ev += [(1001, 0, 0, 99, 0, REDUCE, 0, 0, FEED), (1002, 0, 0, 1, 0, REDUCE, 0, 0, FEED)]
+    ev += [X(i, 1 + i % 4, 1600, PRICE) for i in range(7, 600, 20)]  # the front of the 1570 queue first
+    ev += [X(i, 1 + i % 3, 0, NOCHECK if i % 2 else 0) for i in range(1, 600, 13)]  # any order
+    ev += [X(5001, 2), X(5000, 9, 1530, PRICE | NOCHECK)]
+    ev += [N(6000, S, 1000, 1, flags=FEED)]  # every bid is stale
+    ev += [N(7000, B, 2000, 1, flags=FEED)]  # every ask is stale
+    _check(cfg, ev)
+    _check(cfg, ev, batch=1)
+    _check(cfg, ev, exec_capacity=1)
+    _check(cfg, ev, batch=50, exec_capacity=2)
+
+
+def test_consistent_execs_are_the_fills_of_one_synthetic_aggressor():
+    """docs/core.md: EXECs of the fills an unpublished aggressor made, in
+    order, are what matching that aggressor gives: no desync, and the expected
+    fills written to the executions are the aggressor's trades (taker 0)."""
+    cfg = _cfg(0, (0, 1000, 2000, 5, 500))
+    book = [N(i, S, 1500 + 5 * (i % 9), 1 + i % 5) for i in range(1, 301)]
+    book += [N(1000 + i, B, 1490 - 5 * (i % 9), 1 + i % 4) for i in range(300)]
+    for side, limit, qty in ((B, 1530, 400), (S, 1460, 350), (B, 2000, 10**6)):
+        ref = cfg.make_ref()
+        for e in book:
+            ref.apply(e)
+        agg = ref.apply(N(9999, side, limit, qty, IOC))[3]
+        assert len(agg) > 50
+        feed = [X(m, q, p, PRICE) for m, _, p, q, _ in agg]
+        _check(cfg, book + feed)
+        out = cfg.make_core().apply(fuzzgen.events_array(book + feed))
+        assert len(out.desyncs) == 0
+        got = fuzzgen._rows(out.execs, ("maker_id", "taker_id", "price", "qty", "maker_remaining"))
+        assert got == [(m, 0, p, q, r) for m, _, p, q, r in agg]
 
 
 # ---------------------------------------------------------------------------
@@ -181,41 +234,41 @@ def test_earlier_results_survive_later_calls():
 
 
 def _mutant_reduce_loses_priority(orig):
-    def apply(self, kind, oid, new_id, price, qty, side, tif):
+    def apply(self, kind, oid, new_id, price, qty, side, tif, flags=0):
         o = self.orders.get(oid)
         if kind == REDUCE and o is not None and 0 < qty < o.qty:
             q = self.levels[o.side][o.price]
             q.remove(o)
             q.append(o)
-        return orig(self, kind, oid, new_id, price, qty, side, tif)
+        return orig(self, kind, oid, new_id, price, qty, side, tif, flags)
     return apply
 
 
 def _mutant_fok_as_ioc(orig):
-    def apply(self, kind, oid, new_id, price, qty, side, tif):
-        return orig(self, kind, oid, new_id, price, qty, side, IOC if (kind == NEW and tif == FOK) else tif)
+    def apply(self, kind, oid, new_id, price, qty, side, tif, flags=0):
+        return orig(self, kind, oid, new_id, price, qty, side, IOC if (kind == NEW and tif == FOK) else tif, flags)
     return apply
 
 
 def _mutant_no_efull(orig):
-    def apply(self, kind, oid, new_id, price, qty, side, tif):
+    def apply(self, kind, oid, new_id, price, qty, side, tif, flags=0):
         cap = self.capacity
         self.capacity = cap + 1
         try:
-            return orig(self, kind, oid, new_id, price, qty, side, tif)
+            return orig(self, kind, oid, new_id, price, qty, side, tif, flags)
         finally:
             self.capacity = cap
     return apply
 
 
 def _mutant_replace_keeps_priority(orig):
-    def apply(self, kind, oid, new_id, price, qty, side, tif):
+    def apply(self, kind, oid, new_id, price, qty, side, tif, flags=0):
         o = self.orders.get(oid)
         if (kind == REPLACE and o is not None and price == o.price and new_id == oid and qty > 0
                 and len(self.levels[o.side][o.price]) > 1):
             o.qty = qty
-            return (rb.OK, 0, qty, [])
-        return orig(self, kind, oid, new_id, price, qty, side, tif)
+            return (rb.OK, 0, qty, [], [])
+        return orig(self, kind, oid, new_id, price, qty, side, tif, flags)
     return apply
 
 
@@ -227,12 +280,66 @@ def _mutant_bbo_counts_levels(orig_bbo):
     return bbo
 
 
+def _mutant_unknown_flags_ignored(orig):
+    def apply(self, kind, oid, new_id, price, qty, side, tif, flags=0):
+        return orig(self, kind, oid, new_id, price, qty, side, tif, flags & rb.KNOWN_FLAGS)
+    return apply
+
+
+def _mutant_feed_reduce_rejects(orig):
+    def apply(self, kind, oid, new_id, price, qty, side, tif, flags=0):
+        return orig(self, kind, oid, new_id, price, qty, side, tif, flags & ~FEED if kind == REDUCE else flags)
+    return apply
+
+
+def _mutant_exec_nocheck_ignored(orig):
+    def _exec(self, o, qty, price, flags):
+        return orig(self, o, qty, price, flags & ~rb.NOCHECK)
+    return _exec
+
+
+def _mutant_exec_loses_priority(orig):
+    def _exec(self, o, qty, price, flags):
+        out = orig(self, o, qty, price, flags)
+        if o.id in self.orders:  # a partial fill sends it to the back of its queue
+            q = self.levels[o.side][o.price]
+            q.remove(o)
+            q.append(o)
+        return out
+    return _exec
+
+
+def _mutant_fill_order_found_qty_of_front(orig):
+    def _exec(self, o, qty, price, flags):
+        lv = self.levels[o.side]
+        front = lv[max(lv) if o.side == B else min(lv)][0]
+        size = front.qty
+        st_, filled, resting, execs, desyncs = orig(self, o, qty, price, flags)
+        desyncs = [d[:3] + (size,) + d[4:] if d[6] == rb.FILL_ORDER else d for d in desyncs]
+        return st_, filled, resting, execs, desyncs
+    return _exec
+
+
+def _mutant_stale_orders_lifo(orig):
+    def _rest_feed(self, oid, side, price, qty):
+        for q in self.levels[S if side == B else B].values():
+            q.reverse()  # the stale orders it meets leave (and are reported) newest first
+        return orig(self, oid, side, price, qty)
+    return _rest_feed
+
+
 MUTANTS = {
     "reduce-loses-priority": ("apply", _mutant_reduce_loses_priority, "realistic"),
     "fok-as-ioc": ("apply", _mutant_fok_as_ioc, "chaos"),
     "no-efull": ("apply", _mutant_no_efull, "chaos"),
     "replace-keeps-priority": ("apply", _mutant_replace_keeps_priority, "mixed"),
     "bbo-count-capped": ("bbo", _mutant_bbo_counts_levels, "realistic"),
+    "unknown-flags-ignored": ("apply", _mutant_unknown_flags_ignored, "chaos"),
+    "feed-reduce-rejects": ("apply", _mutant_feed_reduce_rejects, "mixed"),
+    "exec-nocheck-ignored": ("_exec", _mutant_exec_nocheck_ignored, "wide"),
+    "exec-loses-priority": ("_exec", _mutant_exec_loses_priority, "realistic"),
+    "fill-order-found-qty-of-front": ("_exec", _mutant_fill_order_found_qty_of_front, "mixed"),
+    "stale-orders-lifo": ("_rest_feed", _mutant_stale_orders_lifo, "realistic"),
 }
 
 
@@ -328,6 +435,9 @@ book_inst_st = st.sampled_from([0, 0, 0, 2])
 good_tif_st = st.sampled_from([GTC, GTC, GTC, IOC, FOK, MARKET])
 # a price as (level index, off-grid offset); mapped onto the instrument's band
 lvl_st = st.tuples(st.integers(-1, 11), st.sampled_from([0, 0, 0, 0, 0, 1]))
+# flags anywhere: mostly none; known bits (meaningful or ignored); unknown bits (EKIND)
+flags_st = st.sampled_from([0, 0, 0, 0, FEED, PRICE, NOCHECK, PRICE | NOCHECK, FEED | PRICE | NOCHECK,
+                            8, 16 | FEED, 128, 255])
 
 
 def _price(inst, lvl):
@@ -342,9 +452,10 @@ def _good_price(inst, k):
 
 
 class SessionMachine(RuleBasedStateMachine):
-    """One event per Session.apply call; outputs compared after every step.
-    The *_live rules aim at orders the reference knows are live; the *_any
-    rules send anything (unknown ids, other books, bad fields)."""
+    """One event per Session.apply call; outputs (desyncs too) compared after
+    every step. The *_live rules aim at orders the reference knows are live;
+    the *_any rules send anything (unknown ids, other books, bad fields and
+    flags); new_feed/exec_live/FEED reduce and replace are the feed replay."""
 
     ids = Bundle("ids")
 
@@ -356,8 +467,8 @@ class SessionMachine(RuleBasedStateMachine):
         self.next_id = 100
 
     def _step(self, ev):
-        res, exe, bbo = fuzzgen._apply_ref(self.ref, [ev])
-        chunk = fuzzgen.Chunk(0, [ev], res, exe, bbo, True, None)
+        res, exe, bbo, des = fuzzgen._apply_ref(self.ref, [ev])
+        chunk = fuzzgen.Chunk(0, [ev], res, exe, bbo, des, True, None)
         out = self.core.apply(fuzzgen.events_array([ev]), bbo=True)
         mm = fuzzgen.compare_chunk(chunk, out)
         assert mm is None, fuzzgen.fmt_event(ev) + "\n" + "\n".join(mm.lines)
@@ -402,9 +513,18 @@ class SessionMachine(RuleBasedStateMachine):
         self._step((oid, 0, price, qty, inst, NEW, side, GTC, 0))
         return oid
 
-    @rule(target=ids, oid=ids, side=side_st, lvl=lvl_st, qty=qty_st, tif=tif_st, inst=inst_st)
-    def new_any(self, oid, side, lvl, qty, tif, inst):
-        self._step((oid, 0, _price(inst, lvl), qty, inst, NEW, side, tif, 0))
+    @rule(target=ids, oid=ids, side=side_st, lvl=lvl_st, qty=qty_st, tif=tif_st, inst=inst_st,
+          flags=flags_st)
+    def new_any(self, oid, side, lvl, qty, tif, inst, flags):
+        self._step((oid, 0, _price(inst, lvl), qty, inst, NEW, side, tif, flags))
+        return oid
+
+    @rule(target=ids, inst=book_inst_st, side=st.sampled_from([B, S]), k=st.integers(0, 10),
+          qty=st.integers(1, 9))
+    def new_feed(self, inst, side, k, qty):
+        """The feed says this order rests: the orders it meets are stale."""
+        oid = self._fresh()
+        self._step((oid, 0, _good_price(inst, k), qty, inst, NEW, side, GTC, FEED))
         return oid
 
     @precondition(_any_live)
@@ -413,36 +533,66 @@ class SessionMachine(RuleBasedStateMachine):
         inst, oid = self._live(data)
         self._step((oid, 0, 0, 0, inst, CANCEL, 0, 0, 0))
 
-    @rule(oid=ids, inst=inst_st)
-    def cancel_any(self, oid, inst):
-        self._step((oid, 0, 0, 0, inst, CANCEL, 0, 0, 0))
+    @rule(oid=ids, inst=inst_st, flags=flags_st)
+    def cancel_any(self, oid, inst, flags):
+        self._step((oid, 0, 0, 0, inst, CANCEL, 0, 0, flags))
 
     @precondition(_any_live)
-    @rule(data=st.data(), how=st.sampled_from(["part", "part", "exact", "over"]))
-    def reduce_live(self, data, how):
+    @rule(data=st.data(), how=st.sampled_from(["part", "part", "exact", "over"]),
+          flags=st.sampled_from([0, 0, FEED]))
+    def reduce_live(self, data, how, flags):
         inst, oid = self._live(data)
         rem = self.ref.books[inst].orders[oid].qty
         qty = {"part": data.draw(st.integers(1, max(1, rem - 1))), "exact": rem, "over": rem + 1}[how]
-        self._step((oid, 0, 0, qty, inst, REDUCE, 0, 0, 0))
+        self._step((oid, 0, 0, qty, inst, REDUCE, 0, 0, flags))
 
-    @rule(oid=ids, inst=inst_st, qty=qty_st)
-    def reduce_any(self, oid, inst, qty):
-        self._step((oid, 0, 0, qty, inst, REDUCE, 0, 0, 0))
+    @rule(oid=ids, inst=inst_st, qty=qty_st, flags=flags_st)
+    def reduce_any(self, oid, inst, qty, flags):
+        self._step((oid, 0, 0, qty, inst, REDUCE, 0, 0, flags))
 
     @precondition(_any_live)
     @rule(target=ids, data=st.data(), new_id=ids, same=st.booleans(), k=st.integers(0, 10),
-          qty=st.integers(1, 9))
-    def replace_live(self, data, new_id, same, k, qty):
+          qty=st.integers(1, 9), flags=st.sampled_from([0, 0, FEED]))
+    def replace_live(self, data, new_id, same, k, qty, flags):
         inst, oid = self._live(data)
         nid = oid if same else new_id
-        self._step((oid, nid, _good_price(inst, k), qty, inst, REPLACE, 0, 0, 0))
+        self._step((oid, nid, _good_price(inst, k), qty, inst, REPLACE, 0, 0, flags))
         return nid
 
-    @rule(target=ids, oid=ids, new_id=ids, same=st.booleans(), lvl=lvl_st, qty=qty_st, inst=inst_st)
-    def replace_any(self, oid, new_id, same, lvl, qty, inst):
+    @rule(target=ids, oid=ids, new_id=ids, same=st.booleans(), lvl=lvl_st, qty=qty_st, inst=inst_st,
+          flags=flags_st)
+    def replace_any(self, oid, new_id, same, lvl, qty, inst, flags):
         nid = oid if same else new_id
-        self._step((oid, nid, _price(inst, lvl), qty, inst, REPLACE, 0, 0, 0))
+        self._step((oid, nid, _price(inst, lvl), qty, inst, REPLACE, 0, 0, flags))
         return nid
+
+    @precondition(_any_live)
+    @rule(data=st.data(), who=st.sampled_from(["front", "front", "any"]),
+          how=st.sampled_from(["part", "exact", "over"]), price=st.sampled_from(["none", "same", "other"]),
+          nocheck=st.booleans())
+    def exec_live(self, data, who, how, price, nocheck):
+        """A feed's fill of a live order: the one priority gives (the front of
+        its side's best level) or any other; part, all or more than its size."""
+        if who == "front":
+            inst = data.draw(st.sampled_from([i for i in sorted(SM_BOOKS) if self.ref.books[i].orders]))
+            book = self.ref.books[inst]
+            side = data.draw(st.sampled_from([sd for sd in (B, S) if book.levels[sd]]))
+            oid = book.levels[side][book.best_price(side)][0].id
+        else:
+            inst, oid = self._live(data)
+        o = self.ref.books[inst].orders[oid]
+        qty = {"part": data.draw(st.integers(1, max(1, o.qty - 1))), "exact": o.qty,
+               "over": o.qty + data.draw(st.integers(1, 3))}[how]
+        flags = NOCHECK if nocheck else 0
+        px = 0
+        if price != "none":
+            flags |= PRICE
+            px = o.price if price == "same" else o.price + data.draw(st.sampled_from([-4, 1, 10]))
+        self._step((oid, 0, px, qty, inst, EXEC, 0, 0, flags))
+
+    @rule(oid=ids, inst=inst_st, lvl=lvl_st, qty=qty_st, flags=flags_st)
+    def exec_any(self, oid, inst, lvl, qty, flags):
+        self._step((oid, 0, _price(inst, lvl), qty, inst, EXEC, 0, 0, flags))
 
     @invariant()
     def books_match(self):
@@ -481,7 +631,8 @@ class OrderBookMachine(RuleBasedStateMachine):
         self.next_id = 100
 
     def _compare(self, call, ref_out):
-        status, filled, resting, execs = ref_out
+        status, filled, resting, execs, desyncs = ref_out
+        assert desyncs == []  # no flags through this API
         try:
             fill = call()
         except lobreplay.LobError as e:
