@@ -32,13 +32,13 @@ extern "C" {
 /* Status codes. 0 is success; each other value is one kind of reject. */
 typedef enum lob_status {
     LOB_OK = 0,
-    LOB_EUNKNOWN_ID = 1,   /* CANCEL/REDUCE/REPLACE names an id not live in the book */
+    LOB_EUNKNOWN_ID = 1,   /* CANCEL/REDUCE/REPLACE/EXEC names an id not live in the book */
     LOB_EDUP_ID = 2,       /* NEW (or REPLACE's new id) names an id already live */
     LOB_EBAND = 3,         /* limit price outside [band_low, band_high] */
     LOB_EFULL = 4,         /* order pool full: the order would have to rest */
     LOB_EQTY = 5,          /* quantity <= 0, or REDUCE by more than remains */
     LOB_EPRICE = 6,        /* limit price not on the tick grid of the band */
-    LOB_EKIND = 7,         /* unknown event kind, side or time in force */
+    LOB_EKIND = 7,         /* unknown event kind, side, time in force or flag bit; FEED on a non-GTC NEW */
     LOB_EINSTRUMENT = 8,   /* no book for this instrument id */
     LOB_EEXECFULL = 9,     /* batch stopped: an output array (executions, desyncs) too small for the next event */
     LOB_EARG = 10,         /* bad argument to a creation/query function */
@@ -107,7 +107,7 @@ typedef struct lob_event {
     int64_t price;        /* limit price in feed units */
     int64_t qty;          /* NEW/REPLACE: size; REDUCE: shares removed */
     uint32_t instrument;  /* book key, 0 .. max_instrument */
-    uint8_t kind;         /* LOB_NEW .. LOB_REPLACE */
+    uint8_t kind;         /* LOB_NEW .. LOB_EXEC */
     uint8_t side;         /* LOB_BUY / LOB_SELL (NEW only; REPLACE keeps the old side) */
     uint8_t tif;          /* LOB_GTC .. LOB_MARKET (NEW only) */
     uint8_t flags;        /* LOB_F_* (other bits: LOB_EKIND) */
@@ -242,8 +242,10 @@ typedef struct lob_outputs {
  * next event could write more executions or desyncs than there is room left
  * for: the batch stops before that event (which is untouched) and n_done says
  * how many were applied; drain and call again from there. Room for the live
- * order count plus one in each array always suffices for one event.
- * LOB_EARG if s, out or a needed array is NULL. */
+ * order count plus three rows in each array always suffices for one event.
+ * Feed events (EXEC, and FEED-flagged orders that meet stale orders or reduce
+ * by too much) need the desync array: without one they stop the batch with
+ * LOB_EEXECFULL. LOB_EARG if s, out or a needed array is NULL. */
 int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out);
 
 /* ---- latency (per-event service time inside lob_session_apply) ------- */
