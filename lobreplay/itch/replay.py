@@ -281,6 +281,7 @@ class ItchReplay:
         read = self.src.stats
         if "latency" in reports:
             self._latency(sess, sizing, symtab, reports)
+        clock = core.clock_probe(200_000) if cfg.timing else None
         if "symbols" in cfg.reports:
             self._symbols(p1, sizing, desync_per_locate, residual)
         n_desync = int(sum(self.counts["desyncs"].values()) + sum(self.counts["rejects"].values()))
@@ -303,6 +304,9 @@ class ItchReplay:
             "desync_rate_per_execution": (n_desync / execs) if execs else None,
             "residual_orders": int(sum(residual.values())),
             "report_rows": reports.rows(),
+            "clock": ({"source": "CLOCK_MONOTONIC", "reading_cost_ns": round(clock["cost_ns"], 1),
+                       "smallest_step_ns": clock["min_step_ns"], "os_resolution_ns": clock["os_resolution_ns"],
+                       "note": "each latency figure includes about one reading"} if clock else None),
             "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(apply_s, 3),
                       "messages_per_second": round(read.messages / pass2_s) if pass2_s else None,
                       "core_events_per_second": round(n_events / apply_s) if apply_s else None},
