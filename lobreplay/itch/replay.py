@@ -147,7 +147,6 @@ class ItchReplay:
             midnight = dt.datetime(date.year, date.month, date.day, tzinfo=NY)
             self.midnight_utc_ns = int(midnight.timestamp()) * 1_000_000_000
         self.counts = {"desyncs": {}, "rejects": {}}
-        self.rows = {"executions_feed": 0, "executions_core": 0, "bbo_changes": 0}
 
     # ---- helpers ----
 
@@ -357,7 +356,6 @@ class ItchReplay:
         if "bbo" in reports:
             ch = np.flatnonzero(out.bbo["changed"])
             b = out.bbo[ch]
-            self.rows["bbo_changes"] += len(ch)
             reports.write("bbo", {
                 "time_ns": ts[ch], "ts": self._utc(ts[ch]), "message": msg[ch], "locate": b["instrument"],
                 "symbol": symbols_of(symtab, b["instrument"]), "bid_price": b["bid_price"], "bid_qty": b["bid_qty"],
@@ -368,7 +366,6 @@ class ItchReplay:
         x = out.execs
         xi = x["event_index"].astype(np.int64)
         n = len(x)
-        self.rows["executions_core"] += n
         reports.write("executions", {
             "time_ns": ts[xi], "ts": self._utc(ts[xi]), "message": msg[xi], "locate": x["instrument"],
             "symbol": symbols_of(symtab, x["instrument"]), "source": np.full(n, "core", object),
@@ -384,7 +381,6 @@ class ItchReplay:
             m = len(c["message"])
             if not m:
                 continue
-            self.rows["executions_feed"] += m
             reports.write("executions", {
                 "time_ns": c["timestamp"], "ts": self._utc(c["timestamp"]), "message": c["message"],
                 "locate": c["stock_locate"], "symbol": symbols_of(symtab, c["stock_locate"]),
