@@ -248,6 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
     rp.add_argument("--allow-truncated", action="store_true", help="stop at a partial last message, counted")
     rp.set_defaults(func=_cmd_itch_replay)
+
+    from .binance.cli import add_commands as add_binance_commands
+    from .cli_lobc import add_commands as add_lobc_commands
+    add_lobc_commands(sub)
+    add_binance_commands(sub)
     return p
 
 

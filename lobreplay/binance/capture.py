@@ -1,0 +1,581 @@
+"""`lobreplay capture binance`: a live Binance depth capture to .lobc (docs/binance.md).
+
+asyncio + websockets: combined streams (one connection per at most 1024 streams on spot,
+200 on USD-M; USD-M depth and bookTicker on /public, trades on /market), a REST snapshot per
+symbol through a small asyncio HTTP/1.1 client (cancellable, no new dependency), the sync
+procedure of sync.py, and on any gap, disconnect, 24-hour cut or serverShutdown: a GAP
+record, reconnect (exponential backoff with jitter; 429/418 wait for Retry-After),
+re-snapshot, RESYNC, carry on. `--seconds`, SIGINT and SIGTERM end it cleanly: everything
+is flushed and the file is whole.
+
+With --raw FILE every message is also written as `<recv ns> <message>` (hftbacktest's
+layout), plus the snapshots (`{"stream":"<sym>@depthSnapshot","data":<REST body>}`) and the
+capture's own events, so `convert(FILE)` rebuilds the same .lobc records.
+"""
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import random
+import signal
+import ssl
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from .. import __version__
+from ..lobc import GAP_24H, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT, GAP_SHUTDOWN, GAP_STALE_SNAPSHOT
+from .sync import SPOT, USDM, DepthSync, open_writer
+
+DEFAULT_WS = {SPOT: "wss://stream.binance.com:9443", USDM: "wss://fstream.binance.com"}
+DEFAULT_REST = {SPOT: "https://api.binance.com", USDM: "https://fapi.binance.com"}
+REST_PATH = {SPOT: "/api/v3/depth", USDM: "/fapi/v1/depth"}
+SPEEDS = {SPOT: {"100ms": "@depth@100ms", "1000ms": "@depth"},
+          USDM: {"0ms": "@depth@0ms", "100ms": "@depth@100ms", "250ms": "@depth", "500ms": "@depth@500ms"}}
+LIMITS = {SPOT: (1, 5000), USDM: (5, 10, 20, 50, 100, 500, 1000)}
+MAX_STREAMS = {SPOT: 1024, USDM: 200}
+MAX_MESSAGE = 64 << 20   # websocket message size limit (the 1000 ms spot stream of a busy symbol is large)
+
+
+@dataclass
+class CaptureOptions:
+    symbols: list
+    out: str
+    market: str = SPOT
+    seconds: float | None = 60.0
+    depth_speed: str = "100ms"
+    trades: bool = False
+    book_ticker: bool = False
+    snapshot_limit: int = 1000
+    raw: str | None = None
+    ws_url: str | None = None
+    rest_url: str | None = None
+    max_connection_age: float = 86400.0 - 300.0   # reconnect before Binance's 24-hour cut
+    ping_interval: float = 20.0
+    ping_timeout: float = 20.0
+    http_timeout: float = 10.0
+    max_backoff: float = 60.0
+    progress: bool | None = None                   # None: yes (a \r line on a terminal, else a line every 10 s)
+    progress_interval: float | None = None         # default 1 s on a terminal, else 10 s
+    install_signals: bool = True
+
+    def validate(self) -> None:
+        if self.market not in (SPOT, USDM):
+            raise ValueError(f"--market: spot or usdm, not {self.market!r}")
+        if not self.symbols:
+            raise ValueError("at least one --symbol")
+        self.symbols = list(dict.fromkeys(s.upper() for s in self.symbols))
+        if self.depth_speed not in SPEEDS[self.market]:
+            raise ValueError(f"--depth-speed for {self.market}: one of {', '.join(SPEEDS[self.market])}")
+        lim = LIMITS[self.market]
+        if self.market == SPOT and not 1 <= self.snapshot_limit <= 5000:
+            raise ValueError("--snapshot-limit for spot: 1..5000")
+        if self.market == USDM and self.snapshot_limit not in lim:
+            raise ValueError(f"--snapshot-limit for usdm: one of {', '.join(map(str, lim))}")
+        if self.seconds is not None and self.seconds <= 0:
+            raise ValueError("--seconds must be > 0")
+        for name, url, schemes in (("--ws-url", self.ws_url, ("ws", "wss")),
+                                   ("--rest-url", self.rest_url, ("http", "https"))):
+            if url is not None and (urlsplit(url).scheme not in schemes or not urlsplit(url).hostname):
+                raise ValueError(f"{name}: expected {'/'.join(schemes)}://host[:port], got {url!r}")
+
+
+@dataclass
+class _Conn:
+    url: str
+    streams: list
+    depth_symbols: list
+    ws: object = None
+    connects: int = 0
+    opened: float = 0.0
+    messages: int = 0
+
+
+def plan_connections(opts: CaptureOptions) -> list[_Conn]:
+    base = (opts.ws_url or DEFAULT_WS[opts.market]).rstrip("/")
+    depth_sfx = SPEEDS[opts.market][opts.depth_speed]
+    book, market = [], []
+    for s in opts.symbols:
+        low = s.lower()
+        book.append((s, low + depth_sfx))
+        if opts.book_ticker:
+            book.append((None, low + "@bookTicker"))
+        if opts.trades:
+            (market if opts.market == USDM else book).append((None, low + "@trade"))
+    conns = []
+    groups = [("/public" if opts.market == USDM else "", book)]
+    if market:
+        groups.append(("/market", market))
+    n = MAX_STREAMS[opts.market]
+    for prefix, items in groups:
+        for i in range(0, len(items), n):
+            part = items[i:i + n]
+            streams = [x[1] for x in part]
+            conns.append(_Conn(f"{base}{prefix}/stream?streams={'/'.join(streams)}", streams,
+                               [x[0] for x in part if x[0]]))
+    return conns
+
+
+# ---------------------------------------------------------------- a small HTTP/1.1 GET
+
+async def http_get(url: str, timeout: float = 10.0, max_body: int = 64 << 20):
+    """GET url -> (status, headers with lower-case names, body bytes). HTTP/1.1, Connection:
+    close, Content-Length / chunked / read-to-EOF bodies. Cancellable."""
+    parts = urlsplit(url)
+    https = parts.scheme == "https"
+    host = parts.hostname
+    port = parts.port or (443 if https else 80)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    async with asyncio.timeout(timeout):
+        reader, writer = await asyncio.open_connection(host, port, ssl=ssl.create_default_context() if https else None,
+                                                       limit=1 << 20)
+        try:
+            hosthdr = host if parts.port is None else f"{host}:{parts.port}"
+            writer.write((f"GET {target} HTTP/1.1\r\nHost: {hosthdr}\r\nUser-Agent: lobreplay/{__version__}\r\n"
+                          "Accept: application/json\r\nConnection: close\r\n\r\n").encode("ascii"))
+            await writer.drain()
+            line = await reader.readline()
+            bits = line.decode("latin-1").split(None, 2)
+            if len(bits) < 2 or not bits[0].startswith("HTTP/"):
+                raise ValueError(f"bad HTTP status line {line[:80]!r}")
+            status = int(bits[1])
+            headers = {}
+            while True:
+                h = await reader.readline()
+                if h in (b"\r\n", b"\n", b""):
+                    break
+                k, _, v = h.decode("latin-1").partition(":")
+                headers[k.strip().lower()] = v.strip()
+            if "chunked" in headers.get("transfer-encoding", "").lower():
+                body = bytearray()
+                while True:
+                    size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        break
+                    body += await reader.readexactly(size)
+                    await reader.readline()
+                    if len(body) > max_body:
+                        raise ValueError("body too large")
+                body = bytes(body)
+            elif "content-length" in headers:
+                body = await reader.readexactly(int(headers["content-length"]))
+            else:
+                body = await reader.read(max_body)
+            return status, headers, body
+        finally:
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except (OSError, ssl.SSLError):
+                pass
+
+
+def retry_after(headers: dict) -> float | None:
+    v = headers.get("retry-after")
+    if v is None:
+        return None
+    try:
+        return max(0.0, float(v))
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------- raw log
+
+class RawLog:
+    """`<recv ns> <message>` lines (gzip if the name ends in .gz), flushed at least every second."""
+
+    def __init__(self, path: str, header: dict):
+        self.path = path
+        self.f = gzip.open(path, "wt", encoding="utf-8") if path.endswith(".gz") else open(path, "w", encoding="utf-8")
+        self.lines = 0
+        self.write(time.time_ns(), json.dumps({"lobreplay": header}, separators=(",", ":")))
+
+    def write(self, recv_ns: int, text: str) -> None:
+        self.f.write(f"{recv_ns} {text}\n")
+        self.lines += 1
+
+    def control(self, recv_ns: int, **event) -> None:
+        self.write(recv_ns, json.dumps({"lobreplay": event}, separators=(",", ":")))
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def _clean(text) -> str:
+    if not isinstance(text, str):
+        text = bytes(text).decode("utf-8", "replace")
+    if "\n" in text or "\r" in text:  # one message per line; JSON whitespace either way
+        text = text.replace("\r", " ").replace("\n", " ")
+    return text
+
+
+# ---------------------------------------------------------------- the capture
+
+class Capture:
+    """One capture run: Capture(opts).run(stop) -> stats (see CaptureOptions)."""
+
+    def __init__(self, opts: CaptureOptions):
+        opts.validate()
+        self.opts = opts
+        self.conns = plan_connections(opts)
+        self.streams = [s for c in self.conns for s in c.streams]
+        self.machine = DepthSync(opts.market, opts.symbols)
+        self.rest = (opts.rest_url or DEFAULT_REST[opts.market]).rstrip("/")
+        self.writer = None
+        self.raw = None
+        self.messages = 0
+        self.bytes_in = 0
+        self.connects = 0
+        self.disconnects = 0
+        self.rate_limited = 0
+        self.snapshot_errors = 0
+        self.snapshot_tasks = {}
+        self.snap_failures = {}
+        self.errors = []
+        self._last_take = time.monotonic()
+        self._t0 = time.monotonic()
+        self.started_ns = 0
+
+    # ------------------------------------------------------------ records
+
+    def _drain(self) -> None:
+        if self.machine.pending_records:
+            self.writer.add_many(self.machine.take_records())
+        self._last_take = time.monotonic()
+
+    def _after(self, conn=None) -> bool:
+        """React to what the machine says; True if the connection must end (serverShutdown)."""
+        m = self.machine
+        shutdown = False
+        if m.events:
+            for ev in m.events:
+                if ev[0] == "shutdown":
+                    shutdown = True
+                elif ev[0] == "synced":
+                    self.snap_failures[ev[1]] = 0
+                elif ev[0] == "gap" and ev[2] in (GAP_STALE_SNAPSHOT, GAP_MALFORMED):
+                    # a stale or malformed snapshot: the next fetch waits a little (0.25 s, doubling)
+                    self.snap_failures[ev[1]] = self.snap_failures.get(ev[1], 0) + 1
+            m.events = []
+        for sym in m.snapshot_wanted():
+            m.mark_requested(sym)
+            self.snapshot_tasks[sym] = asyncio.get_running_loop().create_task(self._fetch_snapshot(sym))
+        if m.pending_records >= 4096 or time.monotonic() - self._last_take > 0.2:
+            self._drain()
+        return shutdown
+
+    # ------------------------------------------------------------ connections
+
+    async def _conn_loop(self, conn: _Conn) -> None:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+        o = self.opts
+        attempt = 0
+        while True:
+            reason = GAP_DISCONNECT
+            delay = None
+            got = False
+            try:
+                async with connect(conn.url, max_size=MAX_MESSAGE, max_queue=1024, ping_interval=o.ping_interval,
+                                   ping_timeout=o.ping_timeout, open_timeout=o.http_timeout, close_timeout=2,
+                                   proxy=None, user_agent_header=f"lobreplay/{__version__}") as ws:
+                    conn.ws = ws
+                    conn.connects += 1
+                    self.connects += 1
+                    conn.opened = time.monotonic()
+                    while True:
+                        left = o.max_connection_age - (time.monotonic() - conn.opened)
+                        if left <= 0:
+                            reason = GAP_24H
+                            break
+                        try:
+                            async with asyncio.timeout(left):
+                                msg = await ws.recv()
+                        except TimeoutError:
+                            reason = GAP_24H
+                            break
+                        got = True
+                        recv = time.time_ns()
+                        msg = _clean(msg)
+                        if self.raw:
+                            self.raw.write(recv, msg)
+                        self.machine.feed(msg, recv)
+                        self.messages += 1
+                        conn.messages += 1
+                        self.bytes_in += len(msg)
+                        if self._after(conn):
+                            reason = GAP_SHUTDOWN
+                            break
+            except InvalidStatus as e:
+                status = e.response.status_code
+                if status in (429, 418):
+                    reason = GAP_RATE_LIMIT
+                    self.rate_limited += 1
+                    delay = retry_after({k.lower(): v for k, v in e.response.headers.raw_items()})
+                self._note(f"{conn.url.split('?')[0]}: HTTP {status}")
+            except (OSError, TimeoutError, ConnectionClosed, InvalidHandshake, EOFError) as e:
+                if not isinstance(e, ConnectionClosed):
+                    self._note(f"{conn.url.split('?')[0]}: {type(e).__name__}: {e}")
+            except Exception as e:  # anything else: note it, back off, try again (never end the capture)
+                self._note(f"{conn.url.split('?')[0]}: {type(e).__name__}: {e}")
+            finally:
+                conn.ws = None
+            recv = time.time_ns()
+            self.disconnects += 1
+            if conn.depth_symbols:
+                for s in conn.depth_symbols:
+                    t = self.snapshot_tasks.pop(s, None)
+                    if t is not None:
+                        t.cancel()
+                if self.raw:
+                    self.raw.control(recv, event="disconnected", reason=reason, symbols=conn.depth_symbols)
+                self.machine.disconnected(recv, reason, conn.depth_symbols)
+                self._after(conn)
+            if got:
+                attempt = 0
+            if delay is None:
+                delay = 0.0 if got else min(o.max_backoff, 0.5 * 2 ** attempt) * (0.5 + random.random())
+            attempt += 1
+            if delay:
+                await asyncio.sleep(delay)
+
+    async def _fetch_snapshot(self, sym: str) -> None:
+        o = self.opts
+        fails = self.snap_failures.get(sym, 0)
+        if fails:  # a stale or malformed snapshot just came: do not hammer the endpoint
+            await asyncio.sleep(min(o.max_backoff, 0.25 * 2 ** (fails - 1)))
+        url = f"{self.rest}{REST_PATH[o.market]}?symbol={sym}&limit={o.snapshot_limit}"
+        attempt = 0
+        while True:
+            try:
+                status, headers, body = await http_get(url, o.http_timeout)
+            except Exception as e:  # network, TLS, bad HTTP: retry with backoff
+                status, headers, body = None, {}, b""
+                self._note(f"snapshot {sym}: {type(e).__name__}: {e}")
+            recv = time.time_ns()
+            if status == 200:
+                text = _clean(body)
+                if self.raw:
+                    self.raw.write(recv, '{"stream":"%s@depthSnapshot","data":%s}' % (sym.lower(), text))
+                self.snapshot_tasks.pop(sym, None)
+                self.machine.feed_snapshot(sym, text, recv)
+                self._after()
+                return
+            if status in (429, 418):
+                self.rate_limited += 1
+                wait = retry_after(headers)
+                if wait is None:
+                    wait = min(o.max_backoff, 1.0 * 2 ** attempt)
+                if self.raw:
+                    self.raw.control(recv, event="snapshot_failed", reason=GAP_RATE_LIMIT, symbol=sym, status=status)
+                self.machine.snapshot_failed(sym, recv, GAP_RATE_LIMIT)
+                self._after()
+            else:
+                if status is not None:
+                    self._note(f"snapshot {sym}: HTTP {status}")
+                self.snapshot_errors += 1
+                wait = min(o.max_backoff, 0.5 * 2 ** attempt) * (0.5 + random.random())
+            attempt += 1
+            await asyncio.sleep(wait)
+
+    def _note(self, text: str) -> None:
+        self.errors.append(text)
+        if len(self.errors) > 100:
+            del self.errors[:50]
+
+    # ------------------------------------------------------------ progress
+
+    def progress_line(self) -> str:
+        st = self.machine.stats
+        live = sum(1 for s in self.machine.symbols if self.machine.is_live(s))
+        written = self.writer.bytes + 64 * self.writer.pending if self.writer else 0
+        return (f"capture binance {self.opts.market}: {time.monotonic() - self._t0:6.0f} s  "
+                f"messages {self.messages:,}  gaps {st['gaps']}  resyncs {st['resyncs']}  "
+                f"live {live}/{len(self.machine.symbols)}  written {written:,} B")
+
+    async def _ticker(self, tty: bool, interval: float) -> None:
+        while True:
+            await asyncio.sleep(1.0 if not self.opts.progress else min(1.0, interval))
+            self._drain()
+            self.writer.flush()
+            if self.raw:
+                self.raw.flush()
+            if self.opts.progress and time.monotonic() - getattr(self, "_last_print", 0) >= interval:
+                self._last_print = time.monotonic()
+                sys.stderr.write(("\r" if tty else "") + self.progress_line() + ("" if tty else "\n"))
+                sys.stderr.flush()
+
+    # ------------------------------------------------------------ run
+
+    async def run(self, stop: asyncio.Event | None = None) -> dict:
+        o = self.opts
+        stop = stop or asyncio.Event()
+        tty = sys.stderr.isatty()
+        if o.progress is None:
+            o.progress = True
+        interval = o.progress_interval or (1.0 if tty else 10.0)
+        self.started_ns = time.time_ns()
+        self.writer = open_writer(o.out, market=o.market, symbols=self.machine.symbols, streams=self.streams)
+        if o.raw:
+            self.raw = RawLog(o.raw, {"format": "raw", "version": 1, "market": o.market,
+                                      "symbols": self.machine.symbols, "streams": self.streams,
+                                      "tool": f"lobreplay {__version__}"})
+        loop = asyncio.get_running_loop()
+        sigs = []
+        if o.install_signals and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.add_signal_handler(sig, stop.set)
+                    sigs.append(sig)
+                except (NotImplementedError, RuntimeError):
+                    pass
+        tasks = [loop.create_task(self._conn_loop(c)) for c in self.conns]
+        tasks.append(loop.create_task(self._ticker(tty, interval)))
+        self._t0 = time.monotonic()
+        try:
+            if o.seconds is None:
+                await stop.wait()
+            else:
+                try:
+                    async with asyncio.timeout(o.seconds):
+                        await stop.wait()
+                except TimeoutError:
+                    pass
+        finally:
+            for sig in sigs:
+                loop.remove_signal_handler(sig)
+            everything = tasks + list(self.snapshot_tasks.values())
+            for t in everything:
+                t.cancel()
+            await asyncio.gather(*everything, return_exceptions=True)
+            self._drain()
+            self.writer.close()
+            if self.raw:
+                self.raw.close()
+            if o.progress:
+                sys.stderr.write(("\r" if tty else "") + self.progress_line() + "\n")
+                sys.stderr.flush()
+        return self.stats()
+
+    def stats(self) -> dict:
+        st = dict(self.machine.stats)
+        st.update(messages_received=self.messages, bytes_received=self.bytes_in, connects=self.connects,
+                  disconnects=self.disconnects, rate_limited=self.rate_limited, snapshot_errors=self.snapshot_errors,
+                  records=self.writer.records if self.writer else 0, bytes=self.writer.bytes if self.writer else 0,
+                  out=self.opts.out, raw=self.opts.raw, per_symbol=self.machine.symbol_stats(),
+                  notes=list(self.errors[-10:]))
+        return st
+
+
+def run_capture(opts: CaptureOptions) -> dict:
+    """Blocking entry point (the CLI): runs until --seconds, SIGINT or SIGTERM."""
+    return asyncio.run(Capture(opts).run())
+
+
+# ---------------------------------------------------------------- --selftest
+
+def _replay_books(records, n_symbols):
+    """The book of every symbol from a record array, naively: snapshot replaces, diffs set."""
+    from ..lobc import DIFF_LEVEL, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL
+    books = [({}, {}) for _ in range(n_symbols)]
+    for r in records.tolist():
+        kind, side, sym = r[7], r[8], r[9]
+        if kind == SNAPSHOT_BEGIN:
+            books[sym] = ({}, {})
+        elif kind in (SNAPSHOT_LEVEL, DIFF_LEVEL):
+            book = books[sym][0 if side == ord("B") else 1]
+            if r[6] == 0:
+                book.pop(r[5], None)
+            else:
+                book[r[5]] = r[6]
+    return books
+
+
+def _fake_book_scaled(book, scale=10**8):
+    from ..lobc import parse_decimal
+    return ({parse_decimal(p, scale): parse_decimal(q, scale) for p, q in book.bids.items()},
+            {parse_decimal(p, scale): parse_decimal(q, scale) for p, q in book.asks.items()})
+
+
+def _shared_recording():
+    env = os.environ.get("LOBREPLAY_BINANCE_DATA")
+    here = os.path.dirname(os.path.abspath(__file__))
+    cands = ([env] if env else []) + [os.path.join(here, "..", "..", "..", "shared", "data", "binance")]
+    for c in cands:
+        p = os.path.join(c, "hftbacktest", "spot", "btcusdt_20240808.gz")
+        if os.path.isfile(p):
+            return os.path.normpath(p)
+    return None
+
+
+async def _quiet(cap, every: float = 0.3) -> None:
+    """Until the capture has received nothing new for `every` seconds."""
+    last = -1
+    while last != cap.messages:
+        last = cap.messages
+        await asyncio.sleep(every)
+
+
+async def _selftest_async(workdir: str, seconds_cap: float = 30.0) -> dict:
+    from ..lobc import check, read
+    from .fake import Fault, FakeBinance, script_from_lines, synthetic_script
+    rec = _shared_recording()
+    if rec:
+        with gzip.open(rec, "rt") as f:
+            btc = script_from_lines(f, "BTCUSDT", SPOT, max_items=4000)
+        source = rec
+    else:
+        btc = synthetic_script("BTCUSDT", SPOT, n_events=1500, seed=7)
+        source = "synthetic"
+    eth = synthetic_script("ETHUSDT", SPOT, n_events=700 if rec is None else 300, seed=3)
+    faults = [Fault(300, "rate_limit", "BTCUSDT"), Fault(900, "drop", "BTCUSDT"), Fault(1500, "disconnect"),
+              Fault(2200, "swap", "ETHUSDT")]
+    out = os.path.join(workdir, "selftest.lobc")
+    async with FakeBinance(SPOT, [btc, eth], rate=1500, faults=faults) as fb:
+        opts = CaptureOptions(symbols=["btcusdt", "ethusdt"], out=out, market=SPOT, seconds=seconds_cap,
+                              trades=True, book_ticker=True, snapshot_limit=5000, ws_url=fb.ws_url,
+                              rest_url=fb.rest_url, progress=False, install_signals=False)
+        cap = Capture(opts)
+        fb.fault_ready = lambda: all(cap.machine.is_live(s) for s in cap.machine.symbols)
+        stop = asyncio.Event()
+        task = asyncio.create_task(cap.run(stop))
+        try:
+            async with asyncio.timeout(seconds_cap):
+                await fb.done.wait()
+                await _quiet(cap)
+        except TimeoutError:
+            pass
+        stop.set()
+        stats = await task
+        books_true = {s: _fake_book_scaled(b) for s, b in fb.books.items()}
+        injected = list(fb.injected)
+    c = check(out)
+    data = read(out)
+    books = _replay_books(data.records, len(data.meta["symbols"]))
+    same = {s: books[i] == books_true[s] for i, s in enumerate(data.meta["symbols"])}
+    return {"source": source, "whole": c["whole"], "gaps": c["gaps"], "resyncs": c["resyncs"],
+            "books_equal": same, "injected": injected, "stats": stats, "out": out}
+
+
+def selftest(workdir: str | None = None) -> int:
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="lobreplay-selftest-") as tmp:
+        r = asyncio.run(_selftest_async(workdir or tmp))
+        ok = r["whole"] and all(r["books_equal"].values()) and len(r["injected"]) == 4 and \
+            len(r["gaps"]) >= 4 and sum(r["resyncs"].values()) >= 4
+        print(f"selftest: fake Binance on 127.0.0.1 playing {r['source']}; injected "
+              f"{', '.join(k for k, _, _ in r['injected'])}")
+        print(f"  file whole: {r['whole']}; GAP records: "
+              f"{', '.join(g['symbol'] + ' ' + g['reason'] for g in r['gaps']) or 'none'}; RESYNCs: {r['resyncs']}")
+        print(f"  books equal to the server's: {r['books_equal']}; messages {r['stats']['messages_received']:,}, "
+              f"records {r['stats']['records']:,}, connects {r['stats']['connects']}")
+        print("selftest: " + ("OK" if ok else "FAILED"))
+        return 0 if ok else 1

@@ -1,0 +1,117 @@
+"""`lobreplay capture binance ...`: add_commands(subparsers) adds the `capture` verb.
+
+Wire it in lobreplay/cli.py with `binance_cli.add_commands(sub)` where `sub` is the
+top-level subparsers object; the handler is set with set_defaults(func=...) and returns
+the exit status. Also runnable alone: `python -m lobreplay.binance.cli capture binance ...`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _cmd_capture_binance(args) -> int:
+    from ..errors import InputError
+    if args.selftest:
+        from .capture import selftest
+        return selftest()
+    if args.from_jsonl:
+        from .convert import convert
+        if not args.out:
+            raise InputError("capture binance --from-jsonl: -o OUT.lobc is required")
+        st = convert(args.from_jsonl, args.out, market=args.market_given,
+                     symbols=[s.upper() for s in args.symbol] or None)
+        print(f"{', '.join(args.from_jsonl)} -> {args.out}: {st['format']}, {st['market']}, "
+              f"{st['lines']:,} lines, {st['records']:,} records, {st['bytes']:,} bytes in {st['seconds']:.2f} s "
+              f"({st['level_updates_per_s'] / 1e6:.2f} M level updates/s)")
+        for sym, s in st["per_symbol"].items():
+            print(f"  {sym}: {s['depth']:,} depth events, {s['applied']:,} applied, "
+                  f"{'synced' if s['synced'] else 'NEVER SYNCED'} ({s['synced']} time(s)), gaps {s['gaps']}, "
+                  f"dropped before sync {s['dropped_covered']}")
+        if st["malformed"]:
+            print(f"  malformed messages: {st['malformed']}")
+        return 0 if all(s["synced"] for s in st["per_symbol"].values()) else 3
+    if not args.symbol:
+        raise InputError("capture binance: at least one --symbol")
+    if not args.out:
+        raise InputError("capture binance: -o OUT.lobc is required")
+    from .capture import CaptureOptions, run_capture
+    opts = CaptureOptions(symbols=args.symbol, out=args.out, market=args.market_given or "spot",
+                          seconds=args.seconds, depth_speed=args.depth_speed or
+                          ("100ms" if (args.market_given or "spot") == "spot" else "100ms"),
+                          trades=args.trades, book_ticker=args.book_ticker, snapshot_limit=args.snapshot_limit,
+                          raw=args.raw, ws_url=args.ws_url, rest_url=args.rest_url,
+                          progress=False if args.no_progress else None)
+    if args.max_connection_age:
+        opts.max_connection_age = args.max_connection_age
+    try:
+        opts.validate()
+    except ValueError as e:
+        raise InputError(f"capture binance: {e}") from None
+    try:
+        st = run_capture(opts)
+    except OSError as e:
+        raise InputError(f"capture binance: {e}") from None
+    if args.stats_json:
+        with open(args.stats_json, "w") as f:
+            json.dump(st, f, indent=1, default=str)
+    return 0
+
+
+def add_commands(subparsers) -> argparse.ArgumentParser:
+    """Add `capture binance ...` to the top-level subparsers; returns the `capture` parser."""
+    cap = subparsers.add_parser("capture", help="capture a live market-data feed to .lobc")
+    sub = cap.add_subparsers(dest="capture_venue", metavar="VENUE")
+    b = sub.add_parser("binance", help="Binance spot / USD-M depth (+ trades, bookTicker) to .lobc",
+                       description="Capture Binance diff-depth streams to a .lobc file, syncing each symbol's "
+                                   "book with a REST snapshot as Binance documents; gaps, disconnects, the "
+                                   "24-hour cut and serverShutdown are written as GAP records and resynced. "
+                                   "See docs/binance.md.")
+    b.add_argument("--symbol", action="append", default=[], metavar="SYM",
+                   help="a symbol, e.g. btcusdt (repeat for several)")
+    b.add_argument("--market", dest="market_given", choices=["spot", "usdm"], default=None,
+                   help="spot (default) or usdm (USD-M futures)")
+    b.add_argument("--seconds", type=float, default=60.0, help="how long to capture (default 60)")
+    b.add_argument("-o", "--out", help="the .lobc file to write")
+    b.add_argument("--depth-speed", default=None,
+                   help="spot: 100ms (default) or 1000ms; usdm: 0ms, 100ms (default), 250ms or 500ms")
+    b.add_argument("--trades", action="store_true", help="also capture <sym>@trade")
+    b.add_argument("--book-ticker", action="store_true", help="also capture <sym>@bookTicker")
+    b.add_argument("--snapshot-limit", type=int, default=1000,
+                   help="REST snapshot depth (spot 1..5000, usdm 5..1000; default 1000)")
+    b.add_argument("--raw", metavar="FILE.jsonl", help="also write every message as `<recv ns> <message>` lines")
+    b.add_argument("--ws-url", help="websocket base URL (default the market's Binance URL)")
+    b.add_argument("--rest-url", help="REST base URL (default the market's Binance URL)")
+    b.add_argument("--max-connection-age", type=float, default=None, metavar="S",
+                   help="reconnect after S seconds (default 86100: before Binance's 24-hour cut)")
+    b.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    b.add_argument("--stats-json", metavar="FILE", help="write the final counters as JSON")
+    b.add_argument("--selftest", action="store_true",
+                   help="offline end-to-end check against a local fake Binance, then exit")
+    b.add_argument("--from-jsonl", nargs="+", metavar="FILE",
+                   help="convert recorded files instead (hftbacktest lines, our --raw, cryptofeed logs)")
+    b.set_defaults(func=_cmd_capture_binance)
+    return cap
+
+
+def main(argv=None) -> int:
+    from ..errors import LobError
+    p = argparse.ArgumentParser(prog="lobreplay")
+    sub = p.add_subparsers(dest="verb")
+    add_commands(sub)
+    args = p.parse_args(argv)
+    if not getattr(args, "func", None):
+        p.print_help(sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except LobError as e:
+        print(f"lobreplay: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""Recorded Binance depth captures -> .lobc, through the same sync machine as the live capture.
+
+Formats (gzip or plain, detected from the content):
+
+* hftbacktest collector lines, `<recv ns> <message>`: combined-stream envelopes as the
+  websocket delivered them, with the REST snapshot bodies (no envelope) between them at the
+  time they arrived. The snapshot's symbol is the file's only symbol, else the one waiting
+  for a snapshot whose buffered ids fit lastUpdateId best.
+* our own `capture binance --raw` files: the same `<recv ns> <message>` lines, starting with a
+  `{"lobreplay":{"format":"raw",...}}` header; snapshots are `{"stream":"<sym>@depthSnapshot",
+  "data":<REST body>}` and the capture's own events (disconnects, failed snapshots) are
+  `{"lobreplay":{"event":...}}` lines, so a conversion reproduces the capture's .lobc exactly.
+* cryptofeed raw logs: `X.ws.N.M` (first line `<ws url> <-> <secs>`, then `<secs>: <envelope>`)
+  and its sibling `X.http.N.M` (`<url> -> <secs>: <REST body>`), merged by receive time;
+  the snapshot's symbol comes from the URL.
+
+Several files are read as one continuous recording (e.g. hftbacktest day files in order).
+"""
+from __future__ import annotations
+
+import gc
+import gzip
+import io
+import os
+import re
+import time
+from pathlib import Path
+
+from .. import lobc
+from ..errors import InputError
+from ..lobc import GAP_SHUTDOWN
+from .sync import SPOT, USDM, DepthSync, decode_json, open_writer
+
+CHUNK = 1 << 22
+
+
+def _open(path: Path):
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    if magic == b"\x1f\x8b":
+        return io.BufferedReader(gzip.open(path, "rb"), CHUNK)
+    return open(path, "rb", buffering=CHUNK)
+
+
+def _head(path: Path, n: int = 4096) -> bytes:
+    with _open(path) as f:
+        return f.read(n)
+
+
+def detect_format(path) -> str:
+    """'raw' (ours), 'hftbacktest', 'cryptofeed-ws' or 'cryptofeed-http'."""
+    head = _head(Path(path))
+    first = head.split(b"\n", 1)[0]
+    if re.match(rb"^wss?://\S+ <-> [0-9.]+\s*$", first):
+        return "cryptofeed-ws"
+    if re.match(rb"^https?://\S+ -> [0-9.]+: ", first):
+        return "cryptofeed-http"
+    if re.match(rb"^[0-9]+ \{", first):
+        return "raw" if first.split(b" ", 1)[1].startswith(b'{"lobreplay"') else "hftbacktest"
+    if not head:
+        raise InputError(f"{path}: empty file")
+    raise InputError(f"{path}: not a recording this converter knows (hftbacktest `<recv ns> <json>` lines, "
+                     "a lobreplay --raw file or a cryptofeed BINANCE*.ws/.http log)")
+
+
+def _iter_lines(path: Path):
+    with _open(path) as f:
+        while True:
+            lines = f.readlines(CHUNK)
+            if not lines:
+                return
+            yield lines
+
+
+_STREAM_RE = re.compile(rb'"stream":\s*"([^"]+)"')
+_S_RE = re.compile(rb'"s":\s*"([A-Za-z0-9_\-]+)"')
+
+
+def _scan(paths) -> tuple[set, set, str | None]:
+    """Streams, symbols and market seen in hftbacktest-style files (one pass of regexes)."""
+    streams, symbols, market = set(), set(), None
+    for p in paths:
+        for lines in _iter_lines(p):
+            blob = b"".join(lines)
+            for s in set(_STREAM_RE.findall(blob)):
+                s = s.decode("ascii", "replace")
+                if s.startswith("!") or s.endswith("@depthSnapshot"):
+                    continue
+                streams.add(s)
+                symbols.add(s.split("@", 1)[0].upper())
+            if not streams:
+                symbols.update(x.decode("ascii", "replace").upper() for x in set(_S_RE.findall(blob)))
+            if market is None:
+                if b'"e":"depthUpdate"' in blob or b'"lastUpdateId"' in blob:
+                    market = USDM if (b'"pu":' in blob or re.search(rb'"lastUpdateId":\d+,"E":', blob)) else SPOT
+    return streams, symbols, market
+
+
+def _ns_from_secs(text: str) -> int:
+    return lobc.parse_decimal(text.strip(), 10**9)
+
+
+def _cryptofeed_pair(path: Path) -> tuple[Path, Path | None]:
+    m = re.match(r"^(.*)\.(ws|http)\.(\d+)\.(\d+)$", path.name)
+    if not m:
+        raise InputError(f"{path}: a cryptofeed log is named X.ws.N.M / X.http.N.M")
+    other = "http" if m.group(2) == "ws" else "ws"
+    sib = sorted(path.parent.glob(f"{m.group(1)}.{other}.*"))
+    sib = sib[0] if sib else None
+    return (path, sib) if m.group(2) == "ws" else (sib, path)
+
+
+def _cryptofeed_items(ws: Path, http: Path | None):
+    """(recv_ns, kind, symbol, text) merged by receive time; kind 'ws' or 'snapshot'."""
+    items = []
+    url = None
+    with _open(ws) as f:
+        for n, line in enumerate(f):
+            line = line.decode("utf-8", "replace").rstrip("\n")
+            if not line:
+                continue
+            if n == 0 and " <-> " in line:
+                url = line.split(" <-> ", 1)[0]
+                continue
+            ts, _, msg = line.partition(": ")
+            items.append((_ns_from_secs(ts), 0, len(items), "ws", None, msg))
+    if http is not None:
+        with _open(http) as f:
+            for line in f:
+                line = line.decode("utf-8", "replace").rstrip("\n")
+                if not line.strip():
+                    continue
+                head, _, body = line.partition(": ")
+                u, _, ts = head.rpartition(" -> ")
+                m = re.search(r"[?&]symbol=([A-Za-z0-9_\-]+)", u)
+                if "/depth" not in u or not m:
+                    continue
+                items.append((_ns_from_secs(ts), 1, len(items), "snapshot", m.group(1).upper(), body))
+    items.sort(key=lambda x: (x[0], x[1], x[2]))
+    return url, [(t, k, s, b) for t, _, _, k, s, b in items]
+
+
+def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: int = lobc.DEFAULT_SCALE,
+            qty_scale: int = lobc.DEFAULT_SCALE) -> dict:
+    """Convert one recording (or several, read as one continuous recording) to a .lobc file.
+
+    Returns stats: messages, records by kind, gaps, resyncs, per-symbol sync results
+    (`synced` > 0 means the book was synced at least once), levels and the speed."""
+    paths = [Path(src)] if isinstance(src, (str, os.PathLike)) else [Path(p) for p in src]
+    if not paths:
+        raise InputError("convert: no input file")
+    for p in paths:
+        if not p.is_file():
+            raise InputError(f"{p}: no such file")
+    fmts = {detect_format(p) for p in paths}
+    if len(fmts) > 1 and not fmts <= {"hftbacktest", "raw"}:
+        raise InputError(f"convert: mixed formats {sorted(fmts)}")
+    fmt = fmts.pop() if len(fmts) == 1 else "hftbacktest"
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    streams = []
+    if fmt.startswith("cryptofeed"):
+        if len(paths) != 1:
+            raise InputError("convert: one cryptofeed log at a time (its .ws and .http files are paired)")
+        ws, http = _cryptofeed_pair(paths[0])
+        if ws is None:
+            raise InputError(f"{paths[0]}: no matching .ws file beside it")
+        url, items = _cryptofeed_items(ws, http)
+        if url:
+            q = url.split("streams=", 1)[1] if "streams=" in url else url.rsplit("/", 1)[-1]
+            streams = [s for s in q.split("/") if s]
+        if market is None:
+            host = url or ""
+            market = USDM if "fstream" in host or "fapi" in host else SPOT
+            if http is not None and "fapi." in http.read_text(errors="replace")[:300]:
+                market = USDM
+        if symbols is None:
+            symbols = sorted({s.split("@", 1)[0].upper() for s in streams}
+                             | {s for _, k, s, _ in items if k == "snapshot"})
+    else:
+        header = None
+        if fmt == "raw":
+            first = _head(paths[0], 1 << 16).split(b"\n", 1)[0]
+            header = decode_json(first.split(b" ", 1)[1])["lobreplay"]
+            market = market or header.get("market")
+            symbols = symbols or header.get("symbols")
+            streams = header.get("streams", [])
+        if symbols is None or market is None or not streams:
+            s_streams, s_symbols, s_market = _scan(paths)
+            streams = streams or sorted(s_streams)
+            symbols = symbols or sorted(s_symbols)
+            market = market or s_market
+    if not symbols:
+        raise InputError(f"{paths[0]}: no symbol found; pass symbols=")
+    if market not in (SPOT, USDM):
+        raise InputError(f"{paths[0]}: market not found (no depth event or snapshot); pass market='spot'|'usdm'")
+    machine = DepthSync(market, symbols, price_scale=price_scale, qty_scale=qty_scale)
+    source = ",".join(str(p) for p in paths)
+    lines_n = 0
+    was_enabled = gc.isenabled()
+    gc.disable()  # the parse makes many short-lived containers and no cycles
+    try:
+        with open_writer(dst, market=market, symbols=machine.symbols, price_scale=price_scale,
+                         qty_scale=qty_scale, streams=streams, source=source, flush_records=1 << 16,
+                         flush_seconds=3600) as w:
+            if fmt.startswith("cryptofeed"):
+                for recv, kind, sym, text in items:
+                    lines_n += 1
+                    if kind == "snapshot":
+                        machine.feed_snapshot(sym, text, recv)
+                    else:
+                        machine.feed(text, recv)
+                    if machine.events:
+                        _react(machine, recv, raw=False)
+                w.add_many(machine.take_records())
+            else:
+                for p in paths:
+                    raw_fmt = detect_format(p) == "raw"
+                    for lines in _iter_lines(p):
+                        lines_n += len(lines)
+                        _feed_lines(machine, lines, raw_fmt)
+                        w.add_many(machine.take_records())
+            w.add_many(machine.take_records())
+            w.flush()
+            out_records, out_bytes = w.records, w.bytes
+    finally:
+        if was_enabled:
+            gc.enable()
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    st = dict(machine.stats)
+    levels = st["diff_levels"] + st["snapshot_levels"]
+    st.update(format=fmt, market=market, symbols=machine.symbols, lines=lines_n, records=out_records, bytes=out_bytes,
+              seconds=wall, cpu_seconds=cpu, level_updates=levels,
+              level_updates_per_s=levels / wall if wall > 0 else 0.0,
+              per_symbol=machine.symbol_stats(), dst=str(dst))
+    return st
+
+
+def _react(machine: DepthSync, recv: int, raw: bool) -> None:
+    """What a live capture would do on a serverShutdown: the connection ends (GAP for every
+    symbol) and the next events start a new sync. Our raw files carry the capture's own
+    `disconnected` lines instead, so nothing is done for them here."""
+    evs = machine.events
+    machine.events = []
+    if not raw and any(e[0] == "shutdown" for e in evs):
+        machine.disconnected(recv, GAP_SHUTDOWN)
+
+
+def _feed_lines(machine: DepthSync, lines, raw_fmt: bool) -> None:
+    feed = machine.feed
+    for line in lines:
+        sp = line.find(b" ")
+        if sp <= 0:
+            if line.strip():
+                machine.stats["malformed"] += 1
+            continue
+        try:
+            recv = int(line[:sp])
+        except ValueError:
+            machine.stats["malformed"] += 1
+            continue
+        msg = line[sp + 1:]
+        if raw_fmt and msg.startswith(b'{"lobreplay"'):
+            _raw_control(machine, msg, recv)
+            continue
+        feed(msg, recv)
+        if machine.events:
+            _react(machine, recv, raw_fmt)
+
+
+def _raw_control(machine: DepthSync, msg: bytes, recv: int) -> None:
+    ctl = decode_json(msg)["lobreplay"]
+    ev = ctl.get("event")
+    if ev == "disconnected":
+        machine.disconnected(recv, int(ctl["reason"]), ctl.get("symbols"))
+    elif ev == "snapshot_failed":
+        machine.snapshot_failed(ctl["symbol"], recv, int(ctl["reason"]))
+    machine.events = []

@@ -1,0 +1,717 @@
+"""The Binance depth sync procedure as a pure state machine (no I/O).
+
+One DepthSync holds every symbol of a capture. The driver (live capture or
+file converter) hands it what arrived, in arrival order, each with its local
+receive time:
+
+    feed(message, recv_ns)                 a websocket message: a combined-stream
+                                           envelope {"stream","data"} or a raw payload
+    feed_snapshot(symbol, body, recv_ns)   a REST depth snapshot body (symbol None:
+                                           guess from context, for recordings)
+    snapshot_failed(symbol, recv_ns, reason)   e.g. 429/418 -> GAP(rate limit)
+    disconnected(recv_ns, reason, symbols)     connection lost / 24-hour cut / serverShutdown
+
+and takes back:
+
+    take_records()        the .lobc records produced since the last call (numpy RECORD_DTYPE)
+    snapshot_wanted()     symbols whose buffered events wait for a snapshot nobody asked for yet
+                          (the driver fetches it and calls mark_requested(symbol))
+    events                list of ("gap", symbol, reason) / ("synced", symbol, lastUpdateId) (every
+                          sync) / ("resync", symbol, lastUpdateId) (a sync after a GAP) /
+                          ("shutdown", None) the driver may react to; it clears the list
+
+The rules (docs/binance.md, shared/docs/binance-depth.md 1.1-1.2 and 2.1-2.2):
+
+* events are buffered until a snapshot is there; a snapshot with L + 1 < U of the first
+  buffered event (spot) or L < U (USD-M) is stale: GAP(stale snapshot), fetch again;
+* buffered events with u <= L (spot) / u < L (USD-M) are dropped;
+* the first event applied must have U <= L+1 <= u (spot) / U <= L <= u (USD-M);
+* then every event must continue the previous one: U == prev u + 1 (spot), pu == prev u (USD-M);
+  an event with u <= the book's id is old or a duplicate and is ignored;
+* anything else is a gap: GAP(sequence), the event starts a new buffer, new snapshot,
+  and once the first event is accepted again: SNAPSHOT, RESYNC, then the diffs.
+
+Numbers: JSON is decoded with parse_float=str (nothing goes through a float);
+every price and quantity is a decimal string converted exactly to a scaled
+integer (lobreplay.lobc.parse_decimal semantics; a vectorised path parses the
+common shape, anything else goes through parse_decimal itself). A message that
+is not valid JSON or whose fields are wrong becomes GAP(malformed) for the
+symbol it concerns (every symbol if that cannot be told) and a resync; no
+exception escapes feed*().
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from itertools import chain
+
+import numpy as np
+
+from .. import lobc
+from ..lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT,
+                    GAP_SEQUENCE, GAP_STALE_SNAPSHOT, RECORD_DTYPE, RESYNC, SNAPSHOT_BEGIN,
+                    SNAPSHOT_END, SNAPSHOT_LEVEL, TICKER_ASK, TICKER_BID, TRADE)
+
+SPOT, USDM = "spot", "usdm"
+MARKETS = (SPOT, USDM)
+BID, ASK = ord("B"), ord("S")
+U64_MAX = 2**64 - 1
+MS = 1_000_000  # ns per ms
+
+# TRADE flags (docs/binance.md): bit 0 = the record came from an aggTrade (first_id..last_id = f..l)
+TRADE_FLAG_AGG = 1
+
+
+def _no_constant(name):
+    raise ValueError(f"JSON constant {name} is not a number here")
+
+
+_DECODER = json.JSONDecoder(parse_float=str, parse_int=int, parse_constant=_no_constant)
+try:  # the C scanner itself: json.loads without its per-call Python wrappers
+    _scan_once = json.scanner.c_make_scanner(_DECODER)
+except (AttributeError, TypeError):  # pragma: no cover - CPython always has it
+    _scan_once = None
+
+
+def decode_json(raw):
+    """json text (str or bytes) -> object, floats kept as their strings (exactly
+    json.loads(raw, parse_float=str), faster)."""
+    if type(raw) is not str:
+        raw = bytes(raw).decode("utf-8")
+    if _scan_once is None or not raw.startswith("{"):
+        return _DECODER.decode(raw)
+    try:
+        obj, end = _scan_once(raw, 0)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if end != len(raw) and raw[end:].strip(" \t\r\n"):
+        raise ValueError(f"extra data after the JSON value at {end}")
+    return obj
+
+
+class Malformed(ValueError):
+    pass
+
+
+def _int(v, name) -> int:
+    if type(v) is not int or v < 0 or v > U64_MAX:
+        raise Malformed(f"field {name}: expected an unsigned integer, got {v!r}")
+    return v
+
+
+def _ms(v, name) -> int:
+    if v is None:
+        return 0
+    if type(v) is not int or v < 0 or v > 9_223_372_036_853:
+        raise Malformed(f"field {name}: expected a time in ms, got {v!r}")
+    return v * MS
+
+
+# ---------------------------------------------------------------- .lobc writer
+
+def open_writer(path, *, market, symbols, streams=(), source=None, **kw) -> "lobc.LobcWriter":
+    """A LobcWriter whose metadata fits the 500-byte header: the stream list is kept whole
+    if it fits, else summarised as "*@<stream type>" (the symbols are listed anyway); a
+    long source is cut to its file names."""
+    streams = list(streams)
+    summary = sorted({"*@" + s.split("@", 1)[1] for s in streams if "@" in s})
+    src_short = None if source is None else ",".join(str(x).rsplit("/", 1)[-1] for x in str(source).split(","))
+    tries = [(streams, source), (summary, source), (summary, src_short), ([], src_short), ([], None)]
+    err = None
+    for st, src in tries:
+        try:
+            return lobc.LobcWriter(path, venue="binance", market=market, symbols=symbols, streams=st, source=src,
+                                   **kw)
+        except ValueError as e:
+            if "metadata" not in str(e):
+                raise
+            err = e
+    raise err
+
+
+# ---------------------------------------------------------------- records
+
+# A "run": `count` records sharing every field but price/qty; mode 0 = price/qty 0,
+# 1 = decimal strings queued for the vectorised parser, 2 = integers already parsed.
+_RUN_DTYPE = np.dtype([("kind", "u1"), ("side", "u1"), ("symbol", "<u2"), ("flags", "<u4"), ("recv_ns", "<i8"),
+                       ("exch_ns", "<i8"), ("first_id", "<u8"), ("last_id", "<u8"), ("prev_id", "<u8"),
+                       ("count", "<i8"), ("mode", "u1")])
+_COPY = ("kind", "side", "symbol", "flags", "recv_ns", "exch_ns", "first_id", "last_id", "prev_id")
+_POW10 = np.array([10**i for i in range(19)], dtype=np.int64)
+_HAVE_NP_STRINGS = hasattr(np, "strings")
+
+
+def _digits(scale: int) -> int:
+    d = len(str(scale)) - 1
+    if scale < 1 or 10**d != scale:
+        raise ValueError(f"scale must be a power of ten, got {scale!r}")
+    return d
+
+
+class Levels:
+    """Validates [[price, qty], ...] lists and turns them into records in bulk.
+
+    prepare(pairs) checks the shape and that every string has the simple shape
+    digits[.digits] within the scales (one C-level regex over the joined strings);
+    such strings are parsed later, all at once, with numpy. Anything else is
+    parsed at once with lobc.parse_decimal (exact; raises ValueError)."""
+
+    def __init__(self, price_scale: int, qty_scale: int):
+        self.price_scale, self.qty_scale = price_scale, qty_scale
+        dp, dq = _digits(price_scale), _digits(qty_scale)
+        self.dp, self.dq = dp, dq
+
+        def num(d):
+            frac = rf"(?:\.[0-9]{{1,{d}}})?" if d else ""
+            return rf"[0-9]{{1,{18 - d}}}{frac}"
+        self._fast = re.compile(rf"(?:{num(dp)},{num(dq)},)*").fullmatch
+        self._fast_one = re.compile(rf"{num(dp)},{num(dq)}").fullmatch
+
+    def prepare_one(self, price, qty):
+        """One price/qty pair (trade, bookTicker) -> prepared, as prepare([[price, qty]])."""
+        if type(price) is str and type(qty) is str and self._fast_one(price + "," + qty):
+            return 1, [price, qty], 1
+        if type(price) is not str or type(qty) is not str:
+            raise Malformed("prices and quantities must be strings")
+        return 2, [lobc.parse_decimal(price, self.price_scale), lobc.parse_decimal(qty, self.qty_scale)], 1
+
+    def prepare(self, pairs):
+        """-> (mode, values, n). mode 1: values = flat list of strings; mode 2: flat ints."""
+        if type(pairs) is not list:
+            raise Malformed(f"levels: expected a list, got {type(pairs).__name__}")
+        n = len(pairs)
+        if not n:
+            return 1, [], 0
+        if set(map(type, pairs)) != {list} or set(map(len, pairs)) != {2}:
+            raise Malformed("levels: expected [price, qty] pairs")
+        flat = list(chain.from_iterable(pairs))
+        try:
+            joined = ",".join(flat)
+        except TypeError:
+            raise Malformed("levels: prices and quantities must be strings") from None
+        if joined.count(",") == 2 * n - 1 and self._fast(joined + ","):
+            return 1, flat, n
+        ps, qs = self.price_scale, self.qty_scale
+        vals = []
+        for i in range(0, 2 * n, 2):
+            vals.append(lobc.parse_decimal(flat[i], ps))
+            vals.append(lobc.parse_decimal(flat[i + 1], qs))
+        return 2, vals, n
+
+    def parse_fast(self, flat) -> np.ndarray:
+        """Flat [p, q, p, q, ...] strings that passed the fast check -> int64 (n, 2)."""
+        if not flat:
+            return np.empty((0, 2), np.int64)
+        if not _HAVE_NP_STRINGS:  # numpy < 2: exact, slower
+            ints = np.array([int(s.replace(".", "")) for s in flat], dtype=np.int64)
+            fracs = np.array([(len(s) - s.index(".") - 1) if "." in s else 0 for s in flat], dtype=np.int64)
+        else:
+            a = np.array(flat, dtype="S")
+            ints = np.strings.replace(a, b".", b"").astype(np.int64)
+            dot = np.strings.find(a, b".")
+            fracs = np.where(dot >= 0, np.strings.str_len(a) - dot - 1, 0)
+        fr = fracs.reshape(-1, 2)
+        out = ints.reshape(-1, 2)
+        out[:, 0] *= _POW10[self.dp - fr[:, 0]]
+        out[:, 1] *= _POW10[self.dq - fr[:, 1]]
+        return out
+
+
+class RecordBuffer:
+    """Records in order, built in bulk: per-record Python work is one tuple per run."""
+
+    def __init__(self, levels: Levels):
+        self.levels = levels
+        self.runs = []
+        self.fast = []
+        self.slow = []
+        self.n = 0
+
+    def single(self, kind, symbol, recv_ns, *, exch_ns=0, first_id=0, last_id=0, prev_id=0, side=0, flags=0,
+               price=0, qty=0):
+        mode = 0
+        if price or qty:
+            mode = 2
+            self.slow += (price, qty)
+        self.runs.append((kind, side, symbol, flags, recv_ns, exch_ns, first_id, last_id, prev_id, 1, mode))
+        self.n += 1
+
+    def run(self, kind, side, symbol, recv_ns, exch_ns, prepared, first_id=0, last_id=0, prev_id=0, flags=0):
+        mode, vals, n = prepared
+        if not n:
+            return
+        if mode == 1:
+            self.fast += vals
+        else:
+            self.slow += vals
+        self.runs.append((kind, side, symbol, flags, recv_ns, exch_ns, first_id, last_id, prev_id, n, mode))
+        self.n += n
+
+    def take(self) -> np.ndarray:
+        if not self.runs:
+            return np.empty(0, RECORD_DTYPE)
+        runs = np.array(self.runs, dtype=_RUN_DTYPE)
+        counts = runs["count"]
+        out = np.zeros(int(counts.sum()), RECORD_DTYPE)
+        simple = bool((counts == 1).all())
+        for f in _COPY:
+            out[f] = runs[f] if simple else np.repeat(runs[f], counts)
+        modes = runs["mode"] if simple else np.repeat(runs["mode"], counts)
+        if self.fast or self.slow:
+            vals = np.zeros((len(out), 2), np.int64)
+            if self.fast:
+                vals[modes == 1] = self.levels.parse_fast(self.fast)
+            if self.slow:
+                vals[modes == 2] = np.array(self.slow, dtype=np.int64).reshape(-1, 2)
+            out["price"] = vals[:, 0]
+            out["qty"] = vals[:, 1]
+        self.runs, self.fast, self.slow, self.n = [], [], [], 0
+        return out
+
+
+# ---------------------------------------------------------------- the state machine
+
+# bookTicker envelopes as Binance sends them (spot: no e/T/E; USD-M: e first, T and E last);
+# anything else goes through the JSON path.
+_TICKER_RE = re.compile(
+    r'\{"stream":"([a-z0-9_\-]+@bookTicker)","data":\{(?:"e":"bookTicker",)?"u":([0-9]{1,20}),'
+    r'"s":"([A-Z0-9_\-]+)","b":"([0-9.]+)","B":"([0-9.]+)","a":"([0-9.]+)","A":"([0-9.]+)"'
+    r'(?:,"T":([0-9]{1,15}),"E":([0-9]{1,15}))?\}\}[ \t\r\n]*')
+
+BUFFERING, LIVE = 0, 1
+
+
+class _Event:
+    __slots__ = ("U", "u", "pu", "exch_ns", "recv_ns", "bids", "asks")
+
+    def __init__(self, U, u, pu, exch_ns, recv_ns, bids, asks):
+        self.U, self.u, self.pu, self.exch_ns, self.recv_ns, self.bids, self.asks = U, u, pu, exch_ns, recv_ns, bids, asks
+
+
+class _Snapshot:
+    __slots__ = ("L", "exch_ns", "recv_ns", "bids", "asks")
+
+    def __init__(self, L, exch_ns, recv_ns, bids, asks):
+        self.L, self.exch_ns, self.recv_ns, self.bids, self.asks = L, exch_ns, recv_ns, bids, asks
+
+
+class _Sym:
+    __slots__ = ("index", "name", "state", "buffer", "snapshot", "last_u", "requested", "gap_open",
+                 "last_gap", "fresh", "synced", "stats")
+
+    def __init__(self, index, name):
+        self.index, self.name = index, name
+        self.state = BUFFERING
+        self.buffer = deque()
+        self.snapshot = None
+        self.last_u = 0
+        self.requested = False
+        self.gap_open = False  # a GAP was written and no RESYNC since
+        self.last_gap = 0
+        self.fresh = False     # a depth event arrived since the last GAP
+        self.synced = 0        # times synced (first sync + resyncs)
+        self.stats = {"depth": 0, "applied": 0, "dropped_covered": 0, "duplicates": 0, "gaps": 0, "resyncs": 0,
+                      "first_L": None, "snapshots": 0, "snapshots_stale": 0, "snapshots_unused": 0}
+
+
+class DepthSync:
+    """Every symbol of one capture (see the module docstring)."""
+
+    def __init__(self, market: str, symbols, *, price_scale: int = lobc.DEFAULT_SCALE,
+                 qty_scale: int = lobc.DEFAULT_SCALE, max_buffer: int = 50_000):
+        if market not in MARKETS:
+            raise ValueError(f"market must be one of {MARKETS}, got {market!r}")
+        self.market = market
+        self.spot = market == SPOT
+        self.symbols = [str(s).upper() for s in symbols]
+        if not self.symbols:
+            raise ValueError("at least one symbol")
+        self.syms = [_Sym(i, s) for i, s in enumerate(self.symbols)]
+        self._by_name = {s.name: s for s in self.syms}
+        self._by_stream = {}
+        self.levels = Levels(price_scale, qty_scale)
+        self.out = RecordBuffer(self.levels)
+        self.max_buffer = max_buffer
+        self.events = []
+        self.stats = {"messages": 0, "depth": 0, "trades": 0, "tickers": 0, "snapshots": 0, "ignored": 0,
+                      "unknown_symbol": 0, "malformed": 0, "shutdowns": 0, "gaps": 0, "resyncs": 0,
+                      "gaps_by_reason": {}, "diff_levels": 0, "snapshot_levels": 0}
+
+    # ------------------------------------------------------------ driver API
+
+    def take_records(self) -> np.ndarray:
+        return self.out.take()
+
+    @property
+    def pending_records(self) -> int:
+        return self.out.n
+
+    def snapshot_wanted(self) -> list[str]:
+        return [s.name for s in self.syms
+                if s.state == BUFFERING and s.buffer and s.snapshot is None and not s.requested]
+
+    def mark_requested(self, symbol: str) -> None:
+        self._by_name[symbol.upper()].requested = True
+
+    def is_live(self, symbol: str) -> bool:
+        return self._by_name[symbol.upper()].state == LIVE
+
+    def symbol_stats(self) -> dict:
+        return {s.name: dict(s.stats, live=s.state == LIVE, synced=s.synced, last_u=s.last_u) for s in self.syms}
+
+    def feed(self, raw, recv_ns: int) -> None:
+        """One websocket message (str/bytes JSON text, or an already decoded dict)."""
+        self.stats["messages"] += 1
+        try:
+            if type(raw) is not dict:
+                if type(raw) is not str:
+                    raw = bytes(raw).decode("utf-8")
+                if raw.startswith('{"stream":"') and "@bookTicker" in raw[:64]:
+                    m = _TICKER_RE.fullmatch(raw)
+                    if m is not None and self._fast_ticker(m, recv_ns):
+                        return
+            msg = raw if type(raw) is dict else decode_json(raw)
+            if type(msg) is not dict:
+                raise Malformed("not a JSON object")
+            stream = msg.get("stream")
+            if stream is not None and "data" in msg:
+                data = msg["data"]
+                if type(data) is not dict or type(stream) is not str:
+                    raise Malformed("envelope: data must be an object")
+            else:
+                data, stream = msg, None
+            e = data.get("e")
+            if e == "depthUpdate":
+                self._on_depth(data, stream, recv_ns)
+            elif e == "trade":
+                self._on_trade(data, stream, recv_ns, agg=False)
+            elif e == "aggTrade":
+                self._on_trade(data, stream, recv_ns, agg=True)
+            elif e == "bookTicker" or (e is None and "A" in data and "u" in data and "b" in data):
+                self._on_ticker(data, stream, recv_ns)
+            elif e == "serverShutdown":
+                self.stats["shutdowns"] += 1
+                self.events.append(("shutdown", None))
+            elif stream is not None and stream.endswith("@depthSnapshot"):
+                # our --raw files: a REST snapshot wrapped with its symbol
+                self.stats["messages"] -= 1
+                self.feed_snapshot(stream.split("@", 1)[0], data, recv_ns)
+            elif stream is None and "lastUpdateId" in data and "bids" in data:
+                # a bare REST snapshot body (hftbacktest recordings)
+                self.stats["messages"] -= 1
+                self.feed_snapshot(None, data, recv_ns)
+            else:
+                self.stats["ignored"] += 1  # kline, partial depth, subscription replies, ...
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError) as err:
+            self._malformed(raw, recv_ns, err)
+
+    def feed_snapshot(self, symbol, body, recv_ns: int) -> None:
+        """A REST depth snapshot body (text or dict) for `symbol` (None: the one waiting for it)."""
+        self.stats["snapshots"] += 1
+        st = None
+        try:
+            if symbol is not None:
+                st = self._by_name.get(str(symbol).upper())
+                if st is None:
+                    self.stats["unknown_symbol"] += 1
+                    return
+            data = body if type(body) is dict else decode_json(body)
+            if type(data) is not dict:
+                raise Malformed("snapshot: not a JSON object")
+            L = _int(data["lastUpdateId"], "lastUpdateId")
+            exch = _ms(data.get("E"), "E")
+            bids = self.levels.prepare(data["bids"])
+            asks = self.levels.prepare(data["asks"])
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError) as err:
+            self.stats["malformed"] += 1
+            targets = [st] if st is not None else [s for s in self.syms if s.state == BUFFERING and s.requested]
+            for s in targets or self.syms:
+                s.requested = False
+                self._gap(s, recv_ns, GAP_MALFORMED, s.last_u, 0)
+                self._lose(s)
+            return
+        if st is None:
+            st = self._guess_snapshot_symbol(L)
+            if st is None:
+                self.stats["unknown_symbol"] += 1
+                return
+        st.requested = False
+        st.stats["snapshots"] += 1
+        if st.state == LIVE:
+            st.stats["snapshots_unused"] += 1
+            return
+        st.snapshot = _Snapshot(L, exch, recv_ns, bids, asks)
+        self._try_sync(st)
+
+    def snapshot_failed(self, symbol: str, recv_ns: int, reason: int = GAP_RATE_LIMIT) -> None:
+        """The snapshot request for `symbol` failed (429/418: reason GAP_RATE_LIMIT). The
+        symbol keeps buffering; the driver retries. One GAP per reason until the next sync."""
+        st = self._by_name[symbol.upper()]
+        if not (st.gap_open and st.last_gap == reason):
+            self._gap(st, recv_ns, reason, st.last_u if st.state == LIVE else 0, 0)
+
+    def disconnected(self, recv_ns: int, reason: int = GAP_DISCONNECT, symbols=None) -> None:
+        """The connection carrying `symbols` (default all) ended; what was buffered is
+        dropped and each symbol syncs again from the new connection's events. A GAP is
+        written for a symbol that had received depth events since its last GAP."""
+        targets = self.syms if symbols is None else [self._by_name[s.upper()] for s in symbols]
+        for st in targets:
+            if st.fresh or st.state == LIVE:
+                self._gap(st, recv_ns, reason, st.last_u + (1 if self.spot else 0) if st.state == LIVE else 0, 0)
+            self._lose(st)
+            st.buffer.clear()
+            st.requested = False
+
+    # ------------------------------------------------------------ messages
+
+    def _symbol(self, data, stream):
+        if stream is not None:
+            st = self._by_stream.get(stream)
+            if st is None:
+                st = self._by_name.get(stream.split("@", 1)[0].upper())
+                if st is not None:
+                    self._by_stream[stream] = st
+            if st is not None:
+                return st
+        s = data.get("s")
+        if type(s) is str:
+            return self._by_name.get(s.upper())
+        return None
+
+    def _on_depth(self, data, stream, recv_ns):
+        st = self._symbol(data, stream)
+        if st is None:
+            self.stats["unknown_symbol"] += 1
+            return
+        try:
+            U = _int(data["U"], "U")
+            u = _int(data["u"], "u")
+            if U > u:
+                raise Malformed(f"U {U} > u {u}")
+            pu = 0 if self.spot else _int(data["pu"], "pu")
+            exch = _ms(data.get("E"), "E")
+            bids = self.levels.prepare(data["b"])
+            asks = self.levels.prepare(data["a"])
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
+            self._malformed_symbol(st, recv_ns, err)
+            return
+        self.stats["depth"] += 1
+        st.stats["depth"] += 1
+        st.fresh = True
+        ev = _Event(U, u, pu, exch, recv_ns, bids, asks)
+        if st.state == LIVE:
+            if u <= st.last_u:
+                st.stats["duplicates"] += 1
+                return
+            if (U == st.last_u + 1) if self.spot else (pu == st.last_u):
+                self._emit_diff(st, ev)
+                return
+            if self.spot:
+                self._gap(st, recv_ns, GAP_SEQUENCE, st.last_u + 1, U)
+            else:
+                self._gap(st, recv_ns, GAP_SEQUENCE, st.last_u, pu)
+            self._lose(st)
+            st.buffer.append(ev)
+            return
+        buf = st.buffer
+        buf.append(ev)
+        if len(buf) > self.max_buffer:
+            buf.popleft()
+        if st.snapshot is not None:
+            self._try_sync(st)
+
+    def _on_trade(self, data, stream, recv_ns, agg):
+        st = self._symbol(data, stream)
+        if st is None:
+            self.stats["unknown_symbol"] += 1
+            return
+        try:
+            if agg:
+                first, last = _int(data["f"], "f"), _int(data["l"], "l")
+            else:
+                first = last = _int(data["t"], "t")
+            m = data["m"]
+            if type(m) is not bool:
+                raise Malformed("field m: expected true/false")
+            exch = _ms(data.get("T"), "T")
+            prep = self.levels.prepare_one(data["p"], data["q"])
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
+            self._malformed_symbol(st, recv_ns, err)
+            return
+        self.stats["trades"] += 1
+        self.out.run(TRADE, ASK if m else BID, st.index, recv_ns, exch, prep, first, last, 0,
+                     TRADE_FLAG_AGG if agg else 0)
+
+    def _fast_ticker(self, m, recv_ns) -> bool:
+        """A bookTicker envelope of the usual shape, matched by _TICKER_RE (same result as the
+        JSON path; False: let the JSON path handle it)."""
+        stream, u, _s, b, B, a, A, _T, E = m.groups()
+        st = self._by_stream.get(stream)
+        if st is None:
+            return False
+        fast = self.levels._fast_one
+        if not (fast(b + "," + B) and fast(a + "," + A)):
+            return False
+        u = int(u)
+        if u > U64_MAX:
+            return False
+        exch = int(E) * MS if E is not None else 0
+        self.stats["tickers"] += 1
+        self.out.run(TICKER_BID, BID, st.index, recv_ns, exch, (1, [b, B], 1), u)
+        self.out.run(TICKER_ASK, ASK, st.index, recv_ns, exch, (1, [a, A], 1), u)
+        return True
+
+    def _on_ticker(self, data, stream, recv_ns):
+        st = self._symbol(data, stream)
+        if st is None:
+            self.stats["unknown_symbol"] += 1
+            return
+        try:
+            u = _int(data["u"], "u")
+            exch = _ms(data.get("E"), "E")
+            bid = self.levels.prepare_one(data["b"], data["B"])
+            ask = self.levels.prepare_one(data["a"], data["A"])
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
+            self._malformed_symbol(st, recv_ns, err)
+            return
+        self.stats["tickers"] += 1
+        self.out.run(TICKER_BID, BID, st.index, recv_ns, exch, bid, u)
+        self.out.run(TICKER_ASK, ASK, st.index, recv_ns, exch, ask, u)
+
+    # ------------------------------------------------------------ sync
+
+    def _guess_snapshot_symbol(self, L):
+        if len(self.syms) == 1:
+            return self.syms[0]
+        waiting = [s for s in self.syms if s.state == BUFFERING and s.snapshot is None and s.buffer]
+        if not waiting:
+            return None
+        if len(waiting) == 1:
+            return waiting[0]
+        # the symbol whose buffered range [first U, last u] contains L, else the nearest
+        def dist(s):
+            lo, hi = s.buffer[0].U, s.buffer[-1].u
+            return 0 if lo - 1 <= L <= hi else min(abs(L - lo), abs(L - hi))
+        return min(waiting, key=dist)
+
+    def _try_sync(self, st):
+        snap = st.snapshot
+        buf = st.buffer
+        if not buf:
+            return  # hold the snapshot until an event comes
+        L = snap.L
+        U0 = buf[0].U
+        if (L + 1 < U0) if self.spot else (L < U0):
+            st.stats["snapshots_stale"] += 1
+            self._gap(st, snap.recv_ns, GAP_STALE_SNAPSHOT, L + 1 if self.spot else L, U0)
+            st.snapshot = None  # the buffer stays; snapshot_wanted() asks again
+            return
+        if self.spot:
+            while buf and buf[0].u <= L:
+                buf.popleft()
+                st.stats["dropped_covered"] += 1
+        else:
+            while buf and buf[0].u < L:
+                buf.popleft()
+                st.stats["dropped_covered"] += 1
+        if not buf:
+            return
+        first = buf[0]
+        if not ((first.U <= L + 1 <= first.u) if self.spot else (first.U <= L <= first.u)):
+            # the buffer itself has a hole after L
+            self._gap(st, first.recv_ns, GAP_SEQUENCE, L + 1 if self.spot else L, first.U)
+            st.snapshot = None
+            return
+        # synced: the snapshot, RESYNC if this follows a GAP, then the buffered events
+        o = self.out
+        i = st.index
+        o.single(SNAPSHOT_BEGIN, i, snap.recv_ns, exch_ns=snap.exch_ns, first_id=L)
+        o.run(SNAPSHOT_LEVEL, BID, i, snap.recv_ns, snap.exch_ns, snap.bids)
+        o.run(SNAPSHOT_LEVEL, ASK, i, snap.recv_ns, snap.exch_ns, snap.asks)
+        o.single(SNAPSHOT_END, i, snap.recv_ns, exch_ns=snap.exch_ns, first_id=L)
+        self.stats["snapshot_levels"] += snap.bids[2] + snap.asks[2]
+        if st.gap_open:
+            o.single(RESYNC, i, snap.recv_ns, first_id=L)
+            st.gap_open = False
+            st.stats["resyncs"] += 1
+            self.stats["resyncs"] += 1
+            self.events.append(("resync", st.name, L))
+        self.events.append(("synced", st.name, L))
+        if st.stats["first_L"] is None:
+            st.stats["first_L"] = L
+        st.synced += 1
+        st.state = LIVE
+        st.snapshot = None
+        st.last_u = L
+        self._emit_diff(st, buf.popleft())
+        while buf:
+            ev = buf.popleft()
+            if ev.u <= st.last_u:
+                st.stats["duplicates"] += 1
+                continue
+            if (ev.U == st.last_u + 1) if self.spot else (ev.pu == st.last_u):
+                self._emit_diff(st, ev)
+                continue
+            if self.spot:
+                self._gap(st, ev.recv_ns, GAP_SEQUENCE, st.last_u + 1, ev.U)
+            else:
+                self._gap(st, ev.recv_ns, GAP_SEQUENCE, st.last_u, ev.pu)
+            self._lose(st)
+            buf.appendleft(ev)
+            return
+
+    def _emit_diff(self, st, ev):
+        o = self.out
+        i = st.index
+        o.single(DIFF_BEGIN, i, ev.recv_ns, exch_ns=ev.exch_ns, first_id=ev.U, last_id=ev.u, prev_id=ev.pu)
+        o.run(DIFF_LEVEL, BID, i, ev.recv_ns, ev.exch_ns, ev.bids)
+        o.run(DIFF_LEVEL, ASK, i, ev.recv_ns, ev.exch_ns, ev.asks)
+        o.single(DIFF_END, i, ev.recv_ns, exch_ns=ev.exch_ns, first_id=ev.U, last_id=ev.u)
+        st.last_u = ev.u
+        st.stats["applied"] += 1
+        self.stats["diff_levels"] += ev.bids[2] + ev.asks[2]
+
+    def _lose(self, st):
+        """The book of st is unknown from here: buffer again, ask for a snapshot."""
+        st.state = BUFFERING
+        st.snapshot = None
+
+    def _gap(self, st, recv_ns, reason, expected, received):
+        self.out.single(GAP, st.index, recv_ns, first_id=expected, last_id=received, flags=reason)
+        st.gap_open = True
+        st.last_gap = reason
+        st.fresh = False
+        st.stats["gaps"] += 1
+        self.stats["gaps"] += 1
+        g = self.stats["gaps_by_reason"]
+        name = lobc.GAP_REASONS[reason]
+        g[name] = g.get(name, 0) + 1
+        self.events.append(("gap", st.name, reason))
+
+    # ------------------------------------------------------------ malformed input
+
+    _SYM_RE = re.compile(r'"stream"\s*:\s*"([A-Za-z0-9_.\-]+)@|"s"\s*:\s*"([A-Za-z0-9_.\-]+)"')
+
+    def _malformed(self, raw, recv_ns, err):
+        """An undecodable message: GAP(malformed) for the symbol it names, else for every symbol."""
+        text = raw if isinstance(raw, str) else (bytes(raw).decode("utf-8", "replace")
+                                                 if isinstance(raw, (bytes, bytearray, memoryview)) else "")
+        st = None
+        m = self._SYM_RE.search(text[:400]) if text else None
+        if m:
+            st = self._by_name.get((m.group(1) or m.group(2)).upper())
+        if st is not None:
+            self._malformed_symbol(st, recv_ns, err)
+            return
+        self.stats["malformed"] += 1
+        for s in self.syms:
+            self._gap(s, recv_ns, GAP_MALFORMED, s.last_u if s.state == LIVE else 0, 0)
+            self._lose(s)
+            s.buffer.clear()
+
+    def _malformed_symbol(self, st, recv_ns, err):
+        self.stats["malformed"] += 1
+        self._gap(st, recv_ns, GAP_MALFORMED, st.last_u if st.state == LIVE else 0, 0)
+        self._lose(st)
+        st.buffer.clear()  # the lost message may sit anywhere in the buffered range

@@ -1,0 +1,105 @@
+"""Command line for .lobc files: `lobreplay lobc check FILE` and
+`lobreplay lobc replay FILE -o DIR` (wired into lobreplay.cli by add_commands)."""
+from __future__ import annotations
+
+import datetime as dt
+
+from .errors import InputError
+
+
+def _utc(ns) -> str:
+    if ns is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def cmd_check(args) -> int:
+    from .lobc import check
+
+    s = check(args.file)
+    m = s["meta"]
+    print(f"{s['path']}: {'whole' if s['whole'] else 'TORN'}; {s['records']:,} records in {s['blocks']:,} blocks, "
+          f"{s['bytes']:,} bytes; {m.get('venue', '?')} {m.get('market', '?')}, {len(m['symbols'])} symbol(s), "
+          f"price scale {m['price_scale']}, qty scale {m['qty_scale']}")
+    if s["torn"]:
+        t = s["torn"]
+        print(f"torn tail: {t['bytes']:,} byte(s) from offset {t['offset']:,} not read ({t['reason']})")
+    print(f"receive time {_utc(s['recv_ns']['first'])} .. {_utc(s['recv_ns']['last'])}; "
+          f"exchange time {_utc(s['exch_ns']['first'])} .. {_utc(s['exch_ns']['last'])}")
+    print("records by kind: " + ", ".join(f"{k} {v:,}" for k, v in s["records_by_kind"].items()))
+    print("records by symbol: " + ", ".join(f"{k} {v:,}" for k, v in s["records_by_symbol"].items()))
+    if s["records_with_unknown_symbol"]:
+        print(f"records whose symbol index is not in the metadata: {s['records_with_unknown_symbol']:,}")
+    print(f"gaps: {len(s['gaps'])}" + (": " + ", ".join(f"{g['symbol']} {g['reason']}" for g in s["gaps"][:10])
+                                      + (" ..." if len(s["gaps"]) > 10 else "") if s["gaps"] else "")
+          + "; resyncs: " + (", ".join(f"{k} {v}" for k, v in s["resyncs"].items()) or "0"))
+    return 0 if s["whole"] else 1
+
+
+def cmd_replay(args) -> int:
+    from .l2replay import ALL_REPORTS, L2ReplayConfig, replay_lobc
+
+    if args.no_reports:
+        reports = ()
+    elif args.reports:
+        reports = tuple(r.strip() for r in args.reports.split(",") if r.strip())
+        bad = [r for r in reports if r not in ALL_REPORTS]
+        if bad:
+            raise InputError(f"--reports: unknown report(s) {', '.join(bad)}; choose from {', '.join(ALL_REPORTS)}")
+    else:
+        reports = ALL_REPORTS
+    cfg = L2ReplayConfig(symbols=[s.strip() for s in args.symbols.split(",") if s.strip()] if args.symbols else None,
+                         reports=reports, timing=not args.no_timing, price_mode=args.price_mode)
+    s = replay_lobc(args.file, args.output, cfg, force=args.force)
+    p2 = s["pass2"]
+    ev = s["events_by_kind"]
+    print(f"{args.file}: {s['records']:,} records, {len(s['books'])} book(s), {s['snapshots_applied']:,} snapshot(s) "
+          f"and {s['messages_applied']:,} diff messages applied ({s['levels_applied']:,} level changes: "
+          + ", ".join(f"{k} {v:,}" for k, v in ev.items()) + ")")
+    if p2["records_per_second"]:
+        print(f"pass 1 {s['pass1']['seconds']:.2f} s, pass 2 {p2['seconds']:.2f} s "
+              f"({p2['records_per_second'] / 1e6:.2f} M records/s; core "
+              f"{(p2['core_events_per_second'] or 0) / 1e6:.1f} M events/s), wall {s['wall_seconds']:.2f} s")
+    causes = ", ".join(f"{k} {v:,}" for k, v in sorted(s["desyncs_by_cause"].items(), key=lambda kv: -kv[1]))
+    print(f"desyncs: {s['desyncs']:,}" + (f" ({causes})" if causes else "")
+          + f"; zero-quantity updates of unknown levels (normal): {s['zero_qty_unknown_level']:,}")
+    bt = s["bookticker"]
+    if bt["tickers"]:
+        nc = ", ".join(f"{k} {v:,}" for k, v in bt["not_comparable"].items())
+        rate = f"{bt['match_rate']:.4%}" if bt["match_rate"] is not None else "-"
+        print(f"bookTicker: {bt['matches']:,} of {bt['comparable']:,} comparable points match ({rate})"
+              + (f"; not comparable: {nc}" if nc else ""))
+    if s["lobc"]["torn"]:
+        t = s["lobc"]["torn"]
+        print(f"torn tail: {t['bytes']:,} byte(s) at offset {t['offset']:,} not read ({t['reason']})")
+    rows = s.get("report_rows", {})
+    print(f"reports in {args.output}/: " + ", ".join(f"{k} ({v:,} rows)" for k, v in rows.items())
+          + (", " if rows else "") + "summary.json")
+    return 0
+
+
+def add_commands(subparsers) -> None:
+    """Add `lobc check` and `lobc replay` to an argparse subparsers object."""
+    lobc = subparsers.add_parser("lobc", help=".lobc capture files (Binance depth)").add_subparsers(
+        dest="lobc_verb", metavar="VERB")
+    ck = lobc.add_parser("check", help="is the file whole? records by kind and symbol, gaps (exit 1 if torn)")
+    ck.add_argument("file")
+    ck.set_defaults(func=cmd_check)
+    rp = lobc.add_parser("replay", help="rebuild every book, compare with bookTicker, write reports")
+    _replay_arguments(rp)
+    # `lobreplay replay FILE.lobc` is the same command
+    _replay_arguments(subparsers.add_parser("replay", help="replay a .lobc capture (= lobc replay)"))
+
+
+def _replay_arguments(rp) -> None:
+    rp.add_argument("file")
+    rp.add_argument("-o", "--output", required=True, help="report directory")
+    rp.add_argument("--symbols", help="comma-separated symbols to replay (default: all)")
+    rp.add_argument("--reports", help="comma-separated: " + ",".join(
+        ("bbo", "desyncs", "trades", "latency", "ticker_mismatches")) + " (default: all)")
+    rp.add_argument("--no-reports", action="store_true", help="write only summary.json")
+    rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
+    rp.add_argument("--price-mode", choices=("auto", "grid", "ladder"), default="auto",
+                    help="core prices: the feed's on a tick grid, or ranks of the prices seen (default auto)")
+    rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
+    rp.set_defaults(func=cmd_replay)

@@ -1,0 +1,237 @@
+"""Replay a .lobc capture (Binance depth) through the matching core and write
+reports (docs/l2.md).
+
+Pass 1 (lobreplay.l2.scan) sizes one book per symbol from every level price
+and the peak number of live levels. Pass 2 feeds the records chunk by chunk to
+lobreplay.l2.L2Replay, which turns level changes into core events and applies
+them in one core call per run of messages, and writes what each chunk produced
+on the report thread: bbo (every change of the top), desyncs (anomalies:
+stale crossing levels, skipped unsynced updates, GAP records, ...), trades,
+ticker_mismatches (where the replayed top differs from the recorded
+bookTicker), latency (the core's histograms) and summary.json.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import resource
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from . import __version__, lobc
+from .errors import InputError
+from .events import Kind
+from .itch.replay import prepare_output, symbols_of
+from .l2 import MAX_GRID_LEVELS, L2Replay, scan
+from .latency import summarize
+from .reports import SCHEMAS, ReportSet, TableWriter, write_json
+
+ALL_REPORTS = ("bbo", "desyncs", "trades", "latency", "ticker_mismatches")
+_TS = pa.timestamp("ns", tz="UTC")
+SYMBOL = pa.dictionary(pa.int32(), pa.string())
+
+L2_SCHEMAS: dict[str, pa.Schema] = {
+    "bbo": pa.schema([
+        ("recv_ns", pa.int64()), ("exch_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
+        ("update_id", pa.uint64()), ("bid_price", pa.int64()), ("bid_qty", pa.int64()),
+        ("ask_price", pa.int64()), ("ask_qty", pa.int64()),
+    ]),
+    "desyncs": pa.schema([
+        ("recv_ns", pa.int64()), ("exch_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
+        ("cause", pa.string()), ("first_id", pa.uint64()), ("last_id", pa.uint64()), ("side", pa.string()),
+        ("price", pa.int64()), ("qty", pa.int64()), ("other_price", pa.int64()), ("other_qty", pa.int64()),
+    ]),
+    "trades": pa.schema([
+        ("recv_ns", pa.int64()), ("exch_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
+        ("trade_id", pa.uint64()), ("price", pa.int64()), ("qty", pa.int64()), ("side", pa.string()),
+    ]),
+    "ticker_mismatches": pa.schema([
+        ("recv_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
+        ("update_id", pa.uint64()), ("ticker_id", pa.uint64()),
+        ("book_bid_price", pa.int64()), ("book_bid_qty", pa.int64()),
+        ("book_ask_price", pa.int64()), ("book_ask_qty", pa.int64()),
+        ("ticker_bid_price", pa.int64()), ("ticker_bid_qty", pa.int64()),
+        ("ticker_ask_price", pa.int64()), ("ticker_ask_qty", pa.int64()),
+    ]),
+    "latency": SCHEMAS["latency"],
+}
+
+
+@dataclass
+class L2ReplayConfig:
+    symbols: list[str] | None = None      # replay only these (default: all)
+    headroom: float = 0.2                 # grid band = price range widened by this fraction
+    price_mode: str = "auto"              # auto | grid | ladder (lobreplay.l2.scan)
+    max_grid_levels: int = MAX_GRID_LEVELS
+    reports: tuple[str, ...] = ALL_REPORTS
+    timing: bool = True
+    chunk_records: int = 1 << 18
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _side_str(side: np.ndarray) -> np.ndarray:
+    return np.array(["", "B", "S"], object)[np.select([side == ord("B"), side == ord("S")], [1, 2], 0)]
+
+
+class LobcReplay:
+    def __init__(self, path: str, out_dir: str, cfg: L2ReplayConfig):
+        self.path, self.out_dir, self.cfg = os.fspath(path), out_dir, cfg
+        bad = [r for r in cfg.reports if r not in ALL_REPORTS]
+        if bad:
+            raise InputError(f"reports: unknown report(s) {', '.join(bad)}; choose from {', '.join(ALL_REPORTS)}")
+
+    def run(self) -> dict:
+        t_start = time.perf_counter()
+        summary: dict = {"status": "failed", "source": {"source_file": os.path.basename(self.path)}}
+        reports = None
+        try:
+            data = lobc.read(self.path)
+            meta = self.src_meta(data)
+            summary["source"] = meta
+            summary["lobc"] = {k: data.meta.get(k) for k in ("venue", "market", "symbols", "price_scale",
+                                                              "qty_scale", "created_ns", "tool", "streams",
+                                                              "source")}
+            summary["lobc"].update({"whole": data.whole, "blocks": data.blocks, "records": int(len(data.records)),
+                                    "torn": data.torn.as_dict() if data.torn else None})
+            reports = ReportSet(self.out_dir, [], meta)
+            for name in self.cfg.reports:
+                reports.writers[name] = TableWriter(os.path.join(self.out_dir, f"{name}.parquet"),
+                                                    L2_SCHEMAS[name], reports.metadata)
+            summary.update(self._replay(data, reports))
+            summary["status"] = "ok"
+        except BaseException as e:
+            summary["error"] = f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            try:
+                if reports is not None:
+                    reports.close()
+                    summary["report_rows"] = {n: w.rows for n, w in reports.writers.items()}
+            finally:
+                summary["wall_seconds"] = round(time.perf_counter() - t_start, 3)
+                summary["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+                write_json(os.path.join(self.out_dir, "summary.json"), summary)
+        return summary
+
+    def src_meta(self, data) -> dict:
+        m = data.meta
+        return {"source_file": os.path.basename(self.path), "source_size": str(data.size),
+                "source_sha256": _sha256(self.path), "lobreplay_version": __version__,
+                "venue": str(m.get("venue", "")), "market": str(m.get("market", "")),
+                "price_scale": str(m["price_scale"]), "qty_scale": str(m["qty_scale"]),
+                "lobc_created_ns": str(m.get("created_ns", "")), "time_unit": "ns since the Unix epoch (UTC)"}
+
+    def _replay(self, data, reports: ReportSet) -> dict:
+        cfg = self.cfg
+        names = [str(s) for s in data.meta["symbols"]]
+        recs = data.records
+        if cfg.symbols:
+            missing = [s for s in cfg.symbols if s.upper() not in names]
+            if missing:
+                raise InputError(f"{self.path}: no such symbol(s) in this file: {', '.join(missing)}")
+            keep = [names.index(s.upper()) for s in cfg.symbols]
+            recs = recs[np.isin(recs["symbol"], keep)]
+        t0 = time.perf_counter()
+        sizing = scan(recs, names, headroom=cfg.headroom, mode=cfg.price_mode, max_grid_levels=cfg.max_grid_levels)
+        pass1_s = time.perf_counter() - t0
+        has_tickers = bool((recs["kind"] == lobc.TICKER_BID).any())
+        rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers)
+        symtab = pa.array(names + [str(i) for i in range(len(names), 65536)], pa.string())
+        t1 = time.perf_counter()
+        for lo in range(0, len(recs), cfg.chunk_records):
+            self._write(rp.feed(recs[lo:lo + cfg.chunk_records]), reports, symtab)
+        self._write(rp.finish(), reports, symtab)
+        pass2_s = time.perf_counter() - t1
+        if "latency" in reports:
+            self._latency(rp, sizing, reports)
+        c = rp.counters
+        kinds = np.bincount(recs["kind"], minlength=256)
+        st = dict(rp.ticker_stats)
+        st["match_rate"] = st["matches"] / st["comparable"] if st["comparable"] else None
+        st["price_match_rate"] = st["price_matches"] / st["comparable"] if st["comparable"] else None
+        books = []
+        for s, z in sorted(sizing.items()):
+            bids, asks = rp.levels(s)
+            books.append({**z.as_dict(), **rp.per_symbol[s], "final_bid_levels": len(bids),
+                          "final_ask_levels": len(asks), "synced_at_end": bool(rp.state[s] == 1),
+                          "last_update_id": int(rp.last_u[s])})
+        return {
+            "records": int(len(recs)),
+            "records_by_kind": {lobc.KIND_NAMES.get(k, f"unknown_{k}"): int(kinds[k]) for k in np.flatnonzero(kinds)},
+            "books": books,
+            "messages_applied": c.messages_applied, "snapshots_applied": c.snapshots_applied,
+            "messages_skipped": c.messages_skipped, "levels_applied": c.levels_applied,
+            "events_by_kind": c.events, "unchanged_levels": c.unchanged_levels,
+            "zero_qty_unknown_level": c.zero_qty_unknown_level,
+            "desyncs": int(sum(c.desyncs.values())), "desyncs_by_cause": dict(sorted(c.desyncs.items())),
+            "trades": c.trades, "bbo_changes": c.bbo_changes,
+            "rollbacks": c.rollbacks, "sequential_messages": c.sequential_messages,
+            "bookticker": st,
+            "pass1": {"seconds": round(pass1_s, 3)},
+            "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(c.core_seconds, 3),
+                      "core_events": c.core_events,
+                      "records_per_second": round(len(recs) / pass2_s) if pass2_s else None,
+                      "core_events_per_second": round(c.core_events / c.core_seconds) if c.core_seconds else None},
+        }
+
+    def _write(self, rows: dict, reports: ReportSet, symtab) -> None:
+        def common(r):
+            return {"recv_ns": r["recv_ns"], "ts": r["recv_ns"].astype("datetime64[ns]"), "record": r["record"],
+                    "symbol": symbols_of(symtab, r["symbol"])}
+
+        if "bbo" in rows and "bbo" in reports:
+            r = rows["bbo"]
+            reports.write("bbo", {**common(r), "exch_ns": r["exch_ns"], "update_id": r["update_id"],
+                                  **{k: r[k] for k in ("bid_price", "bid_qty", "ask_price", "ask_qty")}})
+        if "desyncs" in rows and "desyncs" in reports:
+            r = rows["desyncs"]
+            reports.write("desyncs", {**common(r), "exch_ns": r["exch_ns"], "cause": r["cause"],
+                                      "first_id": r["first_id"], "last_id": r["last_id"], "side": _side_str(r["side"]),
+                                      **{k: r[k] for k in ("price", "qty", "other_price", "other_qty")}})
+        if "trades" in rows and "trades" in reports:
+            r = rows["trades"]
+            reports.write("trades", {**common(r), "exch_ns": r["exch_ns"], "trade_id": r["trade_id"],
+                                     "price": r["price"], "qty": r["qty"], "side": _side_str(r["side"])})
+        if "ticker_mismatches" in rows and "ticker_mismatches" in reports:
+            r = rows["ticker_mismatches"]
+            reports.write("ticker_mismatches", {**common(r), **{k: r[k] for k in r if k not in (
+                "recv_ns", "record", "symbol")}})
+
+    def _latency(self, rp: L2Replay, sizing, reports) -> None:
+        """Overall (the session's fine histograms) and per symbol (each book's coarse ones)."""
+        rows = {k: [] for k in ("scope", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "max_ns")}
+
+        def add(scope, hists):
+            hists = dict(hists)
+            hists["ALL"] = sum(hists.values())
+            for name, h in hists.items():
+                if not h.any():
+                    continue
+                s = summarize(h)
+                for col, v in zip(rows, (scope, name, s["count"], s["p50"], s["p90"], s["p99"], s["p99.9"],
+                                         s["max"])):
+                    rows[col].append(v)
+
+        sess = rp.session
+        add("ALL", ((k.name, sess.histogram(k)) for k in Kind))
+        for s, z in sorted(sizing.items()):
+            add(z.name, ((k.name, sess.book_histogram(s, k).astype(np.uint64)) for k in Kind))
+        reports.write("latency", rows)
+
+
+def replay_lobc(path, out_dir: str, cfg: L2ReplayConfig | None = None, *, force: bool = False) -> dict:
+    """Replay a .lobc file into out_dir (created; refused if it holds files,
+    unless force). Returns the summary (also written as summary.json)."""
+    cfg = cfg or L2ReplayConfig()
+    prepare_output(out_dir, force)
+    return LobcReplay(path, out_dir, cfg).run()

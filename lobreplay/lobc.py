@@ -1,0 +1,460 @@
+"""The .lobc capture format, version 1 (docs/lobc.md is the contract).
+
+A .lobc file is a 512-byte header (magic, version, JSON metadata) followed by
+checksummed blocks of 64-byte records. A writer appends one whole block per
+write() call and never rewrites earlier bytes, so a crash or kill -9 leaves
+every completed block readable; a reader memory-maps the file, checks every
+block and reports a torn tail instead of raising.
+
+Prices and quantities are scaled integers converted from the exchange's
+decimal strings by parse_decimal, with integer arithmetic only.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = [
+    "RECORD_DTYPE", "BLOCK_DTYPE", "DEFAULT_SCALE", "KIND_NAMES", "GAP_REASONS",
+    "SNAPSHOT_BEGIN", "SNAPSHOT_LEVEL", "SNAPSHOT_END", "DIFF_BEGIN", "DIFF_LEVEL", "DIFF_END", "TRADE", "GAP",
+    "RESYNC", "TICKER_BID", "TICKER_ASK",
+    "GAP_SEQUENCE", "GAP_DISCONNECT", "GAP_24H", "GAP_SHUTDOWN", "GAP_STALE_SNAPSHOT", "GAP_RATE_LIMIT",
+    "GAP_MALFORMED",
+    "parse_decimal", "format_decimal", "LobcWriter", "LobcData", "Torn", "Block", "read", "iter_blocks", "check",
+]
+
+MAGIC = b"LOBC"
+BLOCK_MAGIC = b"BLK1"
+VERSION = 1
+HEADER_LEN = 512
+META_MAX = HEADER_LEN - 12
+UNIT = 64
+DEFAULT_SCALE = 10**8
+INT64_MAX = (1 << 63) - 1
+
+RECORD_DTYPE = np.dtype([("recv_ns", "<i8"), ("exch_ns", "<i8"), ("first_id", "<u8"), ("last_id", "<u8"),
+                         ("prev_id", "<u8"), ("price", "<i8"), ("qty", "<i8"), ("kind", "u1"), ("side", "u1"),
+                         ("symbol", "<u2"), ("flags", "<u4")])
+assert RECORD_DTYPE.itemsize == UNIT
+
+BLOCK_DTYPE = np.dtype([("magic", "S4"), ("n", "<u4"), ("crc", "<u4"), ("reserved0", "<u4"), ("seq", "<u8"),
+                        ("recv_ns", "<i8"), ("reserved", "V32")])
+assert BLOCK_DTYPE.itemsize == UNIT
+
+_REC = struct.Struct("<qqQQQqqBBHI")
+_BLK = struct.Struct("<4sIII Qq32x".replace(" ", ""))
+_HDR = struct.Struct("<4sHHI")
+assert _REC.size == UNIT and _BLK.size == UNIT
+
+SNAPSHOT_BEGIN, SNAPSHOT_LEVEL, SNAPSHOT_END = 1, 2, 3
+DIFF_BEGIN, DIFF_LEVEL, DIFF_END = 4, 5, 6
+TRADE, GAP, RESYNC, TICKER_BID, TICKER_ASK = 7, 8, 9, 10, 11
+KIND_NAMES = {1: "SNAPSHOT_BEGIN", 2: "SNAPSHOT_LEVEL", 3: "SNAPSHOT_END", 4: "DIFF_BEGIN", 5: "DIFF_LEVEL",
+              6: "DIFF_END", 7: "TRADE", 8: "GAP", 9: "RESYNC", 10: "TICKER_BID", 11: "TICKER_ASK"}
+
+GAP_SEQUENCE, GAP_DISCONNECT, GAP_24H, GAP_SHUTDOWN = 1, 2, 3, 4
+GAP_STALE_SNAPSHOT, GAP_RATE_LIMIT, GAP_MALFORMED = 5, 6, 7
+GAP_REASONS = {1: "sequence", 2: "disconnect", 3: "24h", 4: "shutdown", 5: "stale_snapshot", 6: "rate_limit",
+               7: "malformed"}
+
+SIDE_BID, SIDE_ASK = ord("B"), ord("S")
+
+
+# ---------------------------------------------------------------- decimals
+
+_DECIMAL = re.compile(r"([0-9]+)(?:\.([0-9]+))?")
+
+
+def _scale_digits(scale: int) -> int:
+    if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
+        raise ValueError(f"scale must be a power of ten >= 1, got {scale!r}")
+    d = len(str(scale)) - 1
+    if 10**d != scale:
+        raise ValueError(f"scale must be a power of ten >= 1, got {scale!r}")
+    return d
+
+
+def parse_decimal(text: str, scale: int) -> int:
+    """An exchange decimal string ("0.00100000", "64123.45") as an integer in
+    units of 1/scale, exactly. Rejected (ValueError naming the value and the
+    scale): signs, exponents, blanks or anything but digits and one point;
+    more significant decimals than the scale holds (trailing zeros are fine);
+    values that do not fit int64."""
+    d = _scale_digits(scale)
+    if isinstance(text, (bytes, bytearray)):
+        text = text.decode("ascii", "replace")
+    if not isinstance(text, str):
+        raise ValueError(f"decimal {text!r}: expected a string (scale {scale})")
+    m = _DECIMAL.fullmatch(text)
+    if m is None:
+        raise ValueError(f"decimal {text!r}: not an unsigned plain decimal (digits and at most one point; "
+                         f"no sign or exponent) at scale {scale}")
+    whole, frac = m.group(1).lstrip("0"), (m.group(2) or "").rstrip("0")
+    if len(frac) > d:
+        raise ValueError(f"decimal {text!r}: {len(frac)} significant decimals, more than scale {scale} holds "
+                         f"({d}); refusing to round")
+    if len(whole) > 19:
+        raise ValueError(f"decimal {text!r}: does not fit int64 at scale {scale}")
+    value = int(whole or "0") * scale + int((frac or "0") + "0" * (d - len(frac)))
+    if value > INT64_MAX:
+        raise ValueError(f"decimal {text!r}: does not fit int64 at scale {scale}")
+    return value
+
+
+def format_decimal(value: int, scale: int) -> str:
+    """The decimal string of value/scale with all the scale's decimals
+    (the inverse of parse_decimal: parse_decimal(format_decimal(v, s), s) == v
+    for v >= 0)."""
+    d = _scale_digits(scale)
+    value = int(value)
+    sign = "-" if value < 0 else ""
+    q, r = divmod(abs(value), scale)
+    return f"{sign}{q}.{r:0{d}d}" if d else f"{sign}{q}"
+
+
+# ---------------------------------------------------------------- writing
+
+def _side(side) -> int:
+    if side in (0, None, "", b""):
+        return 0
+    if isinstance(side, (bytes, bytearray)):
+        side = side.decode("ascii", "replace")
+    if isinstance(side, str):
+        if side in ("B", "S"):
+            return ord(side)
+    elif isinstance(side, (int, np.integer)) and int(side) in (SIDE_BID, SIDE_ASK):
+        return int(side)
+    raise ValueError(f"side: expected 'B', 'S', b'B', b'S', 66, 83 or 0, got {side!r}")
+
+
+class LobcWriter:
+    """Writes a .lobc file: the header at once, then one block per flush.
+
+    add() buffers one record; the pending records are written as one block
+    (one write() call, then the file is flushed to the OS) every
+    `flush_records` records, when `flush_seconds` have passed since the first
+    pending record (checked on add), on flush() and on close(). Earlier bytes
+    are never rewritten, so whatever was flushed survives a kill -9."""
+
+    def __init__(self, path, *, venue: str, market: str, symbols, price_scale: int = DEFAULT_SCALE,
+                 qty_scale: int = DEFAULT_SCALE, streams=(), source=None, flush_records: int = 4096,
+                 flush_seconds: float = 1.0):
+        from . import __version__
+        _scale_digits(price_scale)
+        _scale_digits(qty_scale)
+        symbols = [str(s).upper() for s in symbols]
+        if len(symbols) > 65536:
+            raise ValueError(f"{len(symbols)} symbols: at most 65536 fit the record's uint16 index")
+        if flush_records < 1:
+            raise ValueError("flush_records must be >= 1")
+        self.path = os.fspath(path)
+        self.meta = {"venue": venue, "market": market, "symbols": symbols, "price_scale": int(price_scale),
+                     "qty_scale": int(qty_scale), "created_ns": time.time_ns(), "tool": f"lobreplay {__version__}",
+                     "streams": list(streams)}
+        if source is not None:
+            self.meta["source"] = str(source)
+        blob = json.dumps(self.meta, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        if len(blob) > META_MAX:
+            raise ValueError(f"{self.path}: metadata is {len(blob)} bytes of JSON; the header holds {META_MAX} "
+                             "(fewer symbols or streams per file)")
+        self.n_symbols = len(symbols)
+        self.flush_records = int(flush_records)
+        self.flush_seconds = float(flush_seconds)
+        self.records = 0      # records written to the file
+        self.blocks = 0
+        self._buf = bytearray()
+        self._pending = 0
+        self._first_recv = 0
+        self._t_first = 0.0
+        header = _HDR.pack(MAGIC, VERSION, HEADER_LEN, len(blob)) + blob
+        header += b"\0" * (HEADER_LEN - len(header))
+        self._f = open(self.path, "wb", buffering=0)
+        try:
+            self._write(header)
+        except BaseException:
+            self._f.close()
+            raise
+        self.bytes = HEADER_LEN
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    def _write(self, data) -> None:
+        view = memoryview(data)
+        while view:  # a raw write may be partial; one call in the normal case
+            n = self._f.write(view)
+            view = view[n:]
+
+    def add(self, *, kind: int, recv_ns: int, exch_ns: int = 0, first_id: int = 0, last_id: int = 0,
+            prev_id: int = 0, price: int = 0, qty: int = 0, side=0, symbol: int = 0, flags: int = 0) -> None:
+        if kind not in KIND_NAMES:
+            raise ValueError(f"kind: expected 1..11, got {kind!r}")
+        if not 0 <= symbol < max(1, self.n_symbols):
+            raise ValueError(f"symbol index {symbol} out of range (metadata has {self.n_symbols} symbols)")
+        try:
+            rec = _REC.pack(recv_ns, exch_ns, first_id, last_id, prev_id, price, qty, kind, _side(side), symbol,
+                            flags)
+        except struct.error as e:
+            raise ValueError(f"record field out of range: {e}") from None
+        if not self._pending:
+            self._first_recv = recv_ns
+            self._t_first = time.monotonic()
+        self._buf += rec
+        self._pending += 1
+        if self._pending >= self.flush_records or time.monotonic() - self._t_first >= self.flush_seconds:
+            self.flush()
+
+    def add_many(self, records: np.ndarray) -> None:
+        """Append an array of RECORD_DTYPE records (split into blocks of at most flush_records)."""
+        if not isinstance(records, np.ndarray) or records.dtype != RECORD_DTYPE:
+            raise ValueError("add_many: expected a numpy array of RECORD_DTYPE")
+        records = np.ascontiguousarray(records)
+        if len(records) and (records["symbol"] >= max(1, self.n_symbols)).any():
+            raise ValueError(f"add_many: a symbol index is out of range (metadata has {self.n_symbols} symbols)")
+        i = 0
+        while i < len(records):
+            take = min(len(records) - i, self.flush_records - self._pending)
+            part = records[i:i + take]
+            if not self._pending:
+                self._first_recv = int(part["recv_ns"][0])
+                self._t_first = time.monotonic()
+            self._buf += part.tobytes()
+            self._pending += take
+            i += take
+            if self._pending >= self.flush_records:
+                self.flush()
+        if self._pending and time.monotonic() - self._t_first >= self.flush_seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the pending records as one block (one write() call); nothing if none are pending."""
+        if not self._pending or self._f is None:
+            return
+        head = _BLK.pack(BLOCK_MAGIC, self._pending, zlib.crc32(self._buf), 0, self.blocks, self._first_recv)
+        data = head + self._buf
+        self._write(data)
+        self._f.flush()
+        self.records += self._pending
+        self.blocks += 1
+        self.bytes += len(data)
+        self._buf = bytearray()
+        self._pending = 0
+
+    def fsync(self) -> None:
+        """Flush, then ask the OS to put the file on disk (for power loss; not needed for kill -9)."""
+        self.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        if self._f is None:
+            return
+        try:
+            self.flush()
+        finally:
+            self._f.close()
+            self._f = None
+
+    @property
+    def closed(self) -> bool:
+        return self._f is None
+
+    def __enter__(self) -> "LobcWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------- reading
+
+@dataclass
+class Torn:
+    """Where reading stopped before the end of the file: the offset of the first
+    bad or partial block, the bytes from there to the end, and why."""
+    offset: int
+    bytes: int
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"offset": self.offset, "bytes": self.bytes, "reason": self.reason}
+
+
+@dataclass
+class Block:
+    seq: int
+    offset: int       # of the block header
+    recv_ns: int      # the header's receive time of the first record
+    records: np.ndarray
+
+
+@dataclass
+class LobcData:
+    path: str
+    meta: dict
+    records: np.ndarray
+    blocks: int
+    torn: Torn | None
+    size: int = 0
+
+    @property
+    def whole(self) -> bool:
+        return self.torn is None
+
+
+def _open(path) -> tuple[np.ndarray, dict]:
+    path = os.fspath(path)
+    try:
+        size = os.path.getsize(path)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    if size == 0:
+        raise InputError(f"{path}: empty file, not a .lobc file")
+    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    head = bytes(mm[:min(size, HEADER_LEN)])
+    if head[:4] != MAGIC:
+        raise InputError(f"{path}: offset 0: not a .lobc file (magic {head[:4]!r}, expected {MAGIC!r})")
+    if size < HEADER_LEN:
+        raise InputError(f"{path}: offset {size}: file header cut short ({size} of {HEADER_LEN} bytes)")
+    _, version, hlen, mlen = _HDR.unpack_from(head)
+    if version != VERSION:
+        raise InputError(f"{path}: offset 4: .lobc format version {version}; this reader knows version {VERSION}")
+    if hlen != HEADER_LEN:
+        raise InputError(f"{path}: offset 6: header length {hlen}, expected {HEADER_LEN}")
+    if mlen > META_MAX:
+        raise InputError(f"{path}: offset 8: metadata length {mlen} exceeds {META_MAX}")
+    try:
+        meta = json.loads(head[12:12 + mlen].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: offset 12: metadata is not UTF-8 JSON ({e})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("symbols"), list):
+        raise InputError(f"{path}: offset 12: metadata must be a JSON object with a 'symbols' list")
+    if any(head[12 + mlen:]):
+        raise InputError(f"{path}: offset {12 + mlen}: header padding after the metadata is not zero")
+    meta.setdefault("price_scale", DEFAULT_SCALE)
+    meta.setdefault("qty_scale", DEFAULT_SCALE)
+    return mm, meta
+
+
+class BlockReader:
+    """Iterates over the whole blocks of a .lobc file (records are read-only
+    views of the memory map); after the iteration, `torn` says where and why
+    it stopped early (None: the file is whole)."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self._mm, self.meta = _open(self.path)
+        self.size = len(self._mm)
+        self.torn: Torn | None = None
+        self.blocks = 0
+        self.records = 0
+
+    def __iter__(self):
+        mm, size = self._mm, self.size
+        off = HEADER_LEN
+        seq = 0
+        while off < size:
+            if size - off < UNIT:
+                self.torn = Torn(off, size - off, f"partial block header ({size - off} of {UNIT} bytes)")
+                return
+            h = mm[off:off + UNIT].view(BLOCK_DTYPE)[0]
+            n = int(h["n"])
+            if bytes(h["magic"]) != BLOCK_MAGIC:
+                self.torn = Torn(off, size - off, f"bad block magic {bytes(h['magic'])!r}")
+                return
+            if n == 0:
+                self.torn = Torn(off, size - off, "block of 0 records")
+                return
+            end = off + UNIT + n * UNIT
+            if end > size:
+                self.torn = Torn(off, size - off,
+                                 f"partial block: {n} records need {n * UNIT + UNIT} bytes, {size - off} present")
+                return
+            if int(h["seq"]) != seq:
+                self.torn = Torn(off, size - off, f"block sequence {int(h['seq'])}, expected {seq}")
+                return
+            body = mm[off + UNIT:end]
+            if zlib.crc32(body) != int(h["crc"]):
+                self.torn = Torn(off, size - off, f"CRC mismatch in block {seq}")
+                return
+            self.blocks += 1
+            self.records += n
+            yield Block(seq, off, int(h["recv_ns"]), body.view(RECORD_DTYPE))
+            seq += 1
+            off = end
+
+
+def iter_blocks(path) -> BlockReader:
+    """Stream a .lobc file block by block: `for b in (r := iter_blocks(p)): ...`, then `r.torn`."""
+    return BlockReader(path)
+
+
+def read(path) -> LobcData:
+    """Read a whole .lobc file: metadata, every record of its whole blocks (one
+    copy, in order), the block count, and the torn tail (None if whole).
+    Raises InputError for a file that is not .lobc (empty, bad magic, version
+    or header); a torn or corrupt tail is reported, never raised."""
+    r = BlockReader(path)
+    parts = [b.records for b in r]
+    records = np.concatenate(parts) if parts else np.empty(0, RECORD_DTYPE)  # a copy: the map can close
+    return LobcData(r.path, r.meta, records, r.blocks, r.torn, r.size)
+
+
+# ---------------------------------------------------------------- check
+
+def check(path) -> dict:
+    """A summary of a .lobc file without loading it whole: whether it is whole
+    (else the torn tail), records and blocks, records by kind and by symbol,
+    the receive and exchange time spans, the GAP records and RESYNCs."""
+    r = BlockReader(path)
+    symbols = r.meta["symbols"]
+    by_kind = np.zeros(256, np.int64)
+    by_sym = np.zeros(max(1, len(symbols), 65536), np.int64)
+    resyncs = np.zeros(65536, np.int64)
+    gaps = []
+    recv = [None, None]
+    exch = [None, None]
+    unknown_symbol = 0
+    for b in r:
+        rec = b.records
+        by_kind += np.bincount(rec["kind"], minlength=256)
+        by_sym += np.bincount(rec["symbol"], minlength=65536)
+        t = rec["recv_ns"]
+        recv = [int(t.min()) if recv[0] is None else min(recv[0], int(t.min())),
+                int(t.max()) if recv[1] is None else max(recv[1], int(t.max()))]
+        e = rec["exch_ns"][rec["exch_ns"] != 0]
+        if len(e):
+            exch = [int(e.min()) if exch[0] is None else min(exch[0], int(e.min())),
+                    int(e.max()) if exch[1] is None else max(exch[1], int(e.max()))]
+        unknown_symbol += int((rec["symbol"] >= len(symbols)).sum())
+        g = rec[rec["kind"] == GAP]
+        for x in g.tolist():
+            sym = x[9]
+            gaps.append({"recv_ns": x[0], "symbol": symbols[sym] if sym < len(symbols) else sym,
+                         "reason": GAP_REASONS.get(x[10], f"unknown_{x[10]}"), "expected_id": x[2],
+                         "received_id": x[3]})
+        rs = rec["symbol"][rec["kind"] == RESYNC]
+        if len(rs):
+            np.add.at(resyncs, rs, 1)
+    return {
+        "path": r.path, "whole": r.torn is None, "torn": r.torn.as_dict() if r.torn else None,
+        "bytes": r.size, "blocks": r.blocks, "records": r.records,
+        "meta": r.meta,
+        "records_by_kind": {KIND_NAMES.get(k, f"unknown_{k}"): int(by_kind[k]) for k in np.flatnonzero(by_kind)},
+        "records_by_symbol": {(symbols[i] if i < len(symbols) else str(i)): int(by_sym[i])
+                              for i in np.flatnonzero(by_sym)},
+        "records_with_unknown_symbol": unknown_symbol,
+        "recv_ns": {"first": recv[0], "last": recv[1]},
+        "exch_ns": {"first": exch[0], "last": exch[1]},
+        "gaps": gaps,
+        "resyncs": {(symbols[i] if i < len(symbols) else str(i)): int(resyncs[i]) for i in np.flatnonzero(resyncs)},
+    }

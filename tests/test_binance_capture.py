@@ -1,0 +1,222 @@
+"""The live capture against a local fake Binance (tests/fake_binance.py) playing real
+recorded messages, with injected faults. Nothing here reaches the internet."""
+import asyncio
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lobreplay import lobc
+from lobreplay.binance.capture import Capture, CaptureOptions, _quiet, http_get, plan_connections
+from lobreplay.binance.convert import convert
+from lobreplay.lobc import (DIFF_BEGIN, GAP, GAP_24H, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT, GAP_SEQUENCE,
+                            GAP_SHUTDOWN, GAP_STALE_SNAPSHOT, RESYNC, SNAPSHOT_END, TICKER_BID,
+                            TRADE)
+
+from fake_binance import SPOT, USDM, Fault, FakeBinance, ThreadedFake, recorded_script, replay_books, \
+    synthetic_script, true_book
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+async def capture_against(fb_args, fb_kw, tmp_path, cap_limit=40.0, **opt_kw):
+    async with FakeBinance(*fb_args, **fb_kw) as fb:
+        kw = dict(out=str(tmp_path / "cap.lobc"), market=fb.market, seconds=cap_limit, snapshot_limit=1000,
+                  ws_url=fb.ws_url, rest_url=fb.rest_url, progress=False, install_signals=False)
+        kw.update(opt_kw)
+        cap = Capture(CaptureOptions(**kw))
+        # a fault is injected only once every symbol is synced again after the previous one
+        fb.fault_ready = lambda: all(cap.machine.is_live(s) for s in cap.machine.symbols)
+        stop = asyncio.Event()
+        task = asyncio.create_task(cap.run(stop))
+        async with asyncio.timeout(cap_limit):
+            await fb.done.wait()
+            await _quiet(cap)
+        stop.set()
+        stats = await task
+    return fb, cap, stats
+
+
+def segments(rec, sym):
+    """[(L, [(U, u), ...])] for each synced stretch of symbol index sym, and the GAP reasons."""
+    r = rec[rec["symbol"] == sym]
+    segs, reasons, cur = [], [], None
+    for x in r.tolist():
+        kind = x[7]
+        if kind == SNAPSHOT_END:
+            cur = (x[2], [])
+            segs.append(cur)
+        elif kind == DIFF_BEGIN:
+            assert cur is not None, "a diff outside a synced stretch"
+            cur[1].append((x[2], x[3]))
+        elif kind == GAP:
+            reasons.append(x[10])
+            cur = None
+    return segs, reasons
+
+
+def verify(fb, out, expected):
+    """The file is whole; each symbol's book equals the server's; the GAP reasons are the
+    injected ones; every GAP is followed by a RESYNC; each synced stretch is exactly the
+    server's depth sequence from the snapshot on, all of it sent, and the last one runs to
+    the server's last event."""
+    c = lobc.check(out)
+    assert c["whole"], c["torn"]
+    data = lobc.read(out)
+    syms = data.meta["symbols"]
+    rec = data.records
+    books = replay_books(rec, len(syms))
+    for i, s in enumerate(syms):
+        assert books[i] == true_book(fb, s), f"{s}: book differs from the server's"
+        segs, reasons = segments(rec, i)
+        assert collections.Counter(reasons) == collections.Counter(expected.get(s, [])), (s, reasons)
+        episodes, in_gap = 0, False     # runs of GAPs; each must end with a RESYNC
+        for k in rec["kind"][rec["symbol"] == i].tolist():
+            if k == GAP and not in_gap:
+                episodes, in_gap = episodes + 1, True
+            elif k == RESYNC:
+                assert in_gap, f"{s}: RESYNC without a GAP"
+                in_gap = False
+        assert not in_gap, f"{s}: a GAP was never resynced"
+        assert int(((rec["kind"] == RESYNC) & (rec["symbol"] == i)).sum()) == episodes
+        true = [(U, u) for U, u, _ in fb.applied_depth[s]]
+        sent = {(U, u) for U, u, _ in fb.sent_depth[s]}
+        for L, ids in segs:
+            assert ids, f"{s}: empty synced stretch"
+            j0 = next(j for j, (U, u) in enumerate(true) if (u > L if fb.market == SPOT else u >= L))
+            assert ids == true[j0:j0 + len(ids)], f"{s}: stretch from {L} is not the server's sequence"
+            assert set(ids) <= sent
+        assert segs[-1][1][-1] == true[-1], f"{s}: the last events are missing"
+    return rec, syms
+
+
+def test_plan_connections_routes_usdm_public_and_market():
+    o = CaptureOptions(symbols=["btcusdt", "ethusdt"], out="x", market=USDM, depth_speed="0ms", trades=True,
+                       book_ticker=True, snapshot_limit=1000)
+    o.validate()
+    c = plan_connections(o)
+    assert [x.url for x in c] == [
+        "wss://fstream.binance.com/public/stream?streams=btcusdt@depth@0ms/btcusdt@bookTicker/ethusdt@depth@0ms/"
+        "ethusdt@bookTicker",
+        "wss://fstream.binance.com/market/stream?streams=btcusdt@trade/ethusdt@trade"]
+    assert c[0].depth_symbols == ["BTCUSDT", "ETHUSDT"] and c[1].depth_symbols == []
+    s = CaptureOptions(symbols=["btcusdt"], out="x", trades=True)
+    s.validate()
+    assert [x.url for x in plan_connections(s)] == [
+        "wss://stream.binance.com:9443/stream?streams=btcusdt@depth@100ms/btcusdt@trade"]
+    for bad in (dict(market=USDM, snapshot_limit=5000), dict(depth_speed="0ms"), dict(symbols=[])):
+        with pytest.raises(ValueError):
+            CaptureOptions(**{**dict(symbols=["x"], out="x"), **bad}).validate()
+
+
+def test_spot_capture_every_fault_marked_and_resynced(tmp_path):
+    btc = recorded_script(SPOT, max_items=9000)
+    eth = synthetic_script("ETHUSDT", SPOT, n_events=500, seed=2)
+    faults = [Fault(1000, "drop", "BTCUSDT"), Fault(2000, "dup", "BTCUSDT"), Fault(3000, "swap", "BTCUSDT"),
+              Fault(4000, "garbage", "BTCUSDT"), Fault(5000, "stale", "BTCUSDT"),
+              Fault(6000, "rate_limit", "BTCUSDT"), Fault(7000, "disconnect"), Fault(8000, "shutdown"),
+              Fault(8500, "swap", "ETHUSDT")]
+    raw = tmp_path / "cap.jsonl"
+    fb, cap, st = asyncio.run(capture_against(
+        (SPOT, [btc, eth]), dict(rate=2000, faults=faults, retry_after="0.2"), tmp_path,
+        symbols=["btcusdt", "ethusdt"], trades=True, book_ticker=True, snapshot_limit=5000, raw=str(raw)))
+    assert [k for k, _, _ in fb.injected] == ["drop", "dup", "swap", "garbage", "stale", "rate_limit", "disconnect",
+                                              "shutdown", "swap"]
+    expected = {"BTCUSDT": [GAP_SEQUENCE, GAP_SEQUENCE, GAP_MALFORMED, GAP_SEQUENCE, GAP_STALE_SNAPSHOT,
+                            GAP_SEQUENCE, GAP_RATE_LIMIT, GAP_DISCONNECT, GAP_SHUTDOWN],
+                "ETHUSDT": [GAP_DISCONNECT, GAP_SHUTDOWN, GAP_SEQUENCE]}
+    rec, syms = verify(fb, tmp_path / "cap.lobc", expected)
+    assert st["connects"] == 3 and st["malformed"] == 1 and st["rate_limited"] == 1
+    assert 429 in fb.http_status
+    assert any(stale for _, _, stale in fb.snapshots_served)
+    # trades and tickers: every one the server sent while connected is in the file
+    n_sent = collections.Counter(k for _, k, _ in fb.sent)
+    assert int((rec["kind"] == TRADE).sum()) == n_sent["trade"]
+    assert int((rec["kind"] == TICKER_BID).sum()) == n_sent["bookTicker"]
+    # the raw log converts back to exactly the same records
+    st2 = convert(raw, tmp_path / "again.lobc")
+    assert st2["format"] == "raw"
+    again = lobc.read(tmp_path / "again.lobc").records
+    assert len(again) == len(rec) and (again == rec).all()
+
+
+def test_usdm_capture_two_connections(tmp_path):
+    btc = recorded_script(USDM, max_items=7000)
+    faults = [Fault(1500, "drop", "BTCUSDT"), Fault(3000, "garbage", "BTCUSDT"), Fault(4500, "disconnect"),
+              Fault(5500, "dup", "BTCUSDT")]
+    fb, cap, st = asyncio.run(capture_against(
+        (USDM, [btc]), dict(rate=2500, faults=faults), tmp_path, symbols=["btcusdt"], trades=True,
+        book_ticker=True, depth_speed="0ms"))
+    assert len(cap.conns) == 2 and "/market/stream?" in cap.conns[1].url
+    rec, _ = verify(fb, tmp_path / "cap.lobc",
+                    {"BTCUSDT": [GAP_SEQUENCE, GAP_MALFORMED, GAP_DISCONNECT]})
+    assert int((rec["kind"] == TRADE).sum()) > 0 and int((rec["kind"] == TICKER_BID).sum()) > 0
+    d = rec[rec["kind"] == DIFF_BEGIN]
+    assert (d["prev_id"] > 0).all()
+
+
+def test_rate_limited_websocket_and_snapshot_back_off_then_succeed(tmp_path):
+    eth = synthetic_script("ETHUSDT", SPOT, n_events=1500, seed=4)
+    t0 = time.monotonic()
+    fb, cap, st = asyncio.run(capture_against(
+        (SPOT, [eth]), dict(rate=1000, ws_429=2, rest_429=1, retry_after="1"), tmp_path, symbols=["ethusdt"]))
+    # two refused handshakes (429 + Retry-After: 1), then a refused snapshot: waited, not failed
+    assert fb.http_status[:3] == [429, 429, 429] and 200 in fb.http_status
+    assert st["rate_limited"] == 3 and st["connects"] == 1
+    assert time.monotonic() - t0 >= 3.0
+    verify(fb, tmp_path / "cap.lobc", {"ETHUSDT": [GAP_RATE_LIMIT]})
+
+
+def test_connection_age_cut_resyncs(tmp_path):
+    eth = synthetic_script("ETHUSDT", USDM, n_events=2000, seed=5)
+    fb, cap, st = asyncio.run(capture_against(
+        (USDM, [eth]), dict(rate=1500), tmp_path, symbols=["ethusdt"], max_connection_age=0.7))
+    segs, reasons = segments(lobc.read(tmp_path / "cap.lobc").records, 0)
+    assert reasons and set(reasons) == {GAP_24H}
+    assert st["connects"] == len(reasons) + 1
+    verify(fb, tmp_path / "cap.lobc", {"ETHUSDT": reasons})
+
+
+def test_http_get_against_the_fake(tmp_path):
+    async def go():
+        eth = synthetic_script("ETHUSDT", SPOT, n_events=10, seed=1)
+        async with FakeBinance(SPOT, [eth], rest_429=1, retry_after="7") as fb:
+            a = await http_get(fb.rest_url + "/api/v3/depth?symbol=ETHUSDT&limit=10")
+            b = await http_get(fb.rest_url + "/api/v3/depth?symbol=ETHUSDT&limit=10")
+            return a, b
+    (s1, h1, b1), (s2, h2, b2) = asyncio.run(go())
+    assert s1 == 429 and h1["retry-after"] == "7"
+    assert s2 == 200 and b2.startswith(b'{"lastUpdateId":1000000,')
+
+
+def test_sigterm_mid_run_leaves_a_whole_file(tmp_path):
+    eth = synthetic_script("ETHUSDT", SPOT, n_events=20000, seed=6)
+    out = tmp_path / "term.lobc"
+    with ThreadedFake(SPOT, [eth], rate=400) as fb:
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        p = subprocess.Popen([sys.executable, "-m", "lobreplay.binance.cli", "capture", "binance", "--symbol",
+                              "ethusdt", "--seconds", "120", "-o", str(out), "--trades", "--book-ticker",
+                              "--ws-url", fb.ws_url, "--rest-url", fb.rest_url, "--no-progress"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:   # until a block with the synced book is on disk
+                if out.exists() and out.stat().st_size > 512:
+                    c = lobc.check(out)
+                    if c["records_by_kind"].get("DIFF_BEGIN", 0) > 5:
+                        break
+                time.sleep(0.2)
+            p.send_signal(signal.SIGTERM)
+            rc = p.wait(30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        err = p.stderr.read().decode()
+    assert rc == 0, err
+    c = lobc.check(out)
+    assert c["whole"] and c["torn"] is None
+    assert c["records_by_kind"]["SNAPSHOT_BEGIN"] == 1 and c["records_by_kind"]["DIFF_BEGIN"] > 5

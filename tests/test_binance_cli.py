@@ -1,0 +1,46 @@
+"""`capture binance` through add_commands(): --from-jsonl and --selftest (offline)."""
+import argparse
+
+from lobreplay import lobc
+from lobreplay.binance import capture as capture_mod
+from lobreplay.binance.cli import add_commands
+
+from fake_binance import BINANCE_DATA
+
+
+def run(argv):
+    p = argparse.ArgumentParser(prog="lobreplay")
+    add_commands(p.add_subparsers(dest="verb"))
+    args = p.parse_args(argv)
+    return args.func(args)
+
+
+def test_parser_takes_the_documented_options():
+    p = argparse.ArgumentParser(prog="lobreplay")
+    add_commands(p.add_subparsers(dest="verb"))
+    a = p.parse_args(["capture", "binance", "--symbol", "btcusdt", "--symbol", "ethusdt", "--market", "usdm",
+                      "--seconds", "5", "-o", "x.lobc", "--depth-speed", "0ms", "--trades", "--book-ticker",
+                      "--snapshot-limit", "500", "--raw", "x.jsonl", "--ws-url", "ws://h", "--rest-url", "http://h"])
+    assert (a.symbol, a.market_given, a.seconds, a.out, a.depth_speed, a.trades, a.book_ticker, a.snapshot_limit,
+            a.raw, a.ws_url, a.rest_url) == (["btcusdt", "ethusdt"], "usdm", 5.0, "x.lobc", "0ms", True, True, 500,
+                                             "x.jsonl", "ws://h", "http://h")
+
+
+def test_from_jsonl(tmp_path, capsys):
+    out = tmp_path / "cf.lobc"
+    assert run(["capture", "binance", "--from-jsonl", str(BINANCE_DATA / "cryptofeed" / "BINANCE_FUTURES.ws.1.0"),
+                "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "usdm" in text and "SUSHIUSDT: 255 depth events" in text and "NEVER" not in text
+    assert lobc.check(out)["whole"]
+    # a file that cannot sync on its own says so and exits 3
+    assert run(["capture", "binance", "--from-jsonl",
+                str(BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240809.gz"), "-o", str(out)]) == 3
+    assert "NEVER SYNCED" in capsys.readouterr().out
+
+
+def test_selftest_offline_with_synthetic_streams(monkeypatch, capsys):
+    monkeypatch.setattr(capture_mod, "_shared_recording", lambda: None)
+    assert run(["capture", "binance", "--selftest"]) == 0
+    out = capsys.readouterr().out
+    assert "playing synthetic" in out and "selftest: OK" in out

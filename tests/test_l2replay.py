@@ -1,0 +1,560 @@
+"""L2 level streams -> core events (lobreplay.l2) against a naive dict book, and
+the .lobc replay with its reports (lobreplay.l2replay)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from lobreplay import lobc
+from lobreplay.errors import InputError
+from lobreplay.l2 import L2Replay, scan
+
+ROOT = Path(__file__).resolve().parent.parent
+SPOT = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest" / "spot"
+USDM = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest" / "usdm"
+
+
+# ---------------------------------------------------------------- the naive book
+
+class NaiveL2:
+    """The documented semantics, written the obvious way: per symbol two dicts
+    price -> qty. A message is applied at its END: its last entry per (side,
+    price); entries that shrink or remove a level first, then the others, each
+    group in record order; a positive quantity removes the levels of the other
+    side it crosses (stale). A snapshot also zeroes every level it lacks.
+    Diffs count only while the symbol is synced (after its first snapshot, and
+    not between a GAP and the next RESYNC)."""
+
+    def __init__(self):
+        self.books: dict[int, tuple[dict, dict]] = {}
+        self.state: dict[int, str] = {}
+        self.open: list | None = None
+        self.crossed = {"crossed_by_bid_update": 0, "crossed_by_ask_update": 0, "crossed_by_snapshot": 0}
+        self.skipped = 0
+
+    def book(self, s):
+        return self.books.setdefault(s, ({}, {}))
+
+    def top(self, s):
+        b, a = self.book(s)
+        bb = max(b) if b else 0
+        ba = min(a) if a else 0
+        return (bb, b.get(bb, 0), ba, a.get(ba, 0))
+
+    def levels(self, s):
+        b, a = self.book(s)
+        return sorted(b.items(), reverse=True), sorted(a.items())
+
+    def _apply(self, s, entries, snapshot):
+        bids, asks = self.book(s)
+        last = {}
+        for i, (side, p, q) in enumerate(entries):
+            last[(side, p)] = (i, q)
+        if snapshot:
+            for p in list(bids):
+                last.setdefault((ord("B"), p), (-1, 0))
+            for p in list(asks):
+                last.setdefault((ord("S"), p), (-1, 0))
+        items = []
+        for (side, p), (i, q) in last.items():
+            book = bids if side == ord("B") else asks
+            prev = book.get(p, 0)
+            phase = 1 if (q > 0 and q >= prev) else 0
+            items.append((phase, i, side, p, q))
+        for _, _, side, p, q in sorted(items):
+            book, other = (bids, asks) if side == ord("B") else (asks, bids)
+            if q == 0:
+                book.pop(p, None)
+                continue
+            book[p] = q
+            stale = [x for x in other if (x <= p if side == ord("B") else x >= p)]
+            for x in stale:
+                del other[x]
+                cause = "crossed_by_snapshot" if snapshot else (
+                    "crossed_by_bid_update" if side == ord("B") else "crossed_by_ask_update")
+                self.crossed[cause] += 1
+
+    def record(self, r):
+        k, s = int(r["kind"]), int(r["symbol"])
+        if k in (lobc.DIFF_BEGIN, lobc.SNAPSHOT_BEGIN):
+            self.open = [k, s, []]
+        elif k in (lobc.DIFF_LEVEL, lobc.SNAPSHOT_LEVEL):
+            self.open[2].append((int(r["side"]), int(r["price"]), int(r["qty"])))
+        elif k in (lobc.DIFF_END, lobc.SNAPSHOT_END):
+            kind, s, entries = self.open
+            self.open = None
+            if kind == lobc.SNAPSHOT_BEGIN:
+                self._apply(s, entries, True)
+                if self.state.get(s, "none") == "none":
+                    self.state[s] = "synced"
+            elif self.state.get(s) == "synced":
+                self._apply(s, entries, False)
+            else:
+                self.skipped += 1
+        elif k == lobc.GAP:
+            self.state[s] = "gapped"
+        elif k == lobc.RESYNC:
+            self.state[s] = "synced"
+
+
+# ---------------------------------------------------------------- synthetic streams
+
+def synth_stream(seed: int, n_messages: int = 300, n_symbols: int = 2, *, cross_rate: float = 0.05,
+                 gap_rate: float = 0.01, tick: int = 1_000_000, ticker_error: float = 0.0):
+    """Records of a seeded random L2 feed (SNAPSHOT, DIFF, TRADE, GAP, RESYNC,
+    TICKER) with crossing updates and zeros for unknown levels. A ticker follows
+    every message that changed the top (with the message's u), as Binance's
+    bookTicker reports every change; at rate ticker_error its bid qty is wrong."""
+    rng = np.random.default_rng(seed)
+    truth = NaiveL2()
+    out = []
+    t = 1_700_000_000_000_000_000
+    uid = {s: 1000 for s in range(n_symbols)}
+    mid = {s: 50_000 + 1000 * s for s in range(n_symbols)}
+
+    def add(kind, s, **kw):
+        nonlocal t
+        t += int(rng.integers(1, 1000))
+        rec = np.zeros(1, lobc.RECORD_DTYPE)[0]
+        rec["kind"], rec["symbol"], rec["recv_ns"] = kind, s, t
+        for f, v in kw.items():
+            rec[f] = v
+        out.append(rec.copy())
+        truth.record(rec)
+
+    def price(s, side, near=True):
+        off = int(rng.integers(1, 6 if near else 60))
+        return (mid[s] - off if side == ord("B") else mid[s] + off) * tick
+
+    last_ticker = {}
+
+    def ticker(s):  # bookTicker: on every change of the top (as Binance pushes it)
+        top = truth.top(s)
+        if last_ticker.get(s) == top:
+            return
+        last_ticker[s] = top
+        if rng.random() < ticker_error:
+            top = (top[0], top[1] + 1, top[2], top[3])
+        add(lobc.TICKER_BID, s, first_id=uid[s], price=top[0], qty=top[1], side=ord("B"))
+        add(lobc.TICKER_ASK, s, first_id=uid[s], price=top[2], qty=top[3], side=ord("S"))
+
+    def snapshot(s):
+        uid[s] += int(rng.integers(1, 5))
+        add(lobc.SNAPSHOT_BEGIN, s, first_id=uid[s])
+        for side in (ord("B"), ord("S")):
+            for p in sorted({price(s, side, False) for _ in range(int(rng.integers(1, 12)))}):
+                add(lobc.SNAPSHOT_LEVEL, s, side=side, price=p, qty=int(rng.integers(1, 50)) * 10_000)
+        add(lobc.SNAPSHOT_END, s, first_id=uid[s])
+        ticker(s)
+
+    for s in range(n_symbols):
+        if rng.random() < 0.5:  # a diff before any snapshot: skipped
+            add(lobc.DIFF_BEGIN, s, first_id=1, last_id=2)
+            add(lobc.DIFF_LEVEL, s, side=ord("B"), price=price(s, ord("B")), qty=5)
+            add(lobc.DIFF_END, s, first_id=1, last_id=2)
+        snapshot(s)
+    for _ in range(n_messages):
+        s = int(rng.integers(0, n_symbols))
+        r = rng.random()
+        if r < gap_rate:
+            add(lobc.GAP, s, first_id=uid[s] + 1, last_id=uid[s] + 7, flags=lobc.GAP_SEQUENCE)
+            for _ in range(int(rng.integers(0, 3))):  # skipped while unsynced
+                add(lobc.DIFF_BEGIN, s, first_id=uid[s] + 10, last_id=uid[s] + 11)
+                add(lobc.DIFF_LEVEL, s, side=ord("S"), price=price(s, ord("S")), qty=7)
+                add(lobc.DIFF_END, s, first_id=uid[s] + 10, last_id=uid[s] + 11)
+            snapshot(s)
+            add(lobc.RESYNC, s, first_id=uid[s])
+            continue
+        if r < gap_rate + 0.05:
+            add(lobc.TRADE, s, first_id=int(rng.integers(1, 1 << 40)), price=mid[s] * tick, qty=3,
+                side=ord("B") if rng.random() < 0.5 else ord("S"))
+            continue
+        mid[s] += int(rng.integers(-2, 3))
+        first = uid[s] + 1
+        uid[s] += int(rng.integers(1, 20))
+        add(lobc.DIFF_BEGIN, s, first_id=first, last_id=uid[s], exch_ns=t)
+        for _ in range(int(rng.integers(0, 8))):
+            side = ord("B") if rng.random() < 0.5 else ord("S")
+            x = rng.random()
+            if x < cross_rate:   # crosses the other side: stale levels there
+                bk, ak = truth.top(s)[0], truth.top(s)[2]
+                p = (ak if side == ord("B") else bk) or price(s, side)
+                p += int(rng.integers(0, 3)) * tick * (1 if side == ord("B") else -1)
+                if p <= 0:
+                    p = price(s, side)
+            else:
+                p = price(s, side, near=rng.random() < 0.8)
+            q = 0 if rng.random() < 0.3 else int(rng.integers(1, 100)) * 10_000
+            add(lobc.DIFF_LEVEL, s, side=side, price=p, qty=q)
+        add(lobc.DIFF_END, s, first_id=first, last_id=uid[s])
+        ticker(s)
+    return np.array(out, lobc.RECORD_DTYPE), truth
+
+
+def replay_of(records, symbols=("AAA", "BBB", "CCC"), mode="auto", **kw):
+    sizing = scan(records, list(symbols), mode=mode)
+    return L2Replay(sizing, list(symbols), **kw)
+
+
+def assert_same(rp: L2Replay, naive: NaiveL2, syms):
+    for s in syms:
+        assert rp.levels(s) == naive.levels(s), f"symbol {s}"
+        assert rp.best(s) == naive.top(s)
+
+
+# ---------------------------------------------------------------- L2 -> events
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("mode", ["grid", "ladder"])
+def test_every_record_matches_the_naive_book(seed, mode):
+    recs, _ = synth_stream(seed, n_messages=250)
+    rp = replay_of(recs, mode=mode)
+    naive = NaiveL2()
+    for r in recs:
+        rp.feed(r.reshape(1))
+        naive.record(r)
+        if naive.open is None:
+            assert_same(rp, naive, range(2))
+    rp.finish()
+    for s in range(2):
+        rp.session.book(s).validate()
+    crossed = {k: v for k, v in rp.counters.desyncs.items() if k.startswith("crossed")}
+    assert crossed == {k: v for k, v in naive.crossed.items() if v}
+    assert sum(crossed.values()) > 0, "the stream should exercise stale crossing levels"
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6, 7])
+def test_batches_of_any_size_give_the_same_book_and_rows(seed):
+    recs, truth = synth_stream(seed, n_messages=400, n_symbols=3)
+    whole = replay_of(recs)
+    rows_whole = whole.feed(recs)
+    rest = whole.finish()
+    assert_same(whole, truth, range(3))
+    rng = np.random.default_rng(seed)
+    parts = replay_of(recs)
+    bbo = []
+    i = 0
+    while i < len(recs):
+        j = i + int(rng.integers(1, 40))
+        out = parts.feed(recs[i:j])
+        if "bbo" in out:
+            bbo.append(out["bbo"])
+        i = j
+    parts.finish()
+    assert_same(parts, truth, range(3))
+    cat = {k: np.concatenate([b[k] for b in bbo]) for k in bbo[0]}
+    for k in rows_whole["bbo"]:
+        np.testing.assert_array_equal(cat[k], rows_whole["bbo"][k])
+    assert parts.counters.desyncs == whole.counters.desyncs
+    assert parts.counters.events == whole.counters.events
+    assert not rest.get("bbo")
+
+
+def test_bbo_rows_are_every_change_of_the_top():
+    recs, _ = synth_stream(11, n_messages=300)
+    rp = replay_of(recs)
+    naive = NaiveL2()
+    expected = []
+    last = {0: (0, 0, 0, 0), 1: (0, 0, 0, 0)}
+    for i, r in enumerate(recs):
+        naive.record(r)
+        if r["kind"] in (lobc.DIFF_END, lobc.SNAPSHOT_END):
+            s = int(r["symbol"])
+            if naive.top(s) != last[s]:
+                last[s] = naive.top(s)
+                expected.append((i, s, *last[s]))
+    out = rp.feed(recs)["bbo"]
+    got = list(zip(out["record"].tolist(), out["symbol"].tolist(), out["bid_price"].tolist(),
+                   out["bid_qty"].tolist(), out["ask_price"].tolist(), out["ask_qty"].tolist()))
+    assert got == expected
+
+
+def test_level_kinds_map_to_core_events():
+    sym = ["X"]
+    recs = []
+
+    def r(kind, **kw):
+        x = np.zeros(1, lobc.RECORD_DTYPE)[0]
+        x["kind"] = kind
+        for f, v in kw.items():
+            x[f] = v
+        recs.append(x.copy())
+
+    def msg(levels, first, last):
+        r(lobc.DIFF_BEGIN, first_id=first, last_id=last)
+        for side, p, q in levels:
+            r(lobc.DIFF_LEVEL, side=ord(side), price=p, qty=q)
+        r(lobc.DIFF_END, first_id=first, last_id=last)
+
+    r(lobc.SNAPSHOT_BEGIN, first_id=10)
+    r(lobc.SNAPSHOT_LEVEL, side=ord("B"), price=100, qty=5)
+    r(lobc.SNAPSHOT_LEVEL, side=ord("S"), price=110, qty=5)
+    r(lobc.SNAPSHOT_END, first_id=10)
+    msg([("B", 101, 3)], 11, 11)           # NEW
+    msg([("B", 101, 2)], 12, 12)           # REDUCE
+    msg([("B", 101, 9)], 13, 13)           # REPLACE
+    msg([("B", 101, 9)], 14, 14)           # unchanged
+    msg([("B", 101, 0)], 15, 15)           # CANCEL
+    msg([("B", 99, 0)], 16, 16)            # zero for an unknown level
+    msg([("B", 110, 4)], 17, 17)           # crosses the ask at 110: stale, removed
+    arr = np.array(recs, lobc.RECORD_DTYPE)
+    rp = L2Replay(scan(arr, sym), sym)
+    out = rp.feed(arr)
+    c = rp.counters
+    assert c.events == {"NEW": 2 + 2, "CANCEL": 1, "REDUCE": 1, "REPLACE": 1}
+    assert c.unchanged_levels == 1 and c.zero_qty_unknown_level == 1
+    assert c.desyncs == {"crossed_by_bid_update": 1}
+    d = out["desyncs"]
+    assert d["cause"].tolist() == ["crossed_by_bid_update"]
+    assert (d["price"][0], d["qty"][0], d["other_price"][0], d["other_qty"][0]) == (110, 4, 110, 5)
+    assert rp.levels(0) == ([(110, 4), (100, 5)], [])
+    # ids: unique per (symbol, side, level) and stable
+    v = rp.session.book(0)
+    ids = [oid for p, _, _ in v.depth("B", 10) for oid, _ in v.level_orders(p)]
+    assert len(set(ids)) == 2 and all(i >> 48 == 1 for i in ids)
+
+
+def test_gap_marks_the_symbol_unsynced_until_resync():
+    recs, truth = synth_stream(21, n_messages=600, gap_rate=0.05)
+    rp = replay_of(recs)
+    rp.feed(recs)
+    rp.finish()
+    assert_same(rp, truth, range(2))
+    gaps = int((recs["kind"] == lobc.GAP).sum())
+    assert gaps > 3
+    assert rp.counters.desyncs["gap_sequence"] == gaps
+    skipped = sum(rp.counters.messages_skipped.values())
+    assert skipped == truth.skipped > 0
+    assert rp.counters.messages_skipped.get("unsynced_update_skipped", 0) > 0
+
+
+def test_snapshot_rebuilds_the_book():
+    recs, truth = synth_stream(31, n_messages=50, n_symbols=1, gap_rate=0.0)
+    rp = replay_of(recs)
+    rp.feed(recs)
+    extra = []
+
+    def r(kind, **kw):
+        x = np.zeros(1, lobc.RECORD_DTYPE)[0]
+        x["kind"] = kind
+        for f, v in kw.items():
+            x[f] = v
+        extra.append(x.copy())
+
+    r(lobc.GAP, first_id=1, last_id=9, flags=lobc.GAP_DISCONNECT)
+    r(lobc.SNAPSHOT_BEGIN, first_id=99)
+    r(lobc.SNAPSHOT_LEVEL, side=ord("B"), price=int(recs["price"][recs["price"] > 0].min()), qty=1)
+    r(lobc.SNAPSHOT_END, first_id=99)
+    r(lobc.RESYNC, first_id=99)
+    extra = np.array(extra, lobc.RECORD_DTYPE)
+    allrec = np.concatenate([recs, extra])
+    rp2 = replay_of(allrec)
+    rp2.feed(allrec)
+    p = int(extra["price"][2])
+    assert rp2.levels(0) == ([(p, 1)], [])
+    assert rp2.state[0] == 1
+
+
+def test_ticker_comparison_counts_points_and_misses():
+    recs, _ = synth_stream(41, n_messages=500, ticker_error=0.0, cross_rate=0.0)
+    rp = replay_of(recs)
+    rp.feed(recs)
+    rp.finish()
+    st = rp.ticker_stats
+    assert st["comparable"] > 100 and st["matches"] == st["comparable"]
+    recs, _ = synth_stream(41, n_messages=500, ticker_error=0.2, cross_rate=0.0)
+    rp = replay_of(recs)
+    out = rp.feed(recs)
+    rp.finish()
+    st = rp.ticker_stats
+    assert 0 < st["comparable"] - st["matches"] == len(out["ticker_mismatches"]["record"])
+    assert st["price_matches"] == st["comparable"]  # only quantities were made wrong
+
+
+def test_scan_sizes_books():
+    recs, _ = synth_stream(51, n_messages=200)
+    grid = scan(recs, ["A", "B"], mode="grid")
+    ladder = scan(recs, ["A", "B"], mode="ladder")
+    for s in (0, 1):
+        g, lad = grid[s], ladder[s]
+        assert g.tick % 1_000_000 == 0 and g.band_low <= g.prices[0] and g.band_high >= g.prices[-1]
+        assert lad.levels == len(lad.prices) and lad.mode == "ladder"
+        assert g.capacity >= g.peak_levels > 0
+    auto = scan(recs, ["A", "B"], max_grid_levels=10)
+    assert all(z.mode == "ladder" for z in auto.values())
+
+
+# ---------------------------------------------------------------- the replay and its reports
+
+def write_lobc(path, records, symbols=("AAA", "BBB", "CCC"), flush_records=500):
+    with lobc.LobcWriter(path, venue="binance", market="spot", symbols=list(symbols),
+                         flush_records=flush_records) as w:
+        w.add_many(records)
+
+
+def test_replay_writes_valid_parquet_with_provenance(tmp_path):
+    from lobreplay.l2replay import ALL_REPORTS, replay_lobc
+
+    recs, truth = synth_stream(61, n_messages=800, n_symbols=3, ticker_error=0.01)
+    src = tmp_path / "feed.lobc"
+    write_lobc(src, recs)
+    out = tmp_path / "out"
+    s = replay_lobc(src, str(out))
+    assert s["status"] == "ok"
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk["status"] == "ok" and on_disk["records"] == len(recs)
+    for name in ALL_REPORTS:
+        t = pq.read_table(out / f"{name}.parquet")
+        md = {k.decode(): v.decode() for k, v in t.schema.metadata.items()}
+        assert md["source_file"] == "feed.lobc" and md["price_scale"] == "100000000"
+        assert md["qty_scale"] == "100000000" and md["lobreplay_version"]
+        assert len(md["source_sha256"]) == 64
+        assert t.num_rows == s["report_rows"][name]
+    bbo = pq.read_table(out / "bbo.parquet").to_pandas()
+    assert len(bbo) == s["bbo_changes"] > 0
+    assert set(bbo["symbol"].astype(str)) <= {"AAA", "BBB", "CCC"}
+    last = bbo.groupby(bbo["symbol"].astype(str)).tail(1).set_index("symbol")
+    for i, name in enumerate(("AAA", "BBB", "CCC")):
+        top = truth.top(i)
+        assert tuple(last.loc[name, ["bid_price", "bid_qty", "ask_price", "ask_qty"]]) == top
+    des = pq.read_table(out / "desyncs.parquet").to_pandas()
+    assert dict(des["cause"].value_counts()) == s["desyncs_by_cause"]
+    assert s["desyncs_by_cause"]["gap_sequence"] == int((recs["kind"] == lobc.GAP).sum())
+    assert set(des["side"]) <= {"", "B", "S"}
+    tr = pq.read_table(out / "trades.parquet")
+    assert tr.num_rows == int((recs["kind"] == lobc.TRADE).sum())
+    lat = pq.read_table(out / "latency.parquet").to_pandas()
+    assert set(lat["scope"]) == {"ALL", "AAA", "BBB", "CCC"}
+    # every event applied is timed, except the rollbacks that undo a run (docs/l2.md)
+    assert lat[(lat.scope == "ALL") & (lat.kind == "ALL")]["count"].iloc[0] == s["pass2"]["core_events"]
+    assert s["rollbacks"] > 0
+    bt = s["bookticker"]
+    mis = pq.read_table(out / "ticker_mismatches.parquet")
+    assert mis.num_rows == bt["comparable"] - bt["matches"] > 0
+    assert bt["match_rate"] == bt["matches"] / bt["comparable"]
+    # a second run needs --force
+    with pytest.raises(InputError, match="not empty"):
+        replay_lobc(src, str(out))
+    assert replay_lobc(src, str(out), force=True)["status"] == "ok"
+
+
+def test_replay_of_a_torn_file_and_of_chosen_symbols(tmp_path):
+    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+
+    recs, _ = synth_stream(71, n_messages=300, n_symbols=3)
+    src = tmp_path / "feed.lobc"
+    write_lobc(src, recs, flush_records=100)
+    raw = src.read_bytes()
+    torn = tmp_path / "torn.lobc"
+    torn.write_bytes(raw[:-10])
+    s = replay_lobc(torn, str(tmp_path / "o1"))
+    kept = (len(recs) - 1) // 100 * 100
+    assert s["records"] == kept and s["lobc"]["whole"] is False
+    assert s["lobc"]["torn"]["bytes"] == len(raw) - 10 - (512 + (kept // 100) * (64 + 6400))
+    s = replay_lobc(src, str(tmp_path / "o2"), L2ReplayConfig(symbols=["bbb"], reports=("bbo",)))
+    assert [b["symbol"] for b in s["books"]] == ["BBB"]
+    assert s["records"] == int((recs["symbol"] == 1).sum())
+    assert sorted(os.listdir(tmp_path / "o2")) == ["bbo.parquet", "summary.json"]
+    with pytest.raises(InputError, match="no such symbol"):
+        replay_lobc(src, str(tmp_path / "o3"), L2ReplayConfig(symbols=["ZZZ"]))
+    failed = json.loads((tmp_path / "o3" / "summary.json").read_text())
+    assert failed["status"] == "failed" and "ZZZ" in failed["error"]
+
+
+def test_command_line(tmp_path, capsys):
+    from lobreplay.cli_lobc import add_commands
+
+    parser = argparse.ArgumentParser(prog="lobreplay")
+    add_commands(parser.add_subparsers())
+    recs, _ = synth_stream(81, n_messages=100)
+    src = tmp_path / "feed.lobc"
+    write_lobc(src, recs, flush_records=50)
+
+    def run(*argv):
+        a = parser.parse_args(list(argv))
+        return a.func(a)
+
+    assert run("lobc", "check", str(src)) == 0
+    text = capsys.readouterr().out
+    assert "whole" in text and f"{len(recs):,} records" in text
+    (tmp_path / "cut.lobc").write_bytes(src.read_bytes()[:-1])
+    assert run("lobc", "check", str(tmp_path / "cut.lobc")) == 1
+    assert "TORN" in capsys.readouterr().out
+    assert run("lobc", "replay", str(src), "-o", str(tmp_path / "o"), "--no-reports") == 0
+    text = capsys.readouterr().out
+    assert "diff messages applied" in text and "bookTicker:" in text
+    assert os.listdir(tmp_path / "o") == ["summary.json"]
+    with pytest.raises(InputError, match="not empty"):
+        run("lobc", "replay", str(src), "-o", str(tmp_path / "o"))
+    assert run("lobc", "replay", str(src), "-o", str(tmp_path / "o"), "--force", "--symbols", "AAA") == 0
+
+
+# ---------------------------------------------------------------- the real recordings
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """The hftbacktest BTCUSDT recordings (spot: both days; USD-M), converted by
+    lobreplay.binance.convert."""
+    from lobreplay.binance.convert import convert
+
+    d = tmp_path_factory.mktemp("real")
+    convert([SPOT / "btcusdt_20240808.gz", SPOT / "btcusdt_20240809.gz"], d / "spot.lobc")
+    convert(USDM / "btcusdt_20240808.gz", d / "usdm.lobc")
+    return d
+
+
+@pytest.mark.parametrize("market", ["spot", "usdm"])
+def test_real_recordings_match_bookticker(converted, tmp_path, market):
+    from lobreplay.l2replay import replay_lobc
+
+    s = replay_lobc(converted / f"{market}.lobc", str(tmp_path / "o"))
+    assert s["status"] == "ok" and s["lobc"]["whole"]
+    assert s["desyncs"] == 0 and not s["messages_skipped"]
+    bt = s["bookticker"]
+    assert bt["comparable"] > 6000
+    assert bt["match_rate"] >= 0.999, bt
+    assert bt["comparable"] + sum(bt["not_comparable"].values()) == bt["points"]
+    book = s["books"][0]
+    assert book["symbol"] == "BTCUSDT" and book["synced_at_end"]
+    assert book["final_bid_levels"] > 1000 and book["final_ask_levels"] > 1000
+
+
+def test_malformed_structure_is_reported_not_applied():
+    rows = []
+
+    def r(kind, **kw):
+        x = np.zeros(1, lobc.RECORD_DTYPE)[0]
+        x["kind"] = kind
+        for f, v in kw.items():
+            x[f] = v
+        rows.append(x.copy())
+
+    r(lobc.SNAPSHOT_BEGIN, first_id=5)
+    r(lobc.SNAPSHOT_LEVEL, side=ord("B"), price=100, qty=1)
+    r(lobc.SNAPSHOT_END, first_id=5)
+    r(lobc.DIFF_BEGIN, first_id=6, last_id=6)       # no END: a new BEGIN follows
+    r(lobc.DIFF_LEVEL, side=ord("B"), price=101, qty=1)
+    r(lobc.DIFF_BEGIN, first_id=7, last_id=7)
+    r(lobc.DIFF_LEVEL, side=ord("X"), price=102, qty=1)   # bad side
+    r(lobc.DIFF_LEVEL, side=ord("S"), price=103, qty=2)
+    r(lobc.DIFF_END, first_id=7, last_id=7)
+    r(lobc.DIFF_LEVEL, side=ord("S"), price=104, qty=1)   # outside any message
+    r(lobc.DIFF_END, first_id=8, last_id=8)                # END without BEGIN
+    r(lobc.TICKER_ASK, first_id=7, price=103, qty=2)      # without its TICKER_BID
+    r(lobc.RESYNC, first_id=99)                            # no GAP, snapshot id differs
+    r(lobc.DIFF_BEGIN, first_id=9, last_id=9)              # cut: finish() drops it
+    r(lobc.DIFF_LEVEL, side=ord("B"), price=100, qty=0)
+    arr = np.array(rows, lobc.RECORD_DTYPE)
+    rp = L2Replay(scan(arr, ["X"]), ["X"])
+    out = rp.feed(arr)
+    rest = rp.finish()
+    assert rp.levels(0) == ([(100, 1)], [(103, 2)])
+    causes = list(out["desyncs"]["cause"]) + list(rest["desyncs"]["cause"])
+    assert sorted(causes) == sorted(["incomplete_message", "malformed_level", "orphan_record", "orphan_record",
+                                     "unpaired_ticker", "resync_id_mismatch", "incomplete_message"])

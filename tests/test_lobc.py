@@ -1,0 +1,318 @@
+"""The .lobc format (docs/lobc.md): writer, reader, torn tails, checksums, decimals."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import zlib
+from decimal import Decimal
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lobreplay import lobc
+from lobreplay.errors import InputError
+
+ALL_KINDS = list(lobc.KIND_NAMES)
+
+
+def sample_records(n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    r = np.zeros(n, lobc.RECORD_DTYPE)
+    r["recv_ns"] = 1_723_161_253_937_085_768 + np.arange(n) * 1000
+    r["exch_ns"] = rng.integers(0, 1 << 62, n)
+    r["first_id"] = rng.integers(0, 1 << 63, n, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    r["last_id"] = rng.integers(0, 1 << 63, n, dtype=np.uint64)
+    r["prev_id"] = rng.integers(0, 1 << 40, n, dtype=np.uint64)
+    r["price"] = rng.integers(-(1 << 62), 1 << 62, n)
+    r["qty"] = rng.integers(0, 1 << 62, n)
+    r["kind"] = np.array(ALL_KINDS)[np.arange(n) % len(ALL_KINDS)]
+    r["side"] = np.array([0, ord("B"), ord("S")])[np.arange(n) % 3]
+    r["symbol"] = np.arange(n) % 3
+    r["flags"] = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    return r
+
+
+def write(path, records, *, flush_records=4096, via="add", **kw):
+    with lobc.LobcWriter(path, venue="binance", market="spot", symbols=["btcusdt", "ethusdt", "bnbusdt"],
+                         streams=["btcusdt@depth@100ms"], flush_records=flush_records, flush_seconds=3600,
+                         **kw) as w:
+        if via == "add":
+            for r in records:
+                w.add(**{f: r[f].item() for f in lobc.RECORD_DTYPE.names})
+        else:
+            w.add_many(records)
+    return w
+
+
+def test_record_layout_is_the_documented_one():
+    assert lobc.RECORD_DTYPE.itemsize == 64
+    offs = {name: lobc.RECORD_DTYPE.fields[name][1] for name in lobc.RECORD_DTYPE.names}
+    assert offs == {"recv_ns": 0, "exch_ns": 8, "first_id": 16, "last_id": 24, "prev_id": 32, "price": 40,
+                    "qty": 48, "kind": 56, "side": 57, "symbol": 58, "flags": 60}
+    assert (lobc.SNAPSHOT_BEGIN, lobc.TICKER_ASK, lobc.GAP, lobc.RESYNC) == (1, 11, 8, 9)
+    assert (lobc.GAP_SEQUENCE, lobc.GAP_MALFORMED) == (1, 7)
+    assert lobc.DEFAULT_SCALE == 10**8
+
+
+@pytest.mark.parametrize("via", ["add", "add_many"])
+def test_round_trip_of_every_kind(tmp_path, via):
+    recs = sample_records(50)
+    assert set(recs["kind"].tolist()) == set(ALL_KINDS)
+    p = tmp_path / "x.lobc"
+    w = write(p, recs, flush_records=7, via=via)
+    d = lobc.read(p)
+    assert d.torn is None and d.whole
+    assert d.blocks == w.blocks == 8 and w.records == 50
+    assert d.records.dtype == lobc.RECORD_DTYPE
+    np.testing.assert_array_equal(d.records, recs)
+    assert w.bytes == os.path.getsize(p) == 512 + 8 * 64 + 50 * 64
+    assert d.meta["symbols"] == ["BTCUSDT", "ETHUSDT", "BNBUSDT"]
+    assert d.meta["venue"] == "binance" and d.meta["market"] == "spot"
+    assert d.meta["price_scale"] == d.meta["qty_scale"] == 10**8
+    assert d.meta["streams"] == ["btcusdt@depth@100ms"] and d.meta["tool"].startswith("lobreplay ")
+    streamed = np.concatenate([b.records for b in lobc.iter_blocks(p)])
+    np.testing.assert_array_equal(streamed, recs)
+
+
+def test_header_and_block_bytes(tmp_path):
+    p = tmp_path / "x.lobc"
+    recs = sample_records(5)
+    write(p, recs, flush_records=3, source="in.gz")
+    raw = p.read_bytes()
+    assert raw[:4] == b"LOBC" and int.from_bytes(raw[4:6], "little") == 1
+    assert int.from_bytes(raw[6:8], "little") == 512
+    mlen = int.from_bytes(raw[8:12], "little")
+    meta = json.loads(raw[12:12 + mlen])
+    assert meta["source"] == "in.gz" and not any(raw[12 + mlen:512])
+    blk = raw[512:576]
+    assert blk[:4] == b"BLK1" and int.from_bytes(blk[4:8], "little") == 3
+    assert int.from_bytes(blk[8:12], "little") == zlib.crc32(raw[576:576 + 3 * 64])
+    assert int.from_bytes(blk[16:24], "little") == 0
+    assert int.from_bytes(blk[24:32], "little", signed=True) == int(recs["recv_ns"][0])
+    assert not any(blk[12:16]) and not any(blk[32:64])
+    blk2 = raw[576 + 3 * 64:576 + 4 * 64]
+    assert int.from_bytes(blk2[16:24], "little") == 1 and int.from_bytes(blk2[4:8], "little") == 2
+
+
+def test_side_forms_and_field_checks(tmp_path):
+    p = tmp_path / "x.lobc"
+    with lobc.LobcWriter(p, venue="binance", market="usdm", symbols=["X"]) as w:
+        for side in ("B", b"S", 66, 0, np.uint8(83)):
+            w.add(kind=lobc.DIFF_LEVEL, recv_ns=1, side=side, price=5, qty=1)
+        with pytest.raises(ValueError, match="side"):
+            w.add(kind=lobc.DIFF_LEVEL, recv_ns=1, side="X")
+        with pytest.raises(ValueError, match="kind"):
+            w.add(kind=12, recv_ns=1)
+        with pytest.raises(ValueError, match="symbol"):
+            w.add(kind=lobc.TRADE, recv_ns=1, symbol=1)
+        with pytest.raises(ValueError, match="out of range"):
+            w.add(kind=lobc.TRADE, recv_ns=1, first_id=-1)
+        with pytest.raises(ValueError):
+            w.add_many(np.zeros(2, np.int64))
+    assert lobc.read(p).records["side"].tolist() == [66, 83, 66, 0, 83]
+    with pytest.raises(ValueError, match="metadata"):
+        lobc.LobcWriter(tmp_path / "y.lobc", venue="binance", market="spot", symbols=[f"S{i:08d}" for i in range(60)])
+
+
+def test_flush_by_count_by_time_and_on_request(tmp_path):
+    p = tmp_path / "x.lobc"
+    w = lobc.LobcWriter(p, venue="binance", market="spot", symbols=["X"], flush_records=4, flush_seconds=3600)
+    for i in range(10):
+        w.add(kind=lobc.TRADE, recv_ns=i)
+    assert (w.blocks, w.records, w.pending) == (2, 8, 2)
+    assert lobc.read(p).records["recv_ns"].tolist() == list(range(8))  # readable while open
+    w.flush()
+    w.flush()  # nothing pending: no empty block
+    assert (w.blocks, w.records, w.pending) == (3, 10, 0)
+    w.close()
+    w2 = lobc.LobcWriter(tmp_path / "t.lobc", venue="binance", market="spot", symbols=["X"], flush_seconds=0)
+    w2.add(kind=lobc.TRADE, recv_ns=1)
+    w2.add(kind=lobc.TRADE, recv_ns=2)
+    assert w2.blocks == 2  # flush_seconds=0: the time rule flushes on every add
+    w2.close()
+    w3 = lobc.LobcWriter(tmp_path / "m.lobc", venue="binance", market="spot", symbols=["X"], flush_records=3)
+    w3.add_many(_one_symbol(8))
+    assert (w3.blocks, w3.pending) == (2, 2)
+    w3.close()
+    assert lobc.read(tmp_path / "m.lobc").blocks == 3
+
+
+def _one_symbol(n):
+    r = sample_records(n)
+    r["symbol"] = 0
+    return r
+
+
+def test_a_file_cut_at_every_byte_reads_up_to_its_last_whole_block(tmp_path):
+    src = tmp_path / "whole.lobc"
+    recs = sample_records(9)
+    write(src, recs, flush_records=4)  # blocks of 4, 4, 1 records
+    raw = src.read_bytes()
+    starts = [512, 512 + 5 * 64, 512 + 10 * 64]
+    ends = starts[1:] + [len(raw)]
+    counts = [4, 4, 1]
+    cut = tmp_path / "cut.lobc"
+    for size in range(len(raw) + 1):
+        cut.write_bytes(raw[:size])
+        if size < 512:
+            with pytest.raises(InputError, match="cut.lobc"):
+                lobc.read(cut)
+            continue
+        d = lobc.read(cut)
+        whole_blocks = sum(1 for e in ends if e <= size)
+        n = sum(counts[:whole_blocks])
+        np.testing.assert_array_equal(d.records, recs[:n])
+        assert d.blocks == whole_blocks
+        if size in (512, *ends):
+            assert d.torn is None, size
+        else:
+            start = starts[whole_blocks]
+            assert (d.torn.offset, d.torn.bytes) == (start, size - start), size
+            assert "partial" in d.torn.reason
+        c = lobc.check(cut)
+        assert c["whole"] == (d.torn is None) and c["records"] == n
+
+
+def test_corrupt_blocks_end_the_file_as_torn(tmp_path):
+    p = tmp_path / "x.lobc"
+    recs = sample_records(12)
+    write(p, recs, flush_records=4)
+    raw = bytearray(p.read_bytes())
+    second = 512 + 5 * 64
+    bad = bytearray(raw)
+    bad[second + 64 + 100] ^= 0x01  # a bit in the second block's records
+    p.write_bytes(bad)
+    d = lobc.read(p)
+    np.testing.assert_array_equal(d.records, recs[:4])
+    assert d.torn.offset == second and d.torn.bytes == len(raw) - second and "CRC" in d.torn.reason
+    bad = bytearray(raw)
+    bad[second:second + 4] = b"XXXX"
+    p.write_bytes(bad)
+    assert "magic" in lobc.read(p).torn.reason
+    bad = bytearray(raw)
+    bad[second + 16] = 7  # block sequence number
+    p.write_bytes(bad)
+    assert "sequence" in lobc.read(p).torn.reason
+    bad = bytearray(raw)
+    bad[second + 4:second + 8] = (0).to_bytes(4, "little")
+    p.write_bytes(bad)
+    assert "0 records" in lobc.read(p).torn.reason
+    p.write_bytes(raw + b"\0" * 64)  # zeros after the last block (a preallocated tail)
+    d = lobc.read(p)
+    assert len(d.records) == 12 and d.torn.offset == len(raw)
+
+
+def test_bad_files_raise_input_error_naming_file_and_offset(tmp_path):
+    p = tmp_path / "bad.lobc"
+    good = tmp_path / "good.lobc"
+    write(good, sample_records(2))
+    raw = good.read_bytes()
+    cases = {
+        b"": "empty",
+        b"PK\x03\x04" + b"\0" * 600: "offset 0: not a .lobc file",
+        raw[:4] + (2).to_bytes(2, "little") + raw[6:]: "offset 4: .lobc format version 2",
+        raw[:6] + (256).to_bytes(2, "little") + raw[8:]: "offset 6: header length",
+        raw[:8] + (600).to_bytes(4, "little") + raw[12:]: "offset 8: metadata length",
+        raw[:12] + b"{not json" + raw[21:]: "offset 12: metadata is not UTF-8 JSON",
+        raw[:300]: "header cut short",
+    }
+    for data, msg in cases.items():
+        p.write_bytes(data)
+        with pytest.raises(InputError, match="bad.lobc") as e:
+            lobc.read(p)
+        assert msg in str(e.value)
+    with pytest.raises(InputError, match="cannot read"):
+        lobc.read(tmp_path / "missing.lobc")
+
+
+def test_kill_9_leaves_every_flushed_block(tmp_path):
+    p = tmp_path / "killed.lobc"
+    code = textwrap.dedent(f"""
+        import sys, time
+        from lobreplay import lobc
+        w = lobc.LobcWriter({str(p)!r}, venue="binance", market="spot", symbols=["X"], flush_records=5)
+        for i in range(23):
+            w.add(kind=lobc.TRADE, recv_ns=i, first_id=i)
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    d = lobc.read(p)
+    assert d.torn is None and d.blocks == 4
+    assert d.records["first_id"].tolist() == list(range(20))  # the 3 pending records were lost, nothing else
+
+
+def test_check_summarises(tmp_path):
+    p = tmp_path / "x.lobc"
+    with lobc.LobcWriter(p, venue="binance", market="spot", symbols=["a", "b"]) as w:
+        w.add(kind=lobc.SNAPSHOT_BEGIN, recv_ns=10, first_id=5)
+        w.add(kind=lobc.SNAPSHOT_END, recv_ns=10, first_id=5)
+        w.add(kind=lobc.GAP, recv_ns=20, symbol=1, first_id=7, last_id=9, flags=lobc.GAP_SEQUENCE)
+        w.add(kind=lobc.RESYNC, recv_ns=30, symbol=1, first_id=11, exch_ns=35)
+    c = lobc.check(p)
+    assert c["whole"] and c["records"] == 4 and c["blocks"] == 1
+    assert c["records_by_kind"] == {"SNAPSHOT_BEGIN": 1, "SNAPSHOT_END": 1, "GAP": 1, "RESYNC": 1}
+    assert c["records_by_symbol"] == {"A": 2, "B": 2}
+    assert c["recv_ns"] == {"first": 10, "last": 30} and c["exch_ns"] == {"first": 35, "last": 35}
+    assert c["gaps"] == [{"recv_ns": 20, "symbol": "B", "reason": "sequence", "expected_id": 7, "received_id": 9}]
+    assert c["resyncs"] == {"B": 1}
+
+
+# ---------------------------------------------------------------- decimals
+
+def test_parse_decimal_examples():
+    S = 10**8
+    assert lobc.parse_decimal("0.00100000", S) == 100_000
+    assert lobc.parse_decimal("64123.45", S) == 6_412_345_000_000
+    assert lobc.parse_decimal("0.100000000000", S) == 10_000_000
+    assert lobc.parse_decimal("0", S) == 0 and lobc.parse_decimal("0.00000000", S) == 0
+    assert lobc.parse_decimal("00012", 100) == 1200
+    assert lobc.parse_decimal("92233720368.54775807", S) == 2**63 - 1
+    for bad in ("1e-8", "1E5", "-1", "+1", "-0.0", " 1", "1 ", "", ".5", "5.", "1.2.3", "0x10", "١", "nan", "inf",
+                "1_000"):
+        with pytest.raises(ValueError, match="scale 100000000"):
+            lobc.parse_decimal(bad, S)
+    with pytest.raises(ValueError, match="9 significant decimals"):
+        lobc.parse_decimal("0.000000001", S)
+    with pytest.raises(ValueError, match="int64"):
+        lobc.parse_decimal("92233720368.54775808", S)
+    with pytest.raises(ValueError, match="int64"):
+        lobc.parse_decimal("100000000000000000000", S)
+    with pytest.raises(ValueError, match="power of ten"):
+        lobc.parse_decimal("1", 3)
+    assert lobc.format_decimal(100_000, S) == "0.00100000"
+    assert lobc.format_decimal(-150, 100) == "-1.50" and lobc.format_decimal(7, 1) == "7"
+
+
+@settings(max_examples=400, deadline=None)
+@given(whole=st.integers(0, 10**12), frac=st.text("0123456789", max_size=12), zeros=st.integers(0, 6),
+       d=st.integers(0, 10), lead=st.integers(0, 3))
+def test_parse_decimal_is_exact(whole, frac, zeros, d, lead):
+    scale = 10**d
+    text = "0" * lead + str(whole) + ("." + frac + "0" * zeros if frac or zeros else "")
+    exact = Decimal(text) * scale
+    sig = frac.rstrip("0")
+    if len(sig) > d:
+        with pytest.raises(ValueError):
+            lobc.parse_decimal(text, scale)
+        return
+    # integer arithmetic only, independently of the implementation
+    expected = whole * scale + (int(sig) * 10 ** (d - len(sig)) if sig else 0)
+    assert exact == expected
+    if expected > 2**63 - 1:
+        with pytest.raises(ValueError, match="int64"):
+            lobc.parse_decimal(text, scale)
+        return
+    assert lobc.parse_decimal(text, scale) == expected
+    assert lobc.parse_decimal(lobc.format_decimal(expected, scale), scale) == expected
