@@ -1,0 +1,111 @@
+"""Binance paths: recorded JSONL -> .lobc conversion (level updates/s), .lobc
+replay (records/s), and the capture's CPU per 1,000 messages against the
+local fake Binance (the capture runs in its own process; its CPU time comes
+from getrusage of that child, the server's is not counted).
+
+    .venv/bin/python benchmarks/bench_binance.py [--reps 3] [--rate 4000]
+
+Uses the real recordings in ../shared/data/binance (hftbacktest). Prints a
+Markdown table for benchmarks/RESULTS.md. Speed is never asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest"
+sys.path.insert(0, str(ROOT))  # tests.fake_binance
+
+from lobreplay import lobc  # noqa: E402
+from lobreplay.binance.convert import convert  # noqa: E402
+from lobreplay.l2replay import replay_lobc  # noqa: E402
+
+FILES = {"spot 2024-08-08": DATA / "spot" / "btcusdt_20240808.gz",
+         "usdm 2024-08-08": DATA / "usdm" / "btcusdt_20240808.gz"}
+
+
+def bench_convert(src: Path, dst: Path) -> dict:
+    t = time.perf_counter()
+    st = convert(str(src), str(dst))
+    secs = time.perf_counter() - t
+    st = st if isinstance(st, dict) else vars(st)
+    return {"seconds": secs, "level_updates": st["level_updates"], "messages": st["lines"],
+            "records": len(lobc.read(dst).records)}
+
+
+def bench_replay(src: Path, out: Path) -> dict:
+    n = len(lobc.read(src).records)
+    t = time.perf_counter()
+    s = replay_lobc(str(src), str(out), None, force=True) if _takes_force() else replay_lobc(str(src), str(out))
+    secs = time.perf_counter() - t
+    return {"seconds": secs, "records": n, "match": s.get("ticker", s.get("bookticker"))}
+
+
+def _takes_force() -> bool:
+    import inspect
+    return "force" in inspect.signature(replay_lobc).parameters
+
+
+def bench_capture(market: str, seconds: float, rate: float) -> dict:
+    """The capture as a child process against the fake server (in this process)."""
+    from tests.fake_binance import ThreadedFake, recorded_script
+    with tempfile.TemporaryDirectory() as d, ThreadedFake(market, [recorded_script(market)], rate=rate) as fb:
+        out = Path(d) / "cap.lobc"
+        stats = Path(d) / "stats.json"
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-m", "lobreplay", "capture", "binance", "--symbol", "btcusdt",
+                        "--market", market, "--seconds", str(seconds), "-o", str(out), "--trades", "--book-ticker",
+                        "--ws-url", fb.ws_url, "--rest-url", fb.rest_url, "--no-progress",
+                        "--stats-json", str(stats)], check=True, stdout=subprocess.DEVNULL)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        st = json.loads(stats.read_text())
+        msgs = st.get("messages") or st.get("messages_received")
+        return {"cpu_s": cpu, "messages": msgs, "records": len(lobc.read(out).records), "stats": st}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=4000.0, help="messages/s the fake server sends")
+    ap.add_argument("--seconds", type=float, default=5.0, help="capture duration")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        for name, src in FILES.items():
+            conv = [bench_convert(src, d / "x.lobc") for _ in range(args.reps)]
+            secs = statistics.median(c["seconds"] for c in conv)
+            c0 = conv[0]
+            rows.append((f"convert {name}", f"{c0['level_updates'] / secs / 1e6:.2f} M level updates/s",
+                         f"{c0['messages'] / secs / 1e3:.0f} k messages/s", f"{secs:.2f} s"))
+            rep = [bench_replay(d / "x.lobc", d / "out") for _ in range(args.reps)]
+            secs = statistics.median(r["seconds"] for r in rep)
+            rows.append((f"replay {name} .lobc", f"{rep[0]['records'] / secs / 1e6:.2f} M records/s",
+                         f"{rep[0]['records']:,} records", f"{secs:.2f} s"))
+        for market in ("spot", "usdm"):
+            caps = [bench_capture(market, args.seconds, args.rate) for _ in range(args.reps)]
+            per = statistics.median(c["cpu_s"] / c["messages"] * 1000 for c in caps if c["messages"])
+            rows.append((f"capture {market} (fake server, {args.rate:.0f} msg/s offered)",
+                         f"{per * 1e3:.1f} ms CPU per 1,000 messages",
+                         f"{caps[0]['messages']:,} messages in {args.seconds:.0f} s",
+                         f"{statistics.median(c['cpu_s'] for c in caps):.2f} s CPU (incl. start-up)"))
+    print(f"\nmachine: {os.cpu_count()} CPUs; python {sys.version.split()[0]}; median of {args.reps}\n")
+    print("| what | rate | size | time |")
+    print("|---|---:|---:|---:|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
