@@ -169,6 +169,18 @@ def _cmd_itch_decode(args) -> int:
     return 0
 
 
+def _duration_ns(text: str) -> int:
+    """'100ms', '1s', '5m', '250us' -> ns."""
+    import re
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s|m|h)\s*", text or "")
+    if not m:
+        raise InputError(f"--every: expected a duration like 100ms, 1s or 5m, got {text!r}")
+    ns = float(m[1]) * {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "h": 3600e9}[m[2]]
+    if ns < 1:
+        raise InputError(f"--every: must be at least 1 ns, got {text!r}")
+    return int(ns)
+
+
 def _cmd_itch_replay(args) -> int:
     from .itch.replay import ALL_REPORTS, ReplayConfig, replay_itch
 
@@ -181,7 +193,10 @@ def _cmd_itch_replay(args) -> int:
             raise InputError(f"--reports: unknown report(s) {', '.join(bad)}; choose from {', '.join(ALL_REPORTS)}")
     else:
         reports = ALL_REPORTS
+    if args.depth and "depth" not in reports:
+        reports = reports + ("depth",)
     cfg = ReplayConfig(symbols=[s.strip() for s in args.symbols.split(",")] if args.symbols else None,
+                       depth_levels=args.depth, depth_every_ns=_duration_ns(args.every),
                        headroom=args.headroom, allow_truncated=args.allow_truncated, reports=reports,
                        status_tables=bool(reports), timing=not args.no_timing,
                        progress=not args.no_progress and sys.stderr.isatty(), date=args.date,
@@ -245,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rp.add_argument("--date", help="session date YYYY-MM-DD (default: from the file name)")
     rp.add_argument("--chunk-mb", type=int, default=16, help="bytes per chunk, in MiB (default 16)")
+    rp.add_argument("--depth", type=int, default=0, metavar="N",
+                    help="also sample the N best levels of every active book (depth.parquet)")
+    rp.add_argument("--every", default="1s", help="depth sample interval of feed time, e.g. 100ms, 1s, 5m")
     rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
     rp.add_argument("--allow-truncated", action="store_true", help="stop at a partial last message, counted")
     rp.set_defaults(func=_cmd_itch_replay)

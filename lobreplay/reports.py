@@ -115,11 +115,12 @@ class ReportSet:
         self.writers = {n: TableWriter(os.path.join(out_dir, f"{n}.parquet"), SCHEMAS[n], self.metadata)
                         for n in names}
         self.extra: dict[str, TableWriter] = {}
+        self.extra_names: set[str] = set()  # tables written with write_table that were asked for
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-reports")
         self._pending: list[Future] = []
 
     def __contains__(self, name: str) -> bool:
-        return name in self.writers
+        return name in self.writers or name in self.extra_names
 
     def _submit(self, fn, *args) -> None:
         waiting = []

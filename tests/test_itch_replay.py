@@ -193,3 +193,30 @@ def test_size_books_rounds_to_the_tick_and_widens():
     st[6] = (5, 3_000_000_000, 1, 1)  # a sub-penny tick over a huge range: cannot fit
     with pytest.raises(InputError, match="levels"):
         size_books(st, 0.2, [6])
+
+
+def test_depth_samples_agree_with_the_top_of_book(synthetic_day, tmp_path):
+    out = tmp_path / "o"
+    replay_itch(synthetic_day.path, str(out), ReplayConfig(depth_levels=3, depth_every_ns=30 * 10**9,
+                                                           reports=("bbo", "depth")))
+    depth = pd.read_parquet(out / "depth.parquet")
+    bbo = pd.read_parquet(out / "bbo.parquet")
+    assert len(depth) > 100 and (depth.time_ns % (30 * 10**9) == 0).all()
+    assert {f"ask_qty_{i}" for i in (1, 2, 3)} <= set(depth.columns)
+    checked = 0
+    for loc, g in depth.groupby("locate"):
+        b = bbo[bbo.locate == loc]
+        for row in g.itertuples():
+            before = b[b.time_ns < row.time_ns]  # the sample holds every event before its time
+            if len(before) == 0:
+                continue
+            last = before.iloc[-1]
+            assert (row.bid_price_1, row.bid_qty_1, row.ask_price_1, row.ask_qty_1) == \
+                (last.bid_price, last.bid_qty, last.ask_price, last.ask_qty), (loc, row.time_ns)
+            # deeper levels are worse prices
+            if row.bid_price_2:
+                assert row.bid_price_2 < row.bid_price_1
+            if row.ask_price_2:
+                assert row.ask_price_2 > row.ask_price_1
+            checked += 1
+    assert checked > 100

@@ -30,14 +30,14 @@ from .. import __version__
 from .. import _coreapi as core
 from ..book import Session
 from ..errors import InputError
-from ..events import BBO_DTYPE, EVENT_DTYPE, Cause, Kind, Status
+from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Side, Status
 from ..latency import summarize
 from ..reports import SCHEMAS, ReportSet, TableWriter, write_json
 from .decode import decode_type, to_arrow
 from .reader import ItchFile
 from .spec import LAYOUTS, PRICE4_SCALE
 
-ALL_REPORTS = ("desyncs", "executions", "bbo", "latency", "symbols")
+ALL_REPORTS = ("desyncs", "executions", "bbo", "latency", "symbols", "depth")  # depth: with depth_levels
 STATUS_TYPES = "SHYLVWKJhINOB"  # tables of their own (R is the symbols table)
 MAX_LEVELS = 1 << 24            # a book's band never spans more levels (memory: 24 B each)
 
@@ -63,6 +63,8 @@ class ReplayConfig:
     timing: bool = True
     progress: bool = False
     date: str | None = None              # YYYY-MM-DD; default: from the file name
+    depth_levels: int = 0                # N-level book samples (depth.parquet); 0: none
+    depth_every_ns: int = 1_000_000_000  # ... every this many ns of feed time
 
 
 @dataclass
@@ -147,6 +149,8 @@ class ItchReplay:
             midnight = dt.datetime(date.year, date.month, date.day, tzinfo=NY)
             self.midnight_utc_ns = int(midnight.timestamp()) * 1_000_000_000
         self.counts = {"desyncs": {}, "rejects": {}}
+        self._next_sample = None   # depth sampling: the next sample time (ns since midnight)
+        self._dirty: set[int] = set()
 
     # ---- helpers ----
 
@@ -210,7 +214,9 @@ class ItchReplay:
             read1 = self.src.stats
             locates = self._select(p1)
             sizing, notes = size_books(p1.stats, cfg.headroom, locates)
-            reports = ReportSet(self.out_dir, [r for r in cfg.reports if r != "symbols"], meta)
+            reports = ReportSet(self.out_dir, [r for r in cfg.reports if r not in ("symbols", "depth")], meta)
+            if cfg.depth_levels and "depth" in cfg.reports:
+                reports.extra_names.add("depth")
             summary.update(self._pass2(p1, sizing, reports))
             summary["notes"] = notes
             summary["pass1"] = {"seconds": round(p1.seconds, 3),
@@ -267,7 +273,10 @@ class ItchReplay:
                     bbo = np.empty(chunk.n, BBO_DTYPE) if want_bbo else None
                 k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
                 a0 = time.perf_counter()
-                out = sess.apply(ev[:k], bbo=bbo[:k] if want_bbo else False)
+                if cfg.depth_levels and "depth" in reports:
+                    out = self._apply_sampling(sess, ev[:k], ts[:k], bbo[:k] if want_bbo else None, symtab, reports)
+                else:
+                    out = sess.apply(ev[:k], bbo=bbo[:k] if want_bbo else False)
                 apply_s += time.perf_counter() - a0
                 n_events += k
                 if k:
@@ -310,6 +319,55 @@ class ItchReplay:
                       "messages_per_second": round(read.messages / pass2_s) if pass2_s else None,
                       "core_events_per_second": round(n_events / apply_s) if apply_s else None},
         }
+
+    def _apply_sampling(self, sess, ev, ts, bbo, symtab, reports):
+        """Apply a chunk in pieces that end at each multiple of depth_every_ns, and
+        sample the N-level book of every symbol that had events since its last sample
+        (the book as it stands after every event with time_ns < the sample time)."""
+        every = self.cfg.depth_every_ns
+        if self._next_sample is None and len(ts):
+            self._next_sample = (int(ts[0]) // every + 1) * every
+        cuts = []
+        if len(ts) and self._next_sample is not None and ts[-1] >= self._next_sample:
+            times = np.arange(self._next_sample, int(ts[-1]) + 1, every, dtype=np.int64)
+            cuts = list(zip(np.searchsorted(ts, times, side="left").tolist(), times.tolist()))
+        results = np.empty(len(ev), RESULT_DTYPE)
+        parts, dparts, lo = [], [], 0
+        for hi, when in cuts + [(len(ev), None)]:
+            if hi > lo:
+                out = sess.apply(ev[lo:hi], results=results[lo:hi], bbo=bbo[lo:hi] if bbo is not None else False)
+                for src, dst in ((out.execs, parts), (out.desyncs, dparts)):
+                    if len(src):
+                        src = src.copy()
+                        src["event_index"] += lo
+                        dst.append(src)
+                self._dirty.update(np.unique(ev["instrument"][lo:hi]).tolist())
+                lo = hi
+            if when is not None:
+                self._sample(sess, when, symtab, reports)
+                self._next_sample = when + every
+        from ..book import BatchResult, _join
+        return BatchResult(results, _join(parts, EXEC_DTYPE), bbo, _join(dparts, DESYNC_DTYPE))
+
+    def _sample(self, sess, when: int, symtab, reports) -> None:
+        if not self._dirty:
+            return
+        n = self.cfg.depth_levels
+        locs = np.array(sorted(self._dirty), np.uint16)
+        self._dirty.clear()
+        cols = {f"{side}_{what}_{i}": np.zeros(len(locs), np.int64 if what != "count" else np.uint32)
+                for i in range(1, n + 1) for side in ("bid", "ask") for what in ("price", "qty", "count")}
+        for j, loc in enumerate(locs.tolist()):
+            b = sess.book(loc)
+            for side, key in ((Side.BUY, "bid"), (Side.SELL, "ask")):
+                p, q, c = b.depth_arrays(side, n)
+                for i in range(len(p)):
+                    cols[f"{key}_price_{i + 1}"][j] = p[i]
+                    cols[f"{key}_qty_{i + 1}"][j] = q[i]
+                    cols[f"{key}_count_{i + 1}"][j] = c[i]
+        t = np.full(len(locs), when, np.int64)
+        reports.write_table("depth", pa.table({"time_ns": t, "ts": _ts_array(self._utc(t)), "locate": locs,
+                                                "symbol": symbols_of(symtab, locs), **cols}))
 
     def _count(self, bucket: str, names: np.ndarray) -> None:
         u, c = np.unique(names, return_counts=True)
@@ -481,6 +539,12 @@ class ItchReplay:
         return {"source_file": os.path.basename(self.path), "source_size": str(self.src.size),
                 "source_sha256": self.src.sha256 or "", "session_date": self.date.isoformat() if self.date else "",
                 "lobreplay_version": __version__, "price_scale": str(PRICE4_SCALE)}
+
+
+def _ts_array(values) -> pa.Array:
+    if isinstance(values, pa.Array):
+        return values
+    return pa.array(values, type=pa.timestamp("ns")).cast(pa.timestamp("ns", tz="UTC"))
 
 
 def symbols_of(symtab: pa.Array, locates: np.ndarray) -> pa.DictionaryArray:
