@@ -182,7 +182,7 @@ def _duration_ns(text: str) -> int:
 
 
 def _cmd_itch_replay(args) -> int:
-    from .itch.replay import ALL_REPORTS, ReplayConfig, replay_itch
+    from .itch.replay import ALL_REPORTS, ReplayConfig
 
     if args.no_reports:
         reports = ()
@@ -201,7 +201,10 @@ def _cmd_itch_replay(args) -> int:
                        status_tables=bool(reports), timing=not args.no_timing,
                        progress=not args.no_progress and sys.stderr.isatty(), date=args.date,
                        chunk_bytes=args.chunk_mb << 20)
-    s = replay_itch(args.file, args.output, cfg, force=args.force)
+    if args.jobs < 1:
+        raise InputError(f"--jobs: expected a number of processes >= 1, got {args.jobs}")
+    from .itch.parallel import replay_itch_jobs
+    s = replay_itch_jobs(args.file, args.output, cfg, args.jobs, force=args.force)
     p2 = s["pass2"]
     print(f"{args.file}: {s['messages']:,} messages, {s['books']:,} books ({s['book_levels']:,} levels, "
           f"room for {s['book_capacity']:,} orders), {s['events']:,} events replayed")
@@ -260,6 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rp.add_argument("--date", help="session date YYYY-MM-DD (default: from the file name)")
     rp.add_argument("--chunk-mb", type=int, default=16, help="bytes per chunk, in MiB (default 16)")
+    rp.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="processes: the symbols are shared out, the reports merged (default 1)")
     rp.add_argument("--depth", type=int, default=0, metavar="N",
                     help="also sample the N best levels of every active book (depth.parquet)")
     rp.add_argument("--every", default="1s", help="depth sample interval of feed time, e.g. 100ms, 1s, 5m")

@@ -19,6 +19,7 @@ from typing import Mapping
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 TIME = pa.int64()  # ns since midnight, exchange local time (ITCH); see `ts` for UTC
@@ -44,7 +45,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("ask_price", pa.int64()), ("ask_qty", pa.int64()), ("ask_count", pa.uint32()),
     ]),
     "latency": pa.schema([
-        ("scope", pa.string()), ("kind", pa.string()), ("count", pa.int64()), ("p50_ns", pa.int64()),
+        ("scope", pa.string()), ("locate", pa.uint16()), ("kind", pa.string()), ("count", pa.int64()), ("p50_ns", pa.int64()),
         ("p90_ns", pa.int64()), ("p99_ns", pa.int64()), ("p99_9_ns", pa.int64()), ("max_ns", pa.int64()),
     ]),
     "symbols": pa.schema([
@@ -69,12 +70,15 @@ class TableWriter:
         self._w: pq.ParquetWriter | None = None
         self.rows = 0
 
+    def table(self, columns: Mapping[str, object]) -> pa.Table:
+        """Columns (numpy arrays, lists or Arrow arrays) as a table of this writer's schema."""
+        return pa.Table.from_arrays([_to_arrow(columns[f.name], f.type) for f in self.schema], schema=self.schema)
+
     def write(self, columns: Mapping[str, object]) -> None:
         n = len(next(iter(columns.values()))) if columns else 0
         if n == 0 and self._w is not None:
             return
-        arrays = [_to_arrow(columns[f.name], f.type) for f in self.schema]
-        table = pa.Table.from_arrays(arrays, schema=self.schema)
+        table = self.table(columns)
         if self._w is None:
             self._w = pq.ParquetWriter(self.path, self.schema, compression="zstd")
         if n:
@@ -137,6 +141,16 @@ class ReportSet:
     def write(self, name: str, columns: Mapping[str, object]) -> None:
         if name in self.writers:
             self._submit(self.writers[name].write, columns)
+
+    def write_sorted(self, name: str, parts: list[Mapping[str, object]], key: str = "message") -> None:
+        """Several column sets of one table, written as one batch in a stable order of key
+        (so a table is in file order however its rows were produced)."""
+        if name not in self.writers or not parts:
+            return
+        w = self.writers[name]
+        t = pa.concat_tables([w.table(p) for p in parts]).unify_dictionaries().combine_chunks()
+        t = t.take(pc.sort_indices(t, [(key, "ascending")]))
+        self._submit(w.write_arrow, t)
 
     def write_table(self, name: str, table: pa.Table) -> None:
         """A table whose schema comes from the data (the status tables)."""

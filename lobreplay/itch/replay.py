@@ -65,6 +65,7 @@ class ReplayConfig:
     date: str | None = None              # YYYY-MM-DD; default: from the file name
     depth_levels: int = 0                # N-level book samples (depth.parquet); 0: none
     depth_every_ns: int = 1_000_000_000  # ... every this many ns of feed time
+    part: tuple[int, int] | None = None  # (k, jobs): replay only locates with locate % jobs == k
 
 
 @dataclass
@@ -149,6 +150,7 @@ class ItchReplay:
             midnight = dt.datetime(date.year, date.month, date.day, tzinfo=NY)
             self.midnight_utc_ns = int(midnight.timestamp()) * 1_000_000_000
         self.counts = {"desyncs": {}, "rejects": {}}
+        self.session = None        # the core session of pass 2
         self._next_sample = None   # depth sampling: the next sample time (ns since midnight)
         self._dirty: set[int] = set()
 
@@ -235,8 +237,17 @@ class ItchReplay:
                 write_json(os.path.join(self.out_dir, "summary.json"), summary)
         return summary
 
+    def _share(self, mask: np.ndarray) -> np.ndarray:
+        """This replay's share of the locates (all, or locate % jobs == part)."""
+        if self.cfg.part is None:
+            return mask
+        part, jobs = self.cfg.part
+        out = mask.copy()
+        out[np.arange(65536) % jobs != part] = 0
+        return out
+
     def _select(self, p1: _Pass1) -> list[int]:
-        with_orders = [int(x) for x in np.flatnonzero(p1.stats["price_gcd"])]
+        with_orders = [int(x) for x in np.flatnonzero(self._share(p1.stats["price_gcd"] != 0))]
         if not self.cfg.symbols:
             return with_orders
         by_symbol = {s: loc for loc, s in p1.symbols.items()}
@@ -249,13 +260,19 @@ class ItchReplay:
     def _pass2(self, p1: _Pass1, sizing: list[Sizing], reports: ReportSet) -> dict:
         cfg = self.cfg
         sess = Session(65535)
+        self.session = sess
         for z in sizing:
             sess.add_book(z.locate, z.band_low, z.band_high, z.tick, z.capacity)
         sess.set_timing(cfg.timing)
         select = np.zeros(65536, np.uint8)
         select[[z.locate for z in sizing]] = 1
-        # feed rows (executions, status) of every locate, unless the replay is restricted to symbols
-        self.feed_select = select if cfg.symbols else np.ones(65536, np.uint8)
+        # feed rows (executions, status) of every locate, unless the replay is restricted to
+        # symbols (then theirs and locate 0's: system-wide messages) or is one part of a
+        # parallel replay (then its share of the locates, locate 0 in part 0)
+        self.feed_select = self._share(np.ones(65536, np.uint8))
+        if cfg.symbols:
+            self.feed_select = select.copy()
+            self.feed_select[0] = 1
         symtab = pa.array([p1.symbols.get(i, "") for i in range(65536)], pa.string())
         want_bbo = "bbo" in reports
         ev = np.empty(0, EVENT_DTYPE)
@@ -379,7 +396,11 @@ class ItchReplay:
         if self.cfg.status_tables and self.cfg.reports:
             for t in STATUS_TYPES:
                 if (chunk.types == ord(t)).any():
-                    reports.write_table(f"status_{t}_{LAYOUTS[t].name}", to_arrow(decode_type(chunk, t)))
+                    cols = decode_type(chunk, t)
+                    keep = self.feed_select[cols["stock_locate"]] == 1
+                    if keep.any():
+                        reports.write_table(f"status_{t}_{LAYOUTS[t].name}",
+                                            to_arrow({k: v[keep] for k, v in cols.items()}))
         # rejects: events the core refused (unknown references, duplicates, ...)
         st = out.results["status"]
         bad = np.flatnonzero(st)
@@ -398,7 +419,7 @@ class ItchReplay:
             np.add.at(per_locate, d["instrument"], 1)
         if "desyncs" in reports and (len(bad) or len(d)):
             idx = np.concatenate([bad, di])
-            reports.write("desyncs", {
+            reports.write_sorted("desyncs", [{
                 "time_ns": ts[idx], "ts": self._utc(ts[idx]), "message": msg[idx],
                 "locate": ev["instrument"][idx], "symbol": symbols_of(symtab, ev["instrument"][idx]),
                 "order_ref": np.concatenate([ev["id"][bad], d["order_id"]]),
@@ -408,7 +429,7 @@ class ItchReplay:
                 "found_qty": np.concatenate([np.zeros(len(bad), np.int64), d["found_qty"]]),
                 "expected_price": np.concatenate([ev["price"][bad], d["expected_price"]]),
                 "found_price": np.concatenate([np.zeros(len(bad), np.int64), d["found_price"]]),
-            })
+            }])
         if "executions" in reports:
             self._executions(chunk, out, ts, msg, symtab, select, reports)
         if "bbo" in reports:
@@ -424,12 +445,12 @@ class ItchReplay:
         x = out.execs
         xi = x["event_index"].astype(np.int64)
         n = len(x)
-        reports.write("executions", {
+        parts = [{
             "time_ns": ts[xi], "ts": self._utc(ts[xi]), "message": msg[xi], "locate": x["instrument"],
             "symbol": symbols_of(symtab, x["instrument"]), "source": np.full(n, "core", object),
             "msg_type": np.full(n, "", object), "order_ref": x["maker_id"], "qty": x["qty"], "price": x["price"],
             "match_number": np.zeros(n, np.uint64), "printable": np.full(n, "", object),
-            "maker_remaining": x["maker_remaining"]})
+            "maker_remaining": x["maker_remaining"]}]
         for t in "ECPQ":
             if not (chunk.types == ord(t)).any():
                 continue
@@ -439,7 +460,7 @@ class ItchReplay:
             m = len(c["message"])
             if not m:
                 continue
-            reports.write("executions", {
+            parts.append({
                 "time_ns": c["timestamp"], "ts": self._utc(c["timestamp"]), "message": c["message"],
                 "locate": c["stock_locate"], "symbol": symbols_of(symtab, c["stock_locate"]),
                 "source": np.full(m, "feed", object), "msg_type": np.full(m, t, object),
@@ -449,6 +470,7 @@ class ItchReplay:
                 "match_number": c["match_number"],
                 "printable": np.char.decode(c["printable"], "ascii") if t == "C" else np.full(m, "", object),
                 "maker_remaining": np.full(m, -1, np.int64)})
+        reports.write_sorted("executions", parts)
 
     def _residuals(self, sess, sizing, symtab, last_ts, reports, per_locate) -> dict[int, int]:
         """Orders still live at the end: a full day deletes everything."""
@@ -483,22 +505,23 @@ class ItchReplay:
 
     def _latency(self, sess, sizing, symtab, reports) -> None:
         """Overall (the session's fine histograms) and per symbol (each book's coarse ones)."""
-        rows = {k: [] for k in ("scope", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "max_ns")}
+        rows = {k: [] for k in ("scope", "locate", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns",
+                                "max_ns")}
 
-        def add(scope, hists):
+        def add(scope, locate, hists):
             hists = dict(hists)
             hists["ALL"] = sum(hists.values())
             for name, h in hists.items():
                 if not h.any():
                     continue
                 s = summarize(h)
-                for col, v in zip(rows, (scope, name, s["count"], s["p50"], s["p90"], s["p99"], s["p99.9"],
-                                         s["max"])):
+                for col, v in zip(rows, (scope, locate, name, s["count"], s["p50"], s["p90"], s["p99"],
+                                         s["p99.9"], s["max"])):
                     rows[col].append(v)
 
-        add("ALL", ((k.name, sess.histogram(k)) for k in Kind))
+        add("ALL", None, ((k.name, sess.histogram(k)) for k in Kind))
         for z in sizing:
-            add(symtab[z.locate].as_py() or str(z.locate),
+            add(symtab[z.locate].as_py() or str(z.locate), z.locate,
                 ((k.name, sess.book_histogram(z.locate, k).astype(np.uint64)) for k in Kind))
         reports.write("latency", rows)
 

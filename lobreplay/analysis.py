@@ -1,0 +1,414 @@
+"""Load a replay's report directory into pandas and plot it (docs/analysis.md).
+
+`load(dir)` reads what `lobreplay.itch.replay.replay_itch` (`lobreplay itch replay`) or
+`lobreplay.l2replay.replay_lobc` (`lobreplay replay FILE.lobc`) wrote: every Parquet table
+present as a typed DataFrame, `summary.json`, and the provenance stored in the Parquet
+schema metadata. Prices stay integers in the feed's units unless `scale_prices=True`.
+
+The plotting helpers take the loaded reports and return a matplotlib Figure; they never
+call `plt.show()` and work with the Agg backend (no display needed). Each one plots only
+what the reports hold, and says so in its title or axis labels:
+
+* `plot_latency`: the latency report holds percentiles, not the histograms, so from a
+  report directory the plot is the percentile distribution (p50 .. p99.9 and max per event
+  kind, HdrHistogram style) with the table beside it. Pass `histograms=` (bucket counts from
+  a live `Session`, e.g. `session_histograms(session)`) for the histogram itself.
+* `plot_desyncs`: cumulative desyncs over time by cause.
+* `plot_bbo`: best bid and ask and the spread over the session.
+* `plot_depth_heatmap`: the reports hold no depth beyond the top of book, so this is the
+  time-weighted quantity resting at the best bid and ask (from `bbo`); a table named
+  `depth` (time, price, qty), if present, is used instead.
+* `plot_tape`: the trade tape (ITCH: the feed's executions; .lobc: the trades).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = [
+    "Reports", "load", "percentile_table", "busiest_symbol", "session_histograms", "tape",
+    "plot_latency", "plot_desyncs", "plot_bbo", "plot_depth_heatmap", "plot_tape",
+]
+
+_PCT_COLS = [("p50_ns", 50.0), ("p90_ns", 90.0), ("p99_ns", 99.0), ("p99_9_ns", 99.9)]
+_NULLABLE = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+             pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(), pa.uint16(): pd.UInt16Dtype(),
+             pa.uint32(): pd.UInt32Dtype(), pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype()}
+# Columns in price units (ITCH Price(4) or the .lobc price_scale) and in quantity units (.lobc qty_scale).
+_PRICE_COLS = {"price", "bid_price", "ask_price", "expected_price", "found_price", "other_price", "min_price",
+               "max_price", "band_low", "band_high", "tick", "book_bid_price", "book_ask_price",
+               "ticker_bid_price", "ticker_ask_price"}
+_L2_QTY_COLS = {"qty", "bid_qty", "ask_qty", "other_qty", "book_bid_qty", "book_ask_qty", "ticker_bid_qty",
+                "ticker_ask_qty"}
+
+
+@dataclass
+class Reports:
+    """A loaded report directory. Tables are attributes (`r.bbo`, `r.desyncs`, ...) and in
+    `r.tables`; ITCH status tables (`status_<type>_<name>`) are in `r.tables` too."""
+    path: Path
+    source: str                      # "itch" or "lobc"
+    tables: dict[str, pd.DataFrame]
+    summary: dict
+    provenance: dict[str, str]
+    price_scale: int
+    qty_scale: int | None            # .lobc only (ITCH quantities are shares)
+    prices_scaled: bool = False
+    qty_scaled: bool = False
+    table_provenance: dict[str, dict] = field(default_factory=dict, repr=False)
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        tables = self.__dict__.get("tables", {})
+        if name in tables:
+            return tables[name]
+        raise AttributeError(f"no report {name!r} in {self.__dict__.get('path')}; present: "
+                             f"{', '.join(sorted(tables)) or 'none'}")
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tables
+
+    def __repr__(self) -> str:
+        rows = ", ".join(f"{k} {len(v):,}" for k, v in self.tables.items())
+        return f"Reports({str(self.path)!r}, {self.source}, status={self.summary.get('status')!r}: {rows})"
+
+    @property
+    def symbols_list(self) -> list[str]:
+        """Symbols that appear in the bbo (else trades/executions) report."""
+        for name in ("bbo", "trades", "executions"):
+            if name in self.tables and len(self.tables[name]):
+                return sorted(map(str, self.tables[name]["symbol"].astype(str).unique()))
+        return []
+
+    def price_unit(self) -> str:
+        """The unit of price columns, for axis labels."""
+        if self.prices_scaled:
+            return "$" if self.source == "itch" else "price"
+        return f"price (1/{self.price_scale:,}{' $' if self.source == 'itch' else ''})"
+
+
+def _decode_meta(schema: pa.Schema) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in (schema.metadata or {}).items() if not k.startswith(b"pandas")
+            and k != b"ARROW:schema"}
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    """numpy dtypes where a column has no nulls; pandas' nullable dtypes (Int64, UInt32,
+    boolean, ...) for integer and bool columns that have nulls, so integers never become floats."""
+    df = table.to_pandas()
+    for i, f in enumerate(table.schema):
+        col = table.column(i)
+        if col.null_count and f.type in _NULLABLE:
+            df[f.name] = col.to_pandas(types_mapper=_NULLABLE.get).astype(_NULLABLE[f.type])
+    return df
+
+
+def load(report_dir, *, scale_prices: bool = False, scale_qty: bool = False) -> Reports:
+    """Load every report in `report_dir` (an ITCH or a .lobc replay's output).
+
+    Prices stay integers in the feed's units (ITCH Price(4): 1/10,000 dollar; .lobc: 1/price_scale)
+    unless `scale_prices=True`, which converts every price column to float (dollars for ITCH).
+    `scale_qty=True` does the same for a .lobc replay's quantities (qty_scale); ITCH quantities
+    are whole shares and are never converted."""
+    d = Path(report_dir)
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d}: no such report directory")
+    summary = {}
+    if (d / "summary.json").is_file():
+        summary = json.loads((d / "summary.json").read_text())
+    tables, metas = {}, {}
+    for p in sorted(d.glob("*.parquet")):
+        t = pq.read_table(p)
+        tables[p.stem] = _to_pandas(t)
+        metas[p.stem] = _decode_meta(t.schema)
+    if not tables and not summary:
+        raise FileNotFoundError(f"{d}: no reports (no summary.json, no .parquet)")
+    provenance: dict[str, str] = {}
+    for m in metas.values():
+        for k, v in m.items():
+            provenance.setdefault(k, v)
+    if not provenance:
+        provenance = {k: str(v) for k, v in (summary.get("source") or {}).items()}
+    is_lobc = "venue" in provenance or "lobc" in summary or any(
+        "recv_ns" in df.columns for df in tables.values())
+    price_scale = int(provenance.get("price_scale") or (10**8 if is_lobc else 10_000))
+    qty_scale = int(provenance.get("qty_scale") or 10**8) if is_lobc else None
+    if scale_prices or (scale_qty and is_lobc):
+        for df in tables.values():
+            for c in df.columns:
+                if scale_prices and c in _PRICE_COLS and df[c].dtype.kind in "iu":
+                    df[c] = df[c].astype("float64") / price_scale
+                elif scale_prices and c in _PRICE_COLS and str(df[c].dtype)[:1] in "IU":  # nullable
+                    df[c] = df[c].astype("Float64") / price_scale
+                elif scale_qty and is_lobc and c in _L2_QTY_COLS and df[c].dtype.kind in "iu":
+                    df[c] = df[c].astype("float64") / qty_scale
+    return Reports(path=d, source="lobc" if is_lobc else "itch", tables=tables, summary=summary,
+                   provenance=provenance, price_scale=price_scale, qty_scale=qty_scale,
+                   prices_scaled=scale_prices, qty_scaled=bool(scale_qty and is_lobc), table_provenance=metas)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def percentile_table(r: Reports, symbol: str | None = None) -> pd.DataFrame:
+    """The latency report for one scope (ALL, or a symbol), indexed by event kind (ns)."""
+    lat = r.latency
+    scope = "ALL" if symbol is None else str(symbol)
+    cols = [c for c in ("count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "p99_99_ns", "max_ns") if c in lat]
+    t = lat[lat["scope"].astype(str) == scope].set_index("kind")[cols]
+    if t.empty:
+        raise KeyError(f"no latency rows for scope {scope!r} (scopes: {', '.join(lat['scope'].unique()[:10])} ...)")
+    return t
+
+
+def busiest_symbol(r: Reports) -> str:
+    """The symbol with the most top-of-book changes (else the most trades)."""
+    for name in ("bbo", "trades", "executions"):
+        if name in r.tables and len(r.tables[name]):
+            return str(r.tables[name]["symbol"].astype(str).value_counts().index[0])
+    raise ValueError("no bbo, trades or executions rows to pick a symbol from")
+
+
+def session_histograms(session) -> dict[str, np.ndarray]:
+    """Bucket counts per event kind (and ALL) of a live Session with timing on, for
+    plot_latency(histograms=...); bucket bounds: lobreplay._coreapi.bucket_lows()."""
+    from .events import Kind
+    h = {k.name: np.asarray(session.histogram(k), np.uint64) for k in Kind}
+    h = {k: v for k, v in h.items() if v.any()}
+    h["ALL"] = sum(h.values()) if h else np.zeros(0, np.uint64)
+    return h
+
+
+def _time(df: pd.DataFrame, r: Reports):
+    """x values and label: UTC timestamps when known, else ITCH hours since midnight."""
+    if "ts" in df.columns and df["ts"].notna().all() and len(df):
+        return df["ts"].dt.tz_convert(None), "time (UTC)"
+    if "time_ns" in df.columns:
+        return df["time_ns"].to_numpy(np.float64) / 3.6e12, "hours since midnight (exchange local time)"
+    if "recv_ns" in df.columns:
+        return pd.to_datetime(df["recv_ns"]), "receive time (UTC)"
+    raise ValueError("no time column")
+
+
+def _sym(df: pd.DataFrame, symbol) -> pd.DataFrame:
+    return df[df["symbol"].astype(str) == str(symbol)]
+
+
+def _figure(figsize, nrows=1, ncols=1, **kw):
+    from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
+    fig = Figure(figsize=figsize, dpi=kw.pop("dpi", 80), layout="constrained")
+    axes = fig.subplots(nrows, ncols, **kw)
+    return fig, axes
+
+
+def _prices(s: pd.Series) -> np.ndarray:
+    """Prices as floats with the empty side (price 0) as NaN."""
+    v = s.astype("float64").to_numpy(copy=True)
+    v[v == 0] = np.nan
+    return v
+
+
+# ---------------------------------------------------------------- plots
+
+
+def plot_latency(r: Reports, symbol: str | None = None, *, histograms: dict | None = None,
+                 figsize=(9, 3.6)):
+    """Latency by event kind: the percentile distribution from the report (log scale), with
+    the percentile table beside it. `symbol` selects that book's (coarse) figures.
+
+    `histograms` ({kind: bucket counts} of the session's fine histograms, e.g.
+    session_histograms(session)) plots the histogram itself instead (log x); a report
+    directory alone has only percentiles."""
+    fig, (ax, tab) = _figure(figsize, 1, 2, width_ratios=[3, 2])
+    t = percentile_table(r, symbol)
+    if histograms:
+        from ._coreapi import bucket_lows
+        lows = bucket_lows().astype(np.float64)
+        for kind, counts in histograms.items():
+            counts = np.asarray(counts)
+            nz = np.flatnonzero(counts)
+            if not len(nz):
+                continue
+            x = np.maximum(lows[nz], 1)
+            ax.step(x, counts[nz], where="post", label=kind, lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("service time per event (ns, log)")
+        ax.set_ylabel("events per bucket")
+        ax.set_title("core latency histogram by event kind")
+    else:
+        inv = [1 / (1 - q / 100) for _, q in _PCT_COLS]
+        for kind, row in t.iterrows():
+            vals = [max(float(row[c]), 0.5) for c, _ in _PCT_COLS]
+            ax.plot(inv, vals, marker="o", lw=1, ms=3, label=kind)
+            ax.axhline(max(float(row["max_ns"]), 0.5), lw=0.4, ls=":", color=ax.lines[-1].get_color())
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(inv, [f"p{q:g}" for _, q in _PCT_COLS])
+        ax.minorticks_off()
+        ax.set_xlabel("percentile (dotted: max)")
+        ax.set_ylabel("service time (ns, log)")
+        ax.set_title(f"core latency percentiles, {'all books' if symbol is None else symbol} "
+                     "(report: percentiles only)", fontsize=9)
+    ax.legend(fontsize=7)
+    tab.axis("off")
+    cols = ["count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "max_ns"]
+    cells = [[f"{int(v):,}" for v in row] for row in t[cols].to_numpy()]
+    table = tab.table(cellText=cells, rowLabels=list(t.index), colLabels=["n", "p50", "p90", "p99", "p99.9", "max"],
+                      loc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+    return fig
+
+
+def plot_desyncs(r: Reports, *, figsize=(8, 3)):
+    """Cumulative desyncs over time, one line per cause (a message when there are none)."""
+    fig, ax = _figure(figsize)
+    d = r.desyncs
+    if d.empty:
+        ax.text(0.5, 0.5, "no desyncs: the core and the feed agreed on every event", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    x, label = _time(d, r)
+    x = pd.Series(np.asarray(x), index=d.index)
+    for cause, g in d.groupby("cause", observed=True, sort=True):
+        xs = x.loc[g.index].sort_values()
+        ax.step(xs.to_numpy(), np.arange(1, len(xs) + 1), where="post", label=f"{cause} ({len(xs):,})")
+    ax.set_xlabel(label)
+    ax.set_ylabel("desyncs (cumulative)")
+    ax.set_title(f"desyncs by cause: {len(d):,}")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def plot_bbo(r: Reports, symbol: str, *, figsize=(8, 4.5)):
+    """Best bid and ask (top) and the spread (bottom) of one symbol, from the bbo report
+    (steps: each value holds until the next change; an empty side is a gap)."""
+    b = _sym(r.bbo, symbol)
+    if b.empty:
+        raise KeyError(f"no bbo rows for {symbol!r}")
+    fig, (ax, sp) = _figure(figsize, 2, 1, sharex=True, height_ratios=[2, 1])
+    x, label = _time(b, r)
+    x = np.asarray(x)
+    bid, ask = _prices(b["bid_price"]), _prices(b["ask_price"])
+    ax.step(x, bid, where="post", lw=0.8, color="tab:green", label="best bid")
+    ax.step(x, ask, where="post", lw=0.8, color="tab:red", label="best ask")
+    ax.set_ylabel(r.price_unit())
+    ax.set_title(f"{symbol}: top of book ({len(b):,} changes)")
+    ax.legend(fontsize=7)
+    sp.step(x, ask - bid, where="post", lw=0.8, color="tab:blue")
+    sp.set_ylabel(f"spread ({r.price_unit()})")
+    sp.set_xlabel(label)
+    return fig
+
+
+def plot_depth_heatmap(r: Reports, symbol: str, *, time_bins: int = 60, price_bins: int = 40, figsize=(8, 3.6)):
+    """Where size rested over time, as a heatmap of time x price.
+
+    From the bbo report this is honest only about the top of book: each cell is the
+    quantity at the best bid plus the best ask in that price bin, weighted by how long it
+    rested (quantity x seconds, or x hours for ITCH without a date); deeper levels are not in
+    the reports. A `depth` table (columns symbol, a time column, price, qty), if present, is
+    used instead with the same weighting per row."""
+    depth = r.tables.get("depth")
+    if depth is not None and len(_sym(depth, symbol)):
+        d = _sym(depth, symbol)
+        x, label = _time(d, r)
+        t = _num(x)
+        p = d["price"].astype("float64").to_numpy()
+        q = d["qty"].astype("float64").to_numpy()
+        what = "depth table"
+        dur = np.diff(t, append=t[-1]) if len(t) else t
+    else:
+        b = _sym(r.bbo, symbol)
+        if b.empty:
+            raise KeyError(f"no bbo rows for {symbol!r}")
+        x, label = _time(b, r)
+        t1 = _num(x)
+        dur1 = np.diff(t1, append=t1[-1])
+        bid, ask = _prices(b["bid_price"]), _prices(b["ask_price"])
+        t = np.concatenate([t1, t1])
+        p = np.concatenate([bid, ask])
+        q = np.concatenate([b["bid_qty"].astype("float64").to_numpy(), b["ask_qty"].astype("float64").to_numpy()])
+        dur = np.concatenate([dur1, dur1])
+        what = "top of book only (bbo report)"
+    ok = np.isfinite(p) & (q > 0)
+    fig, ax = _figure(figsize)
+    if not ok.any():
+        ax.text(0.5, 0.5, "no resting quantity", ha="center", va="center", transform=ax.transAxes)
+        return fig
+    h, xe, ye = np.histogram2d(t[ok], p[ok], bins=(time_bins, price_bins), weights=(q * dur)[ok])
+    h[h == 0] = np.nan
+    mesh = ax.pcolormesh(xe, ye, h.T, cmap="viridis", shading="flat")
+    fig.colorbar(mesh, ax=ax, label="qty x " + ("hours" if "hours" in label else "seconds"))
+    ax.set_xlabel(label if "hours" in label else label + ", seconds from start")
+    ax.set_ylabel(r.price_unit())
+    ax.set_title(f"{symbol}: time-weighted resting quantity, {what}", fontsize=9)
+    return fig
+
+
+def _num(x) -> np.ndarray:
+    """Time values as floats (hours for ITCH hours, seconds from the first for timestamps)."""
+    a = np.asarray(x)
+    if np.issubdtype(a.dtype, np.datetime64):
+        a = a.astype("datetime64[ns]").astype(np.int64)
+        return (a - a[0]) / 1e9 if len(a) else a.astype(np.float64)
+    return a.astype(np.float64)
+
+
+def tape(r: Reports, symbol: str | None = None) -> pd.DataFrame:
+    """The trade tape as one table: time columns, symbol, kind, price, qty (and side for .lobc).
+
+    ITCH: the feed's executions (E, C, P, Q). An E carries no price (the order's own price
+    applies): it is taken from the core row of the same message for the same order, which holds
+    the order's price level; an E whose order the core did not give (a fill_order desync) keeps
+    price NaN. .lobc: the trades report."""
+    if r.source == "lobc":
+        t = r.trades.copy()
+        t["kind"] = "trade"
+    else:
+        ex = r.executions
+        feed = ex[ex["source"] == "feed"].copy()
+        core = ex[ex["source"] == "core"][["message", "order_ref", "price"]].drop_duplicates(["message", "order_ref"])
+        core = core.rename(columns={"price": "core_price"})
+        feed = feed.merge(core, on=["message", "order_ref"], how="left")
+        e = feed["msg_type"] == "E"
+        price = feed["price"].astype("float64")
+        price.loc[e] = feed.loc[e, "core_price"].astype("float64")
+        feed["price"] = price if (r.prices_scaled or price.isna().any()) else price.astype(np.int64)
+        t = feed.drop(columns=["core_price"]).rename(columns={"msg_type": "kind"})
+    if symbol is not None:
+        t = _sym(t, symbol)
+    return t.reset_index(drop=True)
+
+
+def plot_tape(r: Reports, symbol: str, *, figsize=(8, 3.2)):
+    """The trades of one symbol: price against time, marker area by size (ITCH: coloured by
+    message type, E/C displayed executions, P non-displayed, Q crosses; .lobc: by aggressor side)."""
+    t = tape(r, symbol)
+    fig, ax = _figure(figsize)
+    if t.empty:
+        ax.text(0.5, 0.5, f"no trades for {symbol}", ha="center", va="center", transform=ax.transAxes)
+        return fig
+    x, label = _time(t, r)
+    x = np.asarray(x)
+    q = t["qty"].astype("float64").to_numpy()
+    size = 4 + 60 * np.sqrt(q / q.max()) if q.max() > 0 else np.full(len(q), 4.0)
+    groups = t["side"].replace({"B": "buy aggressor", "S": "sell aggressor"}) if r.source == "lobc" else t["kind"]
+    for g in sorted(groups.dropna().unique()):
+        m = (groups == g).to_numpy()
+        ax.scatter(x[m], t["price"].to_numpy(np.float64)[m], s=size[m], alpha=0.6, label=f"{g} ({m.sum():,})",
+                   linewidths=0)
+    ax.set_xlabel(label)
+    ax.set_ylabel(r.price_unit())
+    ax.set_title(f"{symbol}: trade tape ({len(t):,} trades, {int(np.nansum(q)):,} "
+                 f"{'shares' if r.source == 'itch' else 'qty units'})", fontsize=9)
+    ax.legend(fontsize=7, markerscale=0.7)
+    return fig

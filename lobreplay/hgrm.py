@@ -1,0 +1,131 @@
+"""Export the core's latency histograms as HdrHistogram percentile-distribution files (.hgrm).
+
+A `.hgrm` file is the text HdrHistogram's `outputPercentileDistribution` prints: a
+"Value Percentile TotalCount 1/(1-Percentile)" table, one row per percentile tick, then a
+footer with the mean, standard deviation, max and total count. HdrHistogram's own plotter
+(`plotFiles.html`) and HistogramLogAnalyzer read it.
+
+The file is produced by the `hdrhistogram` package (HdrHistogram_py, the HdrHistogram
+project's Python port): each non-empty bucket of our histogram is recorded into an
+`HdrHistogram` with 3 significant figures at the bucket's lowest value, with the bucket's
+count. The session's histograms have exactly HdrHistogram's 3-figure layout (values below
+2048 exact, then 1024 buckets per power of two), so every bucket lands in the same
+HdrHistogram bucket and the file's percentiles are those of the core's histogram. HDR
+prints a bucket by its highest equivalent value (e.g. 2049 for the bucket [2048, 2050)),
+whereas `lobreplay.latency.summarize` reports the lowest: the two name the same bucket.
+A book's coarse histogram (4 buckets per power of two) is recorded the same way, each count
+at its bucket's lowest value, so the file is as coarse as the histogram.
+
+Values are in ns. Requires the `hdrhistogram` package (`pip install lobreplay[analysis]`).
+"""
+from __future__ import annotations
+
+import io
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ._coreapi import book_bucket_lows, bucket_lows
+from .events import Kind
+
+__all__ = ["write_hgrm", "hgrm_text", "read_hgrm", "export_session_hgrm", "SIGNIFICANT_FIGURES"]
+
+SIGNIFICANT_FIGURES = 3
+HIGHEST_TRACKABLE = 1 << 42   # the core clamps at 2^40 ns
+
+
+def _hdr():
+    try:
+        from hdrh.histogram import HdrHistogram
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("lobreplay.hgrm needs the hdrhistogram package: pip install 'lobreplay[analysis]' "
+                          "(or pip install hdrhistogram)") from e
+    return HdrHistogram
+
+
+def _histogram(counts, lows):
+    counts = np.asarray(counts)
+    lows = np.asarray(lows)
+    if counts.shape != lows.shape:
+        raise ValueError(f"counts has {counts.shape[0] if counts.ndim else 0} buckets, bucket_lows {len(lows)}")
+    if counts.dtype.kind in "if" and (counts < 0).any():
+        raise ValueError("negative bucket count")
+    h = _hdr()(1, HIGHEST_TRACKABLE, SIGNIFICANT_FIGURES)
+    for i in np.flatnonzero(counts):
+        h.record_value(int(lows[i]), int(counts[i]))
+    return h
+
+
+def hgrm_text(counts, bucket_lows, *, ticks_per_half_distance: int = 5) -> str:
+    """The .hgrm text of a histogram: counts per bucket, and each bucket's lowest value (ns)."""
+    h = _histogram(counts, bucket_lows)
+    buf = io.BytesIO()
+    h.output_percentile_distribution(buf, 1, ticks_per_half_distance)
+    return buf.getvalue().decode("ascii")
+
+
+def write_hgrm(counts, bucket_lows, path, *, ticks_per_half_distance: int = 5) -> Path:
+    """Write one histogram as a .hgrm file (values in ns); returns the path.
+
+    `counts` and `bucket_lows` go together: `Session.histogram(kind)` with
+    `lobreplay._coreapi.bucket_lows()`, or `Session.book_histogram(...)` with
+    `book_bucket_lows()`."""
+    path = Path(path)
+    text = hgrm_text(counts, bucket_lows, ticks_per_half_distance=ticks_per_half_distance)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def export_session_hgrm(session, out_dir, *, instrument: int | None = None, prefix: str = "latency") -> dict:
+    """One .hgrm file per event kind with samples, plus ALL (every kind), from a session
+    with timing on (`Session.set_timing(True)`; also `L2Replay.session`).
+
+    With `instrument`, the book's coarse histograms instead of the session's. Files are
+    named `<prefix>_<KIND>.hgrm` (`<prefix>_<instrument>_<KIND>.hgrm` for a book).
+    Returns {kind name: path}; nothing is written for a kind without samples."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if instrument is None:
+        hists = {k.name: np.asarray(session.histogram(k), np.uint64) for k in Kind}
+        lows, tag = bucket_lows(), prefix
+    else:
+        hists = {k.name: np.asarray(session.book_histogram(instrument, k), np.uint64) for k in Kind}
+        lows, tag = book_bucket_lows(), f"{prefix}_{instrument}"
+    hists["ALL"] = sum(hists.values())
+    written = {}
+    for name, h in hists.items():
+        if h.any():
+            written[name] = write_hgrm(h, lows, out / f"{tag}_{name}.hgrm")
+    return written
+
+
+_ROW = re.compile(r"^\s*([0-9.]+)\s+([0-9.]+)\s+([0-9]+)(?:\s+([0-9.]+|Infinity))?\s*$")
+_FOOT = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*=\s*([0-9.]+)")
+
+
+def read_hgrm(path_or_text) -> tuple[pd.DataFrame, dict]:
+    """Parse a .hgrm file (or its text): the table (value, percentile 0..1, total_count,
+    inverse = 1/(1-percentile), NaN on the last row) and the footer
+    ({'Mean', 'StdDeviation', 'Max', 'TotalCount', 'Buckets', 'SubBuckets'}; Java's
+    spelling 'Total count' is read as 'TotalCount')."""
+    text = str(path_or_text)
+    if "\n" not in text:
+        text = Path(text).read_text()
+    rows, foot = [], {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            for k, v in _FOOT.findall(line):
+                foot[k.replace("Total count", "TotalCount").strip()] = float(v)
+            continue
+        m = _ROW.match(line)
+        if m:
+            inv = m.group(4)
+            rows.append((float(m.group(1)), float(m.group(2)), int(m.group(3)),
+                         float("inf") if inv == "Infinity" else float(inv) if inv else float("nan")))
+    df = pd.DataFrame(rows, columns=["value", "percentile", "total_count", "inverse"])
+    return df, foot
