@@ -274,8 +274,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .binance.cli import add_commands as add_binance_commands
     from .cli_lobc import add_commands as add_lobc_commands
+    from .cli_lobster import add_commands as add_lobster_commands
+    from .cli_lobster import add_itch_lobster
+    add_itch_lobster(itch)
     add_lobc_commands(sub)
     add_binance_commands(sub)
+    add_lobster_commands(sub)
     return p
 
 
