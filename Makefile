@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 N ?= 100000000
 SEED ?= 1
 
-.PHONY: demo test dev fuzz asan dist bench-core bench-itch clean
+.PHONY: demo test test-browser dev fuzz asan dist bench-core bench-itch clean
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -27,7 +27,13 @@ demo: $(STAMP)
 	  $(VENV)/bin/lobreplay itch replay $(SHARED_CAPTURE) -o out/demo-0930 --force --no-progress; fi
 
 test: $(STAMP)
-	$(VPY) -m pytest -q -n 2
+	$(VPY) -m pytest -q -n 2 -m "not browser"
+
+# The HTML viewer loaded in headless Chromium (Debian's chromium; installed here
+# when missing and apt is usable, as in .ci/run).
+test-browser: $(STAMP)
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+	$(VPY) -m pytest -q -m browser
 
 # The core built with ASan + UBSan, loaded in place of the installed one, over
 # the core tests and the differential fuzz.

@@ -688,6 +688,23 @@ int lob_session_add_book(lob_session *s, uint32_t instrument, int64_t band_low, 
     return st;
 }
 
+void lob_session_depth(const lob_session *s, const uint32_t *instruments, size_t k, uint32_t n, int64_t *prices,
+                       int64_t *qtys, uint32_t *counts)
+{
+    for (size_t j = 0; j < k; j++) {
+        const lob_book *b = instruments[j] <= s->max_instrument ? s->books[instruments[j]] : NULL;
+        for (int side = 0; side < 2; side++) {
+            size_t base = (j * 2 + (size_t)side) * n;
+            uint32_t got = b ? lob_book_depth(b, side ? LOB_SELL : LOB_BUY, n, prices + base, qtys + base,
+                                              counts + base) : 0;
+            for (uint32_t i = got; i < n; i++) {
+                prices[base + i] = qtys[base + i] = 0;
+                counts[base + i] = 0;
+            }
+        }
+    }
+}
+
 lob_book *lob_session_book(lob_session *s, uint32_t instrument)
 {
     return (s && instrument <= s->max_instrument) ? s->books[instrument] : NULL;

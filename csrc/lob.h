@@ -218,6 +218,12 @@ void lob_session_free(lob_session *s);
  * book) or LOB_ENOMEM. */
 int lob_session_add_book(lob_session *s, uint32_t instrument, int64_t band_low,
                          int64_t band_high, int64_t tick, uint32_t capacity);
+/* The n best levels of both sides of k books at once: for book j, side 0 (bid)
+ * and 1 (ask), level i goes to prices/qtys/counts[(j * 2 + side) * n + i],
+ * zeros past a side's last level and for instruments without a book. The
+ * arrays hold k * 2 * n values. Can't fail. */
+void lob_session_depth(const lob_session *s, const uint32_t *instruments, size_t k, uint32_t n, int64_t *prices,
+                       int64_t *qtys, uint32_t *counts);
 /* The book of an instrument, or NULL. The session keeps ownership. */
 lob_book *lob_session_book(lob_session *s, uint32_t instrument);
 

@@ -111,6 +111,8 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen);
 lob_session *lob_session_new(uint32_t max_instrument, int *status);
 void lob_session_free(lob_session *s);
 int lob_session_add_book(lob_session *s, uint32_t instrument, int64_t band_low, int64_t band_high, int64_t tick, uint32_t capacity);
+void lob_session_depth(const lob_session *s, const uint32_t *instruments, size_t k, uint32_t n, int64_t *prices,
+                       int64_t *qtys, uint32_t *counts);
 lob_book *lob_session_book(lob_session *s, uint32_t instrument);
 typedef struct lob_outputs {
     lob_result *results;

@@ -154,6 +154,18 @@ class CoreSession:
         raise_for_status(st, f"book for instrument {instrument} (band {band_low}..{band_high}, "
                              f"tick {tick}, capacity {capacity})", instrument=instrument)
 
+    def depth(self, instruments: np.ndarray, n: int):
+        """The n best levels of both sides of many books in one call: three arrays
+        shaped (books, 2, n) (side 0 bid, 1 ask), zeros past a side's last level."""
+        inst = np.ascontiguousarray(instruments, dtype=np.uint32)
+        k = len(inst)
+        prices = np.zeros((k, 2, n), np.int64)
+        qtys = np.zeros((k, 2, n), np.int64)
+        counts = np.zeros((k, 2, n), np.uint32)
+        lib.lob_session_depth(self.ptr, _buf("uint32_t[]", inst), k, n, _buf("int64_t[]", prices, True),
+                              _buf("int64_t[]", qtys, True), _buf("uint32_t[]", counts, True))
+        return prices, qtys, counts
+
     def book(self, instrument: int):
         if not 0 <= instrument <= self.max_instrument:
             return None

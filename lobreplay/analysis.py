@@ -15,15 +15,15 @@ what the reports hold, and says so in its title or axis labels:
   a live `Session`, e.g. `session_histograms(session)`) for the histogram itself.
 * `plot_desyncs`: cumulative desyncs over time by cause.
 * `plot_bbo`: best bid and ask and the spread over the session.
-* `plot_depth_heatmap`: the reports hold no depth beyond the top of book, so this is the
-  time-weighted quantity resting at the best bid and ask (from `bbo`); a table named
-  `depth` (time, price, qty), if present, is used instead.
+* `plot_depth_heatmap`: time-weighted resting quantity over time and price, from the ITCH
+  replay's N-level samples (`depth.parquet`, `--depth N`) when present, else from `bbo`:
+  then the top of book only.
 * `plot_tape`: the trade tape (ITCH: the feed's executions; .lobc: the trades).
 """
 from __future__ import annotations
 
 import json
-import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +45,7 @@ _NULLABLE = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32():
 _PRICE_COLS = {"price", "bid_price", "ask_price", "expected_price", "found_price", "other_price", "min_price",
                "max_price", "band_low", "band_high", "tick", "book_bid_price", "book_ask_price",
                "ticker_bid_price", "ticker_ask_price"}
+_LEVEL_PRICE = re.compile(r"^(bid|ask)_price_[0-9]+$")   # depth.parquet's levels
 _L2_QTY_COLS = {"qty", "bid_qty", "ask_qty", "other_qty", "book_bid_qty", "book_ask_qty", "ticker_bid_qty",
                 "ticker_ask_qty"}
 
@@ -142,9 +143,10 @@ def load(report_dir, *, scale_prices: bool = False, scale_qty: bool = False) -> 
     if scale_prices or (scale_qty and is_lobc):
         for df in tables.values():
             for c in df.columns:
-                if scale_prices and c in _PRICE_COLS and df[c].dtype.kind in "iu":
+                is_price = c in _PRICE_COLS or _LEVEL_PRICE.match(c)
+                if scale_prices and is_price and df[c].dtype.kind in "iu":
                     df[c] = df[c].astype("float64") / price_scale
-                elif scale_prices and c in _PRICE_COLS and str(df[c].dtype)[:1] in "IU":  # nullable
+                elif scale_prices and is_price and str(df[c].dtype)[:1] in "IU":  # nullable
                     df[c] = df[c].astype("Float64") / price_scale
                 elif scale_qty and is_lobc and c in _L2_QTY_COLS and df[c].dtype.kind in "iu":
                     df[c] = df[c].astype("float64") / qty_scale
@@ -309,23 +311,41 @@ def plot_bbo(r: Reports, symbol: str, *, figsize=(8, 4.5)):
     return fig
 
 
-def plot_depth_heatmap(r: Reports, symbol: str, *, time_bins: int = 60, price_bins: int = 40, figsize=(8, 3.6)):
-    """Where size rested over time, as a heatmap of time x price.
+def plot_depth_heatmap(r: Reports, symbol: str, *, source: str = "auto", time_bins: int = 60,
+                       price_bins: int = 40, figsize=(8, 3.6)):
+    """Where size rested over time: a heatmap of time x price, each cell the quantity resting
+    at prices in that bin weighted by how long it rested (qty x seconds, or x hours for ITCH
+    without a date).
 
-    From the bbo report this is honest only about the top of book: each cell is the
-    quantity at the best bid plus the best ask in that price bin, weighted by how long it
-    rested (quantity x seconds, or x hours for ITCH without a date); deeper levels are not in
-    the reports. A `depth` table (columns symbol, a time column, price, qty), if present, is
-    used instead with the same weighting per row."""
+    source "depth" (the default "auto" when the ITCH replay wrote `depth.parquet`, `--depth N`):
+    the N-level book samples; a row holds until the symbol's next row (a symbol without events
+    has no row), the last one for one sampling interval. Only N levels per side, at the sample
+    times. Source "bbo" (the default otherwise, and for a .lobc replay): the top of book only,
+    each change holding until the next; levels behind the touch are not in that report."""
     depth = r.tables.get("depth")
-    if depth is not None and len(_sym(depth, symbol)):
-        d = _sym(depth, symbol)
+    if source not in ("auto", "depth", "bbo"):
+        raise ValueError(f"source: expected auto, depth or bbo, got {source!r}")
+    use_depth = source == "depth" or (source == "auto" and depth is not None and len(_sym(depth, symbol)) > 0)
+    if use_depth:
+        if depth is None:
+            raise KeyError("no depth report (replay with --depth N)")
+        d = _sym(depth, symbol).sort_values("time_ns" if "time_ns" in depth else "ts")
+        if d.empty:
+            raise KeyError(f"no depth rows for {symbol!r}")
         x, label = _time(d, r)
-        t = _num(x)
-        p = d["price"].astype("float64").to_numpy()
-        q = d["qty"].astype("float64").to_numpy()
-        what = "depth table"
-        dur = np.diff(t, append=t[-1]) if len(t) else t
+        t1 = _num(x)
+        tt = np.unique(_num(_time(depth, r)[0]))
+        step = float(np.min(np.diff(tt))) if len(tt) > 1 else 1.0
+        dur1 = np.diff(t1, append=t1[-1] + step)
+        n = max(int(c.rsplit("_", 1)[1]) for c in d.columns if c.startswith("bid_price_"))
+        ps, qs = [], []
+        for side in ("bid", "ask"):
+            for i in range(1, n + 1):
+                ps.append(_prices(d[f"{side}_price_{i}"]))
+                qs.append(d[f"{side}_qty_{i}"].astype("float64").to_numpy())
+        p, q = np.concatenate(ps), np.concatenate(qs)
+        t, dur = np.tile(t1, 2 * n), np.tile(dur1, 2 * n)
+        what = f"{n} levels per side, depth report samples"
     else:
         b = _sym(r.bbo, symbol)
         if b.empty:
@@ -339,8 +359,9 @@ def plot_depth_heatmap(r: Reports, symbol: str, *, time_bins: int = 60, price_bi
         q = np.concatenate([b["bid_qty"].astype("float64").to_numpy(), b["ask_qty"].astype("float64").to_numpy()])
         dur = np.concatenate([dur1, dur1])
         what = "top of book only (bbo report)"
-    ok = np.isfinite(p) & (q > 0)
+    ok = np.isfinite(p) & (q > 0) & (dur > 0)
     fig, ax = _figure(figsize)
+    ax.set_title(f"{symbol}: time-weighted resting quantity, {what}", fontsize=9)
     if not ok.any():
         ax.text(0.5, 0.5, "no resting quantity", ha="center", va="center", transform=ax.transAxes)
         return fig
@@ -350,7 +371,6 @@ def plot_depth_heatmap(r: Reports, symbol: str, *, time_bins: int = 60, price_bi
     fig.colorbar(mesh, ax=ax, label="qty x " + ("hours" if "hours" in label else "seconds"))
     ax.set_xlabel(label if "hours" in label else label + ", seconds from start")
     ax.set_ylabel(r.price_unit())
-    ax.set_title(f"{symbol}: time-weighted resting quantity, {what}", fontsize=9)
     return fig
 
 

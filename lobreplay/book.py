@@ -105,6 +105,11 @@ class Session:
             self._views[instrument] = BookView(core.CoreBook(ptr, self._s), instrument)
         return self._views[instrument]
 
+    def depth(self, instruments, n: int = 10):
+        """The n best levels of many books in one core call: (prices, qtys, counts),
+        each shaped (books, 2, n) with side 0 = bid, 1 = ask, best first, 0 past the last level."""
+        return self._s.depth(np.asarray(instruments), n)
+
     def instruments(self) -> list[int]:
         return [i for i in range(self.max_instrument + 1) if self._s.book(i) is not None]
 

@@ -280,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_lobc_commands(sub)
     add_binance_commands(sub)
     add_lobster_commands(sub)
+    from .cli_view import add_commands as add_view_commands
+    add_view_commands(sub)
     return p
 
 

@@ -26,7 +26,7 @@ from .errors import InputError
 from .events import Kind
 from .itch.replay import prepare_output, symbols_of
 from .l2 import MAX_GRID_LEVELS, L2Replay, scan
-from .latency import summarize
+from .latency import report_rows
 from .reports import SCHEMAS, ReportSet, TableWriter, write_json
 
 ALL_REPORTS = ("bbo", "desyncs", "trades", "latency", "ticker_mismatches")
@@ -209,24 +209,7 @@ class LobcReplay:
 
     def _latency(self, rp: L2Replay, sizing, reports) -> None:
         """Overall (the session's fine histograms) and per symbol (each book's coarse ones)."""
-        rows = {k: [] for k in ("scope", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "max_ns")}
-
-        def add(scope, hists):
-            hists = dict(hists)
-            hists["ALL"] = sum(hists.values())
-            for name, h in hists.items():
-                if not h.any():
-                    continue
-                s = summarize(h)
-                for col, v in zip(rows, (scope, name, s["count"], s["p50"], s["p90"], s["p99"], s["p99.9"],
-                                         s["max"])):
-                    rows[col].append(v)
-
-        sess = rp.session
-        add("ALL", ((k.name, sess.histogram(k)) for k in Kind))
-        for s, z in sorted(sizing.items()):
-            add(z.name, ((k.name, sess.book_histogram(s, k).astype(np.uint64)) for k in Kind))
-        reports.write("latency", rows)
+        reports.write("latency", report_rows(rp.session, [(z.name, s) for s, z in sorted(sizing.items())]))
 
 
 def replay_lobc(path, out_dir: str, cfg: L2ReplayConfig | None = None, *, force: bool = False) -> dict:

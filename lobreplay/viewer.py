@@ -19,6 +19,7 @@ import os
 import re
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import InputError
@@ -36,6 +37,38 @@ def _meta(path: str) -> dict:
 def _read(path: str, columns=None, symbol: str | None = None):
     filters = [("symbol", "=", symbol)] if symbol is not None else None
     return pq.read_table(path, columns=columns, filters=filters)
+
+
+def _symbol_rows(path: str, sym: str, columns: list[str], max_frames: int):
+    """The rows of one symbol, in time order, downsampled evenly to max_frames: (table, rows
+    available). Reads the symbol and time columns first, then only the row groups that hold a
+    picked row (a report written sample by sample has many small row groups)."""
+    f = pq.ParquetFile(path)
+    key = f.read(columns=["time_ns", "symbol"])
+    mask_parts = []
+    for chunk in key.column("symbol").chunks:
+        if isinstance(chunk, pa.DictionaryArray):
+            values = chunk.dictionary.to_pylist()
+            codes = chunk.indices.to_numpy(zero_copy_only=False)
+            mask_parts.append(codes == values.index(sym) if sym in values else np.zeros(len(chunk), bool))
+        else:
+            mask_parts.append(np.asarray(chunk.to_numpy(zero_copy_only=False) == sym, bool))
+    mask = np.concatenate(mask_parts) if mask_parts else np.zeros(0, bool)
+    rows = np.flatnonzero(mask)
+    n_avail = len(rows)
+    if not n_avail:
+        return None, 0
+    times = key.column("time_ns").to_numpy()[rows]
+    rows = rows[np.argsort(times, kind="stable")]
+    picked = rows[_even(n_avail, max_frames)]
+    nr = np.array([f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)], np.int64)
+    starts = np.cumsum(nr) - nr
+    rg_of = np.searchsorted(starts, picked, side="right") - 1
+    groups = np.unique(rg_of)
+    t = f.read_row_groups(groups.tolist(), columns=columns)
+    base = np.cumsum(nr[groups]) - nr[groups]  # where each read group starts in t
+    local = base[np.searchsorted(groups, rg_of)] + (picked - starts[rg_of])
+    return t.take(pa.array(local)), n_avail
 
 
 def _most_active(report_dir: str, have: dict) -> str:
@@ -126,18 +159,14 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
         names = pq.read_schema(have["depth"]).names
         levels = sum(1 for n in names if re.fullmatch(r"bid_price_\d+", n))
         cols = [f"{s}_{f}_{i}" for i in range(1, levels + 1) for s in ("bid", "ask") for f in ("price", "qty", "count")]
-        t = _read(have["depth"], ["time_ns"] + cols, sym)
     else:
         levels = 1
         cols = [f"{s}_{f}" for s in ("bid", "ask") for f in ("price", "qty", "count")]
-        t = _read(have["bbo"], ["time_ns"] + cols, sym)
-    n_avail = t.num_rows
+    t, n_avail = _symbol_rows(have[source], sym, ["time_ns"] + cols, max_frames)
     if not n_avail:
         raise InputError(f"{sym}: no rows in {os.path.basename(have[source])} (is the symbol in this replay?)")
-    order = np.argsort(t.column("time_ns").to_numpy(), kind="stable")
-    pick = order[_even(n_avail, max_frames)]
-    times = t.column("time_ns").to_numpy()[pick].astype(np.int64)
-    arr = {c: t.column(c).to_numpy()[pick].astype(np.int64) for c in cols}
+    times = t.column("time_ns").to_numpy().astype(np.int64)
+    arr = {c: t.column(c).to_numpy().astype(np.int64) for c in cols}
     if source == "depth":
         def side(s, f):
             return np.stack([arr[f"{s}_{f}_{i}"] for i in range(1, levels + 1)], axis=1)

@@ -31,7 +31,7 @@ from .. import _coreapi as core
 from ..book import Session
 from ..errors import InputError
 from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Side, Status
-from ..latency import summarize
+from ..latency import report_rows
 from ..reports import SCHEMAS, ReportSet, TableWriter, write_json
 from .decode import decode_type, to_arrow
 from .reader import ItchFile
@@ -153,6 +153,7 @@ class ItchReplay:
         self.session = None        # the core session of pass 2
         self._next_sample = None   # depth sampling: the next sample time (ns since midnight)
         self._dirty: set[int] = set()
+        self._samples: list = []   # depth samples waiting to be written
 
     # ---- helpers ----
 
@@ -292,6 +293,7 @@ class ItchReplay:
                 a0 = time.perf_counter()
                 if cfg.depth_levels and "depth" in reports:
                     out = self._apply_sampling(sess, ev[:k], ts[:k], bbo[:k] if want_bbo else None, symtab, reports)
+                    self._flush_samples(reports)
                 else:
                     out = sess.apply(ev[:k], bbo=bbo[:k] if want_bbo else False)
                 apply_s += time.perf_counter() - a0
@@ -367,24 +369,31 @@ class ItchReplay:
         return BatchResult(results, _join(parts, EXEC_DTYPE), bbo, _join(dparts, DESYNC_DTYPE))
 
     def _sample(self, sess, when: int, symtab, reports) -> None:
+        """Queue one depth sample of every book with events since its last sample
+        (written once per chunk: one row group per chunk, not per sample)."""
         if not self._dirty:
             return
         n = self.cfg.depth_levels
         locs = np.array(sorted(self._dirty), np.uint16)
         self._dirty.clear()
-        cols = {f"{side}_{what}_{i}": np.zeros(len(locs), np.int64 if what != "count" else np.uint32)
-                for i in range(1, n + 1) for side in ("bid", "ask") for what in ("price", "qty", "count")}
-        for j, loc in enumerate(locs.tolist()):
-            b = sess.book(loc)
-            for side, key in ((Side.BUY, "bid"), (Side.SELL, "ask")):
-                p, q, c = b.depth_arrays(side, n)
-                for i in range(len(p)):
-                    cols[f"{key}_price_{i + 1}"][j] = p[i]
-                    cols[f"{key}_qty_{i + 1}"][j] = q[i]
-                    cols[f"{key}_count_{i + 1}"][j] = c[i]
+        p, q, c = sess.depth(locs, n)
+        cols = {}
+        for i in range(n):
+            for s, key in ((0, "bid"), (1, "ask")):
+                cols[f"{key}_price_{i + 1}"] = p[:, s, i]
+                cols[f"{key}_qty_{i + 1}"] = q[:, s, i]
+                cols[f"{key}_count_{i + 1}"] = c[:, s, i]
+        order = [f"{key}_{what}_{i}" for i in range(1, n + 1) for key in ("bid", "ask")
+                 for what in ("price", "qty", "count")]
         t = np.full(len(locs), when, np.int64)
-        reports.write_table("depth", pa.table({"time_ns": t, "ts": _ts_array(self._utc(t)), "locate": locs,
-                                                "symbol": symbols_of(symtab, locs), **cols}))
+        self._samples.append(pa.table({"time_ns": t, "ts": _ts_array(self._utc(t)), "locate": locs,
+                                       "symbol": symbols_of(symtab, locs), **{k: cols[k] for k in order}}))
+
+    def _flush_samples(self, reports) -> None:
+        if self._samples:
+            t = pa.concat_tables(self._samples).unify_dictionaries().combine_chunks()
+            reports.write_table("depth", t)
+            self._samples = []
 
     def _count(self, bucket: str, names: np.ndarray) -> None:
         u, c = np.unique(names, return_counts=True)
@@ -505,25 +514,8 @@ class ItchReplay:
 
     def _latency(self, sess, sizing, symtab, reports) -> None:
         """Overall (the session's fine histograms) and per symbol (each book's coarse ones)."""
-        rows = {k: [] for k in ("scope", "locate", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns",
-                                "max_ns")}
-
-        def add(scope, locate, hists):
-            hists = dict(hists)
-            hists["ALL"] = sum(hists.values())
-            for name, h in hists.items():
-                if not h.any():
-                    continue
-                s = summarize(h)
-                for col, v in zip(rows, (scope, locate, name, s["count"], s["p50"], s["p90"], s["p99"],
-                                         s["p99.9"], s["max"])):
-                    rows[col].append(v)
-
-        add("ALL", None, ((k.name, sess.histogram(k)) for k in Kind))
-        for z in sizing:
-            add(symtab[z.locate].as_py() or str(z.locate), z.locate,
-                ((k.name, sess.book_histogram(z.locate, k).astype(np.uint64)) for k in Kind))
-        reports.write("latency", rows)
+        reports.write("latency", report_rows(sess, [(symtab[z.locate].as_py() or str(z.locate), z.locate)
+                                                    for z in sizing]))
 
     def _symbols(self, p1: _Pass1, sizing, per_locate, residual) -> None:
         st = p1.stats

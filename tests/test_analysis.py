@@ -1,0 +1,299 @@
+"""lobreplay.analysis (load, plots) and lobreplay.hgrm (HdrHistogram .hgrm export)."""
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("matplotlib")
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+from matplotlib.collections import PathCollection, QuadMesh  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.table import Table  # noqa: E402
+
+from lobreplay import Kind, analysis as A, lobc  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "data" / "sample_day.itch.gz"
+S = 10**8  # .lobc default scales
+
+
+@pytest.fixture(scope="module")
+def itch_dir(tmp_path_factory):
+    from lobreplay.itch.replay import ReplayConfig, replay_itch
+    out = tmp_path_factory.mktemp("itch") / "out"
+    s = replay_itch(str(SAMPLE), str(out), ReplayConfig(depth_levels=5, depth_every_ns=300 * 10**9))
+    assert s["status"] == "ok"
+    return out
+
+
+def _write_small_lobc(path):
+    """One symbol: a snapshot, two diffs, three bookTickers (the second disagrees on the ask
+    quantity), a trade, then a sequence GAP."""
+    t = [1_700_000_000_000_000_000]
+
+    def add(w, **k):
+        t[0] += 1_000_000
+        w.add(recv_ns=t[0], exch_ns=t[0], **k)
+
+    with lobc.LobcWriter(path, venue="binance", market="spot", symbols=["AAA"]) as w:
+        add(w, kind=lobc.SNAPSHOT_BEGIN, first_id=100)
+        add(w, kind=lobc.SNAPSHOT_LEVEL, side="B", price=100 * S, qty=5 * S)
+        add(w, kind=lobc.SNAPSHOT_LEVEL, side="S", price=101 * S, qty=5 * S)
+        add(w, kind=lobc.SNAPSHOT_END, first_id=100)
+        add(w, kind=lobc.DIFF_BEGIN, first_id=101, last_id=101)
+        add(w, kind=lobc.DIFF_LEVEL, side="B", price=100 * S + S // 2, qty=2 * S)
+        add(w, kind=lobc.DIFF_END, first_id=101, last_id=101)
+        add(w, kind=lobc.TICKER_BID, first_id=101, price=100 * S + S // 2, qty=2 * S)
+        add(w, kind=lobc.TICKER_ASK, first_id=101, price=101 * S, qty=5 * S)
+        add(w, kind=lobc.TRADE, first_id=1, price=101 * S, qty=S, side="B")
+        add(w, kind=lobc.DIFF_BEGIN, first_id=102, last_id=102)
+        add(w, kind=lobc.DIFF_LEVEL, side="S", price=101 * S, qty=3 * S)
+        add(w, kind=lobc.DIFF_END, first_id=102, last_id=102)
+        for u, ask_qty in ((102, 4), (103, 4)):
+            add(w, kind=lobc.TICKER_BID, first_id=u, price=100 * S + S // 2, qty=2 * S)
+            add(w, kind=lobc.TICKER_ASK, first_id=u, price=101 * S, qty=ask_qty * S)
+        add(w, kind=lobc.GAP, first_id=103, last_id=110, flags=lobc.GAP_SEQUENCE)
+
+
+@pytest.fixture(scope="module")
+def lobc_dir(tmp_path_factory):
+    from lobreplay.l2replay import replay_lobc
+    d = tmp_path_factory.mktemp("lobc")
+    _write_small_lobc(d / "small.lobc")
+    s = replay_lobc(d / "small.lobc", str(d / "out"))
+    assert s["status"] == "ok"
+    return d / "out"
+
+
+# ---------------------------------------------------------------- load
+
+
+def test_load_itch_tables_types_and_provenance(itch_dir):
+    r = A.load(itch_dir)
+    assert r.source == "itch" and r.summary["status"] == "ok"
+    for name in ("desyncs", "executions", "bbo", "latency", "symbols"):
+        assert name in r and isinstance(getattr(r, name), pd.DataFrame)
+        assert len(r.tables[name]) == r.summary["report_rows"].get(name, len(r.tables[name]))
+    assert len(r.symbols) == r.summary["symbols_in_file"]
+    assert any(n.startswith("status_S_") for n in r.tables)
+    assert r.provenance["source_file"] == "sample_day.itch.gz" and r.price_scale == 10_000
+    assert len(r.provenance["source_sha256"]) == 64
+    # prices stay integers by default; symbols are categorical; ts is a UTC timestamp
+    assert r.bbo["bid_price"].dtype == np.int64 and r.executions["order_ref"].dtype == np.uint64
+    assert isinstance(r.bbo["symbol"].dtype, pd.CategoricalDtype)
+    assert str(r.bbo["ts"].dtype) == "datetime64[ns, UTC]"
+    assert r.symbols["peak_live"].dtype == np.uint32
+    with pytest.raises(AttributeError, match="no report 'trades'"):
+        r.trades
+
+
+def test_load_scale_prices_itch(itch_dir):
+    raw, usd = A.load(itch_dir), A.load(itch_dir, scale_prices=True)
+    assert usd.bbo["ask_price"].dtype == np.float64 and usd.prices_scaled
+    np.testing.assert_allclose(usd.bbo["ask_price"], raw.bbo["ask_price"] / 10_000)
+    assert usd.bbo["ask_qty"].dtype == np.int64          # shares are never scaled
+    assert usd.symbols["tick"].max() <= 0.01
+    assert usd.price_unit() == "$"
+    assert usd.depth["ask_price_5"].dtype == np.float64 and raw.depth["ask_price_5"].dtype == np.int64
+    np.testing.assert_allclose(usd.depth["bid_price_1"], raw.depth["bid_price_1"] / 10_000)
+
+
+def test_load_nullable_integers_stay_integers(tmp_path):
+    t = pa.table({"symbol": pa.array(["A", "B"]), "price": pa.array([10_000, None], pa.int64())},
+                 metadata={"price_scale": "10000", "source_file": "x"})
+    pq.write_table(t, tmp_path / "bbo.parquet")
+    r = A.load(tmp_path)
+    assert str(r.bbo["price"].dtype) == "Int64" and r.bbo["price"].isna().sum() == 1
+    assert r.provenance == {"price_scale": "10000", "source_file": "x"}
+    with pytest.raises(FileNotFoundError):
+        A.load(tmp_path / "nope")
+
+
+def test_load_lobc_reports(lobc_dir):
+    r = A.load(lobc_dir)
+    assert r.source == "lobc" and r.provenance["venue"] == "binance" and r.qty_scale == S
+    assert set(r.tables) == {"bbo", "desyncs", "trades", "latency", "ticker_mismatches"}
+    assert r.summary["bookticker"]["comparable"] == 2 and r.summary["bookticker"]["matches"] == 1
+    assert len(r.ticker_mismatches) == 1 and r.ticker_mismatches["ticker_ask_qty"].iloc[0] == 4 * S
+    assert list(r.desyncs["cause"]) == ["gap_sequence"]
+    f = A.load(lobc_dir, scale_prices=True, scale_qty=True)
+    assert f.bbo["bid_price"].iloc[-1] == 100.5 and f.bbo["ask_qty"].iloc[-1] == 3.0
+    assert f.trades["price"].iloc[0] == 101.0 and f.trades["qty"].iloc[0] == 1.0
+    assert A.load(lobc_dir, scale_prices=True).bbo["ask_qty"].dtype == np.int64
+
+
+# ---------------------------------------------------------------- plots
+
+
+def _artists(fig):
+    ax = fig.axes
+    return {"lines": sum(len(a.lines) for a in ax), "collections": [c for a in ax for c in a.collections],
+            "tables": [t for a in ax for t in a.tables], "texts": [t.get_text() for a in ax for t in a.texts]}
+
+
+def test_plots_itch(itch_dir):
+    r = A.load(itch_dir)
+    sym = A.busiest_symbol(r)
+    assert sym == r.bbo["symbol"].astype(str).value_counts().index[0]
+
+    f = A.plot_latency(r)
+    a = _artists(f)
+    assert isinstance(f, Figure) and len(a["tables"]) == 1
+    n_kinds = len(A.percentile_table(r))
+    assert a["lines"] == 2 * n_kinds          # a percentile curve and a max line per kind
+    assert f.axes[0].get_yscale() == "log"
+    assert isinstance(A.plot_latency(r, sym), Figure)
+
+    f = A.plot_desyncs(r)                     # the sample day has none
+    assert isinstance(f, Figure) and any("no desyncs" in t for t in _artists(f)["texts"])
+
+    f = A.plot_bbo(r, sym)
+    assert isinstance(f, Figure) and len(f.axes) == 2 and _artists(f)["lines"] == 3
+    bid = f.axes[0].lines[0].get_ydata()
+    assert np.nanmax(bid) == r.bbo.loc[r.bbo["symbol"] == sym, "bid_price"].max()
+
+    f = A.plot_depth_heatmap(r, sym)           # from depth.parquet (5 levels per side)
+    assert any(isinstance(c, QuadMesh) for c in _artists(f)["collections"])
+    assert "5 levels per side" in f.axes[0].get_title()
+    f = A.plot_depth_heatmap(r, sym, source="bbo")
+    assert "top of book only" in f.axes[0].get_title()
+    mesh = next(c for c in _artists(f)["collections"] if isinstance(c, QuadMesh))
+    b = r.bbo[r.bbo["symbol"] == sym]
+    t = b["time_ns"].to_numpy() / 3.6e12
+    dur = np.diff(t, append=t[-1])
+    total = ((b["bid_qty"].to_numpy() * (b["bid_price"].to_numpy() > 0) * dur).sum()
+             + (b["ask_qty"].to_numpy() * (b["ask_price"].to_numpy() > 0) * dur).sum())
+    assert np.isclose(np.nansum(mesh.get_array()), total)   # every share-hour at the touch is in a cell
+
+    f = A.plot_tape(r, sym)
+    pts = [c for c in _artists(f)["collections"] if isinstance(c, PathCollection)]
+    tp = A.tape(r, sym)
+    assert pts and sum(len(c.get_offsets()) for c in pts) == len(tp)
+    assert set(tp["kind"]) <= {"E", "C", "P", "Q"} and tp["price"].notna().all()
+    # an E's price is the level price of the order the core matched for the same message
+    ex = r.executions
+    e = ex[(ex["source"] == "feed") & (ex["msg_type"] == "E")].iloc[0]
+    core = ex[(ex["source"] == "core") & (ex["message"] == e["message"])]
+    assert A.tape(r).query("message == @e.message")["price"].iloc[0] == core["price"].iloc[0]
+    with pytest.raises(KeyError):
+        A.plot_bbo(r, "NOSUCH")
+
+
+def test_plots_lobc(lobc_dir):
+    r = A.load(lobc_dir, scale_prices=True, scale_qty=True)
+    f = A.plot_desyncs(r)
+    assert len(f.axes[0].lines) == 1 and "gap_sequence" in f.axes[0].get_legend().get_texts()[0].get_text()
+    assert len(A.plot_bbo(r, "AAA").axes) == 2
+    assert isinstance(A.plot_tape(r, "AAA"), Figure)
+    assert isinstance(A.plot_latency(r, "AAA"), Figure)
+    f = A.plot_depth_heatmap(r, "AAA")
+    assert any(isinstance(c, QuadMesh) for c in _artists(f)["collections"])
+    assert "top of book only" in f.axes[0].get_title()
+    with pytest.raises(KeyError, match="no depth report"):
+        A.plot_depth_heatmap(r, "AAA", source="depth")
+
+
+def test_plot_latency_with_histograms():
+    from lobreplay.synth import generate_flow
+    flow = generate_flow(5_000, n_instruments=2, seed=3)
+    sess = flow.session()
+    sess.set_timing(True)
+    sess.apply(flow.events)
+    h = A.session_histograms(sess)
+    assert h["ALL"].sum() == 5_000
+    # a fake report with one scope, to pair with the live histograms
+    lat = pd.DataFrame({"scope": ["ALL"], "kind": ["ALL"], "count": [5_000], "p50_ns": [1], "p90_ns": [2],
+                        "p99_ns": [3], "p99_9_ns": [4], "max_ns": [5]})
+    r = A.Reports(path=Path("."), source="itch", tables={"latency": lat}, summary={}, provenance={},
+                  price_scale=10_000, qty_scale=None)
+    f = A.plot_latency(r, histograms=h)
+    assert len(f.axes[0].lines) == len(h) and f.axes[0].get_xscale() == "log"
+
+
+# ---------------------------------------------------------------- hgrm
+
+
+def _timed_session(n=20_000):
+    from lobreplay.synth import generate_flow
+    flow = generate_flow(n, n_instruments=2, seed=5)
+    sess = flow.session()
+    sess.set_timing(True)
+    sess.apply(flow.events)
+    return sess
+
+
+def _check_against_summary(df, foot, counts, lows, index_of):
+    """The .hgrm table against lobreplay.latency.summarize: same total and max bucket, and each
+    percentile of summarize lies between the file's rows that bracket it."""
+    from lobreplay.latency import PERCENTILES, summarize
+    s = summarize(counts)
+    assert foot["TotalCount"] == s["count"] == df["total_count"].iloc[-1]
+    assert lows[index_of(int(foot["Max"]))] == s["max"]
+    assert df["percentile"].is_monotonic_increasing and df["value"].is_monotonic_increasing
+    assert df["percentile"].iloc[-1] == 1.0 and np.isnan(df["inverse"].iloc[-1])
+    mids = lows.astype(np.float64)
+    nz = np.flatnonzero(counts)
+    mean = float((counts[nz] * mids[nz]).sum() / counts.sum())
+    assert abs(foot["Mean"] - mean) <= 0.01 * mean + 1   # HDR uses each bucket's middle
+    for q in PERCENTILES:
+        above = df[df["percentile"] >= q / 100]["value"].iloc[0]
+        below = df[df["percentile"] <= q / 100]["value"].iloc[-1]
+        assert lows[index_of(int(below))] <= s[f"p{q:g}"] <= lows[index_of(int(above))]
+        # a row lies at this percentile's bucket or the rank's cumulative count is reached there
+    # the file's rows name buckets of the histogram (each row's value is in a non-empty bucket)
+    assert all(counts[index_of(int(v))] > 0 for v in df["value"])
+
+
+def test_hgrm_round_trip_session(tmp_path):
+    from lobreplay import hgrm
+    from lobreplay._coreapi import bucket_lows, hist_index
+    sess = _timed_session()
+    written = hgrm.export_session_hgrm(sess, tmp_path)
+    kinds = {k.name for k in Kind if sess.histogram(k).any()}
+    assert set(written) == kinds | {"ALL"}
+    for name, path in written.items():
+        assert path.name == f"latency_{name}.hgrm"
+        text = path.read_text()
+        assert text.splitlines()[0].split() == ["Value", "Percentile", "TotalCount", "1/(1-Percentile)"]
+        assert "#[Mean" in text and "StdDeviation" in text and "#[Max" in text
+        counts = (sum(sess.histogram(k) for k in Kind) if name == "ALL" else sess.histogram(Kind[name]))
+        df, foot = hgrm.read_hgrm(path)
+        _check_against_summary(df, foot, counts, bucket_lows(), hist_index)
+
+
+def test_hgrm_book_histograms(tmp_path):
+    from lobreplay import hgrm
+    from lobreplay._coreapi import book_bucket_lows, book_hist_index
+    sess = _timed_session(5_000)
+    written = hgrm.export_session_hgrm(sess, tmp_path, instrument=1)
+    assert written and all(p.name.startswith("latency_1_") for p in written.values())
+    counts = sum(sess.book_histogram(1, k).astype(np.uint64) for k in Kind)
+    df, foot = hgrm.read_hgrm(written["ALL"])
+    _check_against_summary(df, foot, counts, book_bucket_lows(), book_hist_index)
+
+
+def test_hgrm_exact_small_histogram(tmp_path):
+    """Values below 2048 ns are exact buckets: the file's percentiles are the values."""
+    from lobreplay import hgrm
+    from lobreplay._coreapi import bucket_lows, hist_index
+    from lobreplay.latency import summarize
+    lows = bucket_lows()
+    counts = np.zeros(len(lows), np.uint64)
+    for v, n in ((40, 900), (100, 90), (1500, 9), (3000, 1)):
+        counts[hist_index(v)] += n
+    p = hgrm.write_hgrm(counts, lows, tmp_path / "x.hgrm")
+    df, foot = hgrm.read_hgrm(p)
+    s = summarize(counts)
+    assert (s["p50"], s["p90"], s["p99"], s["max"]) == (40, 40, 100, 3000)
+    at = {round(q, 6): v for q, v in zip(df["percentile"], df["value"])}
+    assert at[0.0] == 40 and foot["TotalCount"] == 1000
+    assert df[df["total_count"] >= 991]["value"].iloc[0] == 1500   # rank 991 (p99.1) is 1500
+    assert 3000 <= foot["Max"] < 3002 and abs(foot["Mean"] - (40 * 900 + 100 * 90 + 1500 * 9 + 3001) / 1000) < 1
+    assert hgrm.read_hgrm(p.read_text())[0].equals(df)
+    with pytest.raises(ValueError):
+        hgrm.write_hgrm(counts[:-1], lows, tmp_path / "bad.hgrm")
