@@ -221,7 +221,7 @@ static inline void prefetch(const void *p)
 enum { SCAN_PF = 8 }; /* messages ahead whose order slot is fetched (the map outgrows the cache) */
 
 int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
-                       size_t n)
+                       size_t n, const uint8_t *select)
 {
     for (size_t k = 0; k < n; k++) {
         if (2 * (s->used + 1) > s->mask + 1 && ref_grow(s) != LOB_OK) return LOB_ENOMEM;
@@ -232,6 +232,7 @@ int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *off
         }
         const uint8_t *m = buf + offsets[k];
         uint16_t locate = be16(m + O_LOCATE);
+        if (select && !select[locate]) continue;
         lob_itch_locate *L = &s->loc[locate];
         int64_t ts = be48(m + O_TS);
         if (L->first_ts < 0) L->first_ts = ts;

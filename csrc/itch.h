@@ -52,11 +52,12 @@ typedef struct lob_itch_scan lob_itch_scan;
 /* Returns NULL with *status LOB_ENOMEM. Free with lob_itch_scan_free. */
 lob_itch_scan *lob_itch_scan_new(int *status);
 void lob_itch_scan_free(lob_itch_scan *s);
-/* Scan n framed messages of buf (offsets and types from lob_itch_frames).
+/* Scan n framed messages of buf (offsets and types from lob_itch_frames),
+ * only those of locates with select[locate] != 0 (select may be NULL: all).
  * Returns LOB_OK, or LOB_ENOMEM if the order map could not grow (the scan
  * is then incomplete). */
 int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
-                       size_t n);
+                       size_t n, const uint8_t *select);
 /* Copy the per-locate figures into out[65536]. Can't fail. */
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
 

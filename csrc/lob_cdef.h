@@ -162,7 +162,7 @@ typedef struct lob_itch_scan lob_itch_scan;
 lob_itch_scan *lob_itch_scan_new(int *status);
 void lob_itch_scan_free(lob_itch_scan *s);
 int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
-                       size_t n);
+                       size_t n, const uint8_t *select);
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
 size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
                        const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index);

@@ -383,12 +383,16 @@ class ItchScan:
             raise_for_status(st[0], "creating an ITCH scan")
         self.ptr = ffi.gc(ptr, lib.lob_itch_scan_free)
 
-    def feed(self, buf: np.ndarray, offsets: np.ndarray, types: np.ndarray, n: int) -> None:
+    def feed(self, buf: np.ndarray, offsets: np.ndarray, types: np.ndarray, n: int, select=None) -> None:
         check_array(buf, np.dtype(np.uint8), "buf")
         check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
         check_array(types, np.dtype(np.uint8), "types", length=n)
+        sel = ffi.NULL
+        if select is not None:
+            check_array(select, np.dtype(np.uint8), "select", length=65536)
+            sel = _buf("uint8_t[]", select)
         raise_for_status(lib.lob_itch_scan_feed(self.ptr, _buf("uint8_t[]", buf), _buf("uint32_t[]", offsets),
-                                                _buf("uint8_t[]", types), n), "ITCH first pass")
+                                                _buf("uint8_t[]", types), n, sel), "ITCH first pass")
 
     def stats(self) -> np.ndarray:
         out = np.zeros(65536, LOCATE_DTYPE)

@@ -174,9 +174,10 @@ class ItchReplay:
         scan = core.ItchScan()
         p1 = _Pass1(stats=np.empty(0))
         harvest = None  # no directory at the start: take symbols from the order messages
+        share = None if self.cfg.part is None else self._share(np.ones(65536, np.uint8))
         with self._bar("pass 1") as bar:
             for chunk in self.src.chunks():
-                scan.feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
+                scan.feed(chunk.buf, chunk.offsets, chunk.types, chunk.n, share)
                 present = set(np.unique(chunk.types).tobytes().decode("latin-1"))
                 if "R" in present:
                     r = decode_type(chunk, "R")
