@@ -220,3 +220,15 @@ def test_depth_samples_agree_with_the_top_of_book(synthetic_day, tmp_path):
                 assert row.ask_price_2 > row.ask_price_1
             checked += 1
     assert checked > 100
+
+
+def test_hgrm_files_beside_the_latency_table(clean):
+    from lobreplay.hgrm import read_hgrm
+    _, out, _ = clean
+    lat = pd.read_parquet(out / "latency.parquet")
+    overall = lat[lat.scope == "ALL"].set_index("kind")
+    for kind, row in overall.iterrows():
+        table, footer = read_hgrm(out / f"latency_{kind}.hgrm")
+        assert int(table["total_count"].iloc[-1]) == int(footer["TotalCount"]) == row["count"], kind
+        # HDR names a bucket by its highest value, the table by its lowest: same bucket, within 0.1 %
+        assert abs(float(footer["Max"]) - row["max_ns"]) <= max(1, 0.001 * row["max_ns"]), kind

@@ -119,6 +119,11 @@ def _merge_latency(t: pa.Table, parts: list[str], schema: pa.Schema) -> pa.Table
     rows = []
     if hists:
         hists["ALL"] = sum(hists.values())
+        from .._coreapi import bucket_lows
+        from ..hgrm import write_hgrm
+        for name, h in hists.items():
+            if np.any(h):
+                write_hgrm(h, bucket_lows(), os.path.join(os.path.dirname(parts[0]), f"latency_{name}.hgrm"))
         for name, h in hists.items():
             if np.any(h):
                 s = summarize(h)

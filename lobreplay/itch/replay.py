@@ -309,6 +309,9 @@ class ItchReplay:
         read = self.src.stats
         if "latency" in reports:
             self._latency(sess, sizing, symtab, reports)
+            if cfg.timing and cfg.part is None:  # a parallel replay writes them from the merged histograms
+                from ..hgrm import export_session_hgrm
+                export_session_hgrm(sess, self.out_dir)
         clock = core.clock_probe(200_000) if cfg.timing else None
         if "symbols" in cfg.reports:
             self._symbols(p1, sizing, desync_per_locate, residual)
