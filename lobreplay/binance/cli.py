@@ -96,21 +96,9 @@ def add_commands(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from ..errors import LobError
-    p = argparse.ArgumentParser(prog="lobreplay")
-    sub = p.add_subparsers(dest="verb")
-    add_commands(sub)
-    args = p.parse_args(argv)
-    if not getattr(args, "func", None):
-        p.print_help(sys.stderr)
-        return 2
-    try:
-        return args.func(args)
-    except LobError as e:
-        print(f"lobreplay: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    """`python -m lobreplay.binance.cli capture binance ...` = `lobreplay capture binance ...`."""
+    from ..cli import main as lobreplay_main
+    return lobreplay_main(argv)
 
 
 if __name__ == "__main__":
