@@ -1055,15 +1055,40 @@ static inline void prefetch_links(const lob_session *s, const lob_event *e)
     if (o->next != NIL) prefetch(&b->orders[o->next]);
 }
 
+/* The N best levels of both sides of a book into row r of the depth outputs. */
+static void depth_row(const lob_book *b, const lob_outputs *out, size_t r)
+{
+    uint32_t n = out->depth_levels;
+    for (int side = 0; side < 2; side++) {
+        size_t base = (r * 2 + (size_t)side) * n;
+        uint32_t got = lob_book_depth(b, side ? LOB_SELL : LOB_BUY, n, out->depth_prices + base,
+                                      out->depth_qtys + base, out->depth_counts + base);
+        for (uint32_t i = got; i < n; i++) {
+            out->depth_prices[base + i] = out->depth_qtys[base + i] = 0;
+            out->depth_counts[base + i] = 0;
+        }
+    }
+}
+
+static int depth_rows_equal(const lob_outputs *out, size_t a, size_t b)
+{
+    size_t w = 2 * (size_t)out->depth_levels;
+    return !memcmp(out->depth_prices + a * w, out->depth_prices + b * w, w * sizeof *out->depth_prices) &&
+           !memcmp(out->depth_qtys + a * w, out->depth_qtys + b * w, w * sizeof *out->depth_qtys) &&
+           !memcmp(out->depth_counts + a * w, out->depth_counts + b * w, w * sizeof *out->depth_counts);
+}
+
 int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out)
 {
     size_t i;
     int rc = LOB_OK;
     if (!s || !out || (n && (!events || !out->results)) || (out->exec_cap && !out->execs) ||
-        (out->desync_cap && !out->desyncs)) {
-        if (out) out->n_done = out->n_exec = out->n_desync = 0;
+        (out->desync_cap && !out->desyncs) ||
+        (out->depth_levels && (!out->depth_event || !out->depth_prices || !out->depth_qtys || !out->depth_counts))) {
+        if (out) out->n_done = out->n_exec = out->n_desync = out->n_depth = 0;
         return LOB_EARG;
     }
+    size_t nd = 0; /* depth rows written */
     sink_t sk = {out->execs, out->desyncs, 0, out->exec_cap, 0, out->desync_cap};
     lob_result *results = out->results;
     lob_bbo *bbo = out->bbo;
@@ -1086,6 +1111,13 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
         if (!b) {
             r.status = LOB_EINSTRUMENT;
             goto done;
+        }
+        if (out->depth_levels) {
+            if (out->depth_cap - nd < 2) {
+                rc = LOB_EEXECFULL;
+                break;
+            }
+            depth_row(b, out, nd + 1); /* the levels before the event, in the scratch row */
         }
         if (bbo) read_bbo(b, &before);
         r.status = check_event(b, e, &p);
@@ -1169,6 +1201,10 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
             apply_exec(b, e, &p, &sk, i, &r);
         }
     done:
+        if (out->depth_levels && b) {
+            depth_row(b, out, nd);
+            if (!depth_rows_equal(out, nd, nd + 1)) out->depth_event[nd++] = (uint32_t)i;
+        }
         if (bbo) {
             if (b) {
                 read_bbo(b, &bbo[i]);
@@ -1191,5 +1227,6 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
     out->n_done = i;
     out->n_exec = sk.n_exec;
     out->n_desync = sk.n_desync;
+    out->n_depth = nd;
     return rc;
 }

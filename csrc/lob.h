@@ -238,6 +238,19 @@ typedef struct lob_outputs {
     size_t n_done;            /* out: events applied */
     size_t n_exec;            /* out: executions written */
     size_t n_desync;          /* out: desyncs written */
+    /* Optional (depth_levels 0: off): after each event that changes any of the N =
+     * depth_levels best levels (price, total, order count) of either side of its book,
+     * a row: depth_event[r] = the event's index, and 2N levels in depth_prices,
+     * depth_qtys, depth_counts[r * 2N ...]: the N bids best first, then the N asks
+     * best first, zeros past a side's last level. Each event needs room for 2 rows
+     * (the second is scratch). */
+    uint32_t depth_levels;
+    uint32_t *depth_event;
+    int64_t *depth_prices;
+    int64_t *depth_qtys;
+    uint32_t *depth_counts;
+    size_t depth_cap;         /* rows */
+    size_t n_depth;           /* out: rows written */
 } lob_outputs;
 
 /* Apply events[0..n) in order, one call per chunk.

@@ -124,6 +124,13 @@ typedef struct lob_outputs {
     size_t n_done;
     size_t n_exec;
     size_t n_desync;
+    uint32_t depth_levels;
+    uint32_t *depth_event;
+    int64_t *depth_prices;
+    int64_t *depth_qtys;
+    uint32_t *depth_counts;
+    size_t depth_cap;
+    size_t n_depth;
 } lob_outputs;
 
 int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out);

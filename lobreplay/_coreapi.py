@@ -172,8 +172,9 @@ class CoreSession:
         ptr = lib.lob_session_book(self.ptr, instrument)
         return None if ptr == ffi.NULL else ptr
 
-    def apply(self, events, results, execs, bbo=None, desyncs=None) -> tuple[int, int, int, int]:
-        """One C call over a whole array. Returns (status, n_done, n_exec, n_desync).
+    def apply(self, events, results, execs, bbo=None, desyncs=None, depth=None) -> tuple[int, int, int, int, int]:
+        """One C call over a whole array. Returns (status, n_done, n_exec, n_desync, n_depth).
+        depth: None, or (levels, event uint32[rows], prices int64[rows*2*levels], qtys, counts uint32).
         Arrays are checked here; status is LOB_OK or LOB_EEXECFULL."""
         n = len(events)
         check_array(events, EVENT_DTYPE, "events")
@@ -195,10 +196,27 @@ class CoreSession:
         else:
             out.desyncs = ffi.NULL
             out.desync_cap = 0
+        if depth is not None:
+            levels, dev, dp, dq, dc = depth
+            rows = len(dev)
+            check_array(dev, np.dtype(np.uint32), "depth events", writable=True)
+            for name, a, dt in (("depth prices", dp, np.int64), ("depth qtys", dq, np.int64),
+                                ("depth counts", dc, np.uint32)):
+                check_array(a, np.dtype(dt), name, writable=True, length=rows * 2 * levels)
+            out.depth_levels = levels
+            out.depth_event = _buf("uint32_t[]", dev, True)
+            out.depth_prices = _buf("int64_t[]", dp, True)
+            out.depth_qtys = _buf("int64_t[]", dq, True)
+            out.depth_counts = _buf("uint32_t[]", dc, True)
+            out.depth_cap = rows
+        else:
+            out.depth_levels = 0
+            out.depth_event = out.depth_prices = out.depth_qtys = out.depth_counts = ffi.NULL
+            out.depth_cap = 0
         rc = lib.lob_session_apply(self.ptr, _buf("lob_event[]", events), n, out)
         if rc not in (lib.LOB_OK, lib.LOB_EEXECFULL):
             raise_for_status(rc, "applying a batch")
-        return rc, out.n_done, out.n_exec, out.n_desync
+        return rc, out.n_done, out.n_exec, out.n_desync, out.n_depth
 
     def apply_one(self, kind: int, order_id: int, new_id: int, price: int, qty: int, instrument: int,
                   side: int, tif: int):
@@ -214,6 +232,7 @@ class CoreSession:
         while True:
             out.results, out.execs, out.exec_cap = res, ex, len(ex)
             out.bbo, out.desyncs, out.desync_cap = ffi.NULL, ffi.NULL, 0
+            out.depth_levels = 0
             rc = lib.lob_session_apply(self.ptr, ev, 1, out)
             if rc == lib.LOB_OK:
                 break

@@ -24,6 +24,7 @@ class BatchResult:
     execs: np.ndarray
     bbo: np.ndarray | None = None
     desyncs: np.ndarray | None = None
+    depth: dict | None = None  # with depth_levels: "event" (index), "prices"/"qtys"/"counts" (rows, 2, N)
 
 
 def _join(parts: list, dtype) -> np.ndarray:
@@ -114,7 +115,7 @@ class Session:
         return [i for i in range(self.max_instrument + 1) if self._s.book(i) is not None]
 
     def apply(self, events: np.ndarray, *, bbo: bool | np.ndarray = False, exec_capacity: int | None = None,
-              results: np.ndarray | None = None) -> BatchResult:
+              results: np.ndarray | None = None, depth_levels: int = 0) -> BatchResult:
         """Apply an EVENT_DTYPE array in order. Rejected events are reported in
         results['status'] and change nothing; they do not stop the batch.
 
@@ -125,7 +126,10 @@ class Session:
         buffers kept by the session, at least one row per event; or
         exec_capacity rows each); if an event could need more room than is
         left, the core stops before it, and this drains the buffers and goes
-        on, so the result is the same whatever the capacity."""
+        on, so the result is the same whatever the capacity.
+
+        depth_levels=N also returns, after every event that changed any of the N best
+        levels of either side of its book, those levels (BatchResult.depth)."""
         n = len(events)
         core.check_array(events, EVENT_DTYPE, "events")
         if results is None:
@@ -143,11 +147,19 @@ class Session:
         else:
             execs = np.empty(max(1, exec_capacity), EXEC_DTYPE)
             desyncs = np.empty(max(1, exec_capacity), DESYNC_DTYPE)
-        parts, dparts = [], []
+        parts, dparts, zparts = [], [], []
+        N = int(depth_levels)
+        zcap = max(2, n + 1) if N else 0
+        zbuf = (N, np.empty(zcap, np.uint32), np.empty(zcap * 2 * N, np.int64), np.empty(zcap * 2 * N, np.int64),
+                np.empty(zcap * 2 * N, np.uint32)) if N else None
         done = 0
         while True:
-            rc, k, nex, nd = self._s.apply(events[done:], results[done:], execs,
-                                           None if bbo_arr is None else bbo_arr[done:], desyncs)
+            rc, k, nex, nd, nz = self._s.apply(events[done:], results[done:], execs,
+                                               None if bbo_arr is None else bbo_arr[done:], desyncs, zbuf)
+            if nz:
+                zparts.append((zbuf[1][:nz] + done, zbuf[2][:nz * 2 * N].reshape(nz, 2, N).copy(),
+                               zbuf[3][:nz * 2 * N].reshape(nz, 2, N).copy(),
+                               zbuf[4][:nz * 2 * N].reshape(nz, 2, N).copy()))
             if nex:
                 part = execs[:nex].copy()
                 part["event_index"] += done
@@ -159,12 +171,18 @@ class Session:
             done += k
             if rc == core.CONSTANTS["LOB_OK"]:
                 break
-            if k == 0 and nex == 0 and nd == 0:  # one event needs more room than a whole buffer
+            if k == 0 and nex == 0 and nd == 0 and nz == 0:  # one event needs more room than a whole buffer
                 execs = np.empty(2 * len(execs), EXEC_DTYPE)
                 desyncs = np.empty(2 * len(desyncs), DESYNC_DTYPE)
                 if exec_capacity is None:
                     self._scratch, self._scratch_d = execs, desyncs
-        return BatchResult(results, _join(parts, EXEC_DTYPE), bbo_arr, _join(dparts, DESYNC_DTYPE))
+        depth = None
+        if N:
+            depth = {"event": np.concatenate([z[0] for z in zparts]) if zparts else np.empty(0, np.uint32)}
+            for j, key in ((1, "prices"), (2, "qtys"), (3, "counts")):
+                depth[key] = (np.concatenate([z[j] for z in zparts]) if zparts
+                              else np.empty((0, 2, N), np.uint32 if key == "counts" else np.int64))
+        return BatchResult(results, _join(parts, EXEC_DTYPE), bbo_arr, _join(dparts, DESYNC_DTYPE), depth)
 
     # ---- latency ----
 

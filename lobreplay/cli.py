@@ -174,7 +174,7 @@ def _duration_ns(text: str) -> int:
     import re
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s|m|h)\s*", text or "")
     if not m:
-        raise InputError(f"--every: expected a duration like 100ms, 1s or 5m, got {text!r}")
+        raise InputError(f"--every: expected a duration like 100ms, 1s or 5m, or 'change', got {text!r}")
     ns = float(m[1]) * {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "h": 3600e9}[m[2]]
     if ns < 1:
         raise InputError(f"--every: must be at least 1 ns, got {text!r}")
@@ -196,7 +196,8 @@ def _cmd_itch_replay(args) -> int:
     if args.depth and "depth" not in reports:
         reports = reports + ("depth",)
     cfg = ReplayConfig(symbols=[s.strip() for s in args.symbols.split(",")] if args.symbols else None,
-                       depth_levels=args.depth, depth_every_ns=_duration_ns(args.every),
+                       depth_levels=args.depth,
+                       depth_every_ns=0 if args.every == "change" else _duration_ns(args.every),
                        headroom=args.headroom, allow_truncated=args.allow_truncated, reports=reports,
                        status_tables=bool(reports), timing=not args.no_timing,
                        progress=not args.no_progress and sys.stderr.isatty(), date=args.date,
@@ -267,7 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="processes: the symbols are shared out, the reports merged (default 1)")
     rp.add_argument("--depth", type=int, default=0, metavar="N",
                     help="also sample the N best levels of every active book (depth.parquet)")
-    rp.add_argument("--every", default="1s", help="depth sample interval of feed time, e.g. 100ms, 1s, 5m")
+    rp.add_argument("--every", default="1s",
+                    help="depth sample interval of feed time (100ms, 1s, 5m), or 'change': after every change")
     rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
     rp.add_argument("--allow-truncated", action="store_true", help="stop at a partial last message, counted")
     rp.set_defaults(func=_cmd_itch_replay)

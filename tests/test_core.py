@@ -362,3 +362,27 @@ def test_clock_probe_reports_cost_and_resolution():
     c = _coreapi.clock_probe(10_000)
     assert 0 < c["cost_ns"] < 100_000
     assert c["min_step_ns"] >= 1 and c["os_resolution_ns"] >= 1
+
+
+@pytest.mark.parametrize("cap", [None, 1])
+def test_depth_rows_after_every_change_of_the_top_levels(cap):
+    """depth_levels=N writes the N best levels after each event that changed them: the
+    same rows as reading the book after every event, one at a time."""
+    flow = generate_flow(3000, n_instruments=3, seed=9, resting=100)
+    out = flow.session().apply(flow.events, depth_levels=3, exec_capacity=cap)
+    s2 = flow.session()
+    last, want = {}, []
+    for i in range(len(flow.events)):
+        s2.apply(flow.events[i:i + 1])
+        inst = int(flow.events[i]["instrument"])
+        p, q, c = s2.depth([inst], 3)
+        key = (p.tobytes(), q.tobytes(), c.tobytes())
+        if last.get(inst) != key:
+            want.append((i, p[0], q[0], c[0]))
+        last[inst] = key
+    got = out.depth
+    assert len(want) > 500 and got["event"].tolist() == [w[0] for w in want]
+    np.testing.assert_array_equal(got["prices"], np.stack([w[1] for w in want]))
+    np.testing.assert_array_equal(got["qtys"], np.stack([w[2] for w in want]))
+    np.testing.assert_array_equal(got["counts"], np.stack([w[3] for w in want]))
+    assert (got["prices"][:, 0, 0] >= got["prices"][:, 0, 1]).all()  # bids best first

@@ -232,3 +232,18 @@ def test_hgrm_files_beside_the_latency_table(clean):
         assert int(table["total_count"].iloc[-1]) == int(footer["TotalCount"]) == row["count"], kind
         # HDR names a bucket by its highest value, the table by its lowest: same bucket, within 0.1 %
         assert abs(float(footer["Max"]) - row["max_ns"]) <= max(1, 0.001 * row["max_ns"]), kind
+
+
+def test_depth_after_every_change(synthetic_day, tmp_path):
+    out = tmp_path / "o"
+    replay_itch(synthetic_day.path, str(out), ReplayConfig(depth_levels=5, depth_every_ns=0,
+                                                           reports=("bbo", "depth")))
+    depth = pd.read_parquet(out / "depth.parquet")
+    bbo = pd.read_parquet(out / "bbo.parquet")
+    top = ["bid_price", "bid_qty", "ask_price", "ask_qty"]
+    assert len(depth) >= len(bbo) > 1000
+    for loc, b in bbo.groupby("locate"):
+        d = depth[depth.locate == loc]
+        dtop = set(map(tuple, d[[f"{c}_1" for c in top]].to_numpy().tolist()))
+        assert set(map(tuple, b[top].to_numpy().tolist())) <= dtop, loc   # every top-of-book state is there
+        assert tuple(d[[f"{c}_1" for c in top]].iloc[-1]) == tuple(b[top].iloc[-1]), loc

@@ -64,7 +64,7 @@ class ReplayConfig:
     progress: bool = False
     date: str | None = None              # YYYY-MM-DD; default: from the file name
     depth_levels: int = 0                # N-level book samples (depth.parquet); 0: none
-    depth_every_ns: int = 1_000_000_000  # ... every this many ns of feed time
+    depth_every_ns: int = 1_000_000_000  # ... every this many ns of feed time; 0: after every change
     part: tuple[int, int] | None = None  # (k, jobs): replay only locates with locate % jobs == k
 
 
@@ -292,7 +292,10 @@ class ItchReplay:
                     bbo = np.empty(chunk.n, BBO_DTYPE) if want_bbo else None
                 k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
                 a0 = time.perf_counter()
-                if cfg.depth_levels and "depth" in reports:
+                if cfg.depth_levels and "depth" in reports and cfg.depth_every_ns == 0:
+                    out = sess.apply(ev[:k], bbo=bbo[:k] if want_bbo else False, depth_levels=cfg.depth_levels)
+                    self._depth_changes(out.depth, ev[:k], ts[:k], symtab, reports)
+                elif cfg.depth_levels and "depth" in reports:
                     out = self._apply_sampling(sess, ev[:k], ts[:k], bbo[:k] if want_bbo else None, symtab, reports)
                     self._flush_samples(reports)
                 else:
@@ -381,23 +384,31 @@ class ItchReplay:
         locs = np.array(sorted(self._dirty), np.uint16)
         self._dirty.clear()
         p, q, c = sess.depth(locs, n)
-        cols = {}
-        for i in range(n):
-            for s, key in ((0, "bid"), (1, "ask")):
-                cols[f"{key}_price_{i + 1}"] = p[:, s, i]
-                cols[f"{key}_qty_{i + 1}"] = q[:, s, i]
-                cols[f"{key}_count_{i + 1}"] = c[:, s, i]
-        order = [f"{key}_{what}_{i}" for i in range(1, n + 1) for key in ("bid", "ask")
-                 for what in ("price", "qty", "count")]
-        t = np.full(len(locs), when, np.int64)
-        self._samples.append(pa.table({"time_ns": t, "ts": _ts_array(self._utc(t)), "locate": locs,
-                                       "symbol": symbols_of(symtab, locs), **{k: cols[k] for k in order}}))
+        self._samples.append(self._depth_table(np.full(len(locs), when, np.int64), locs, p, q, c, symtab))
 
     def _flush_samples(self, reports) -> None:
         if self._samples:
             t = pa.concat_tables(self._samples).unify_dictionaries().combine_chunks()
             reports.write_table("depth", t)
             self._samples = []
+
+    def _depth_table(self, t: np.ndarray, locs: np.ndarray, p, q, c, symtab) -> pa.Table:
+        """depth.parquet rows: time, locate, symbol, then the N levels of both sides."""
+        n = self.cfg.depth_levels
+        cols = {"time_ns": t, "ts": _ts_array(self._utc(t)), "locate": locs, "symbol": symbols_of(symtab, locs)}
+        for i in range(n):
+            for side, key in ((0, "bid"), (1, "ask")):
+                cols[f"{key}_price_{i + 1}"] = p[:, side, i]
+                cols[f"{key}_qty_{i + 1}"] = q[:, side, i]
+                cols[f"{key}_count_{i + 1}"] = c[:, side, i]
+        return pa.table(cols)
+
+    def _depth_changes(self, depth, ev, ts, symtab, reports) -> None:
+        """--every change: a row after every event that changed a book's N best levels."""
+        e = depth["event"].astype(np.int64)
+        if len(e):
+            reports.write_table("depth", self._depth_table(ts[e], ev["instrument"][e].astype(np.uint16),
+                                                           depth["prices"], depth["qtys"], depth["counts"], symtab))
 
     def _count(self, bucket: str, names: np.ndarray) -> None:
         u, c = np.unique(names, return_counts=True)
