@@ -229,6 +229,15 @@ def plot_latency(r: Reports, symbol: str | None = None, *, histograms: dict | No
     directory alone has only percentiles."""
     fig, (ax, tab) = _figure(figsize, 1, 2, width_ratios=[3, 2])
     t = percentile_table(r, symbol)
+    if histograms is None and symbol is None and "latency_histograms" in r:
+        # the report's own bucket counts (an ITCH replay writes them beside the percentiles)
+        from ._coreapi import bucket_lows, hist_index
+        lh = r.latency_histograms
+        histograms = {}
+        for kind, g in lh.groupby("kind", sort=False):
+            counts = np.zeros(len(bucket_lows()), np.uint64)
+            counts[[hist_index(int(v)) for v in g["bucket_low_ns"]]] = g["count"].to_numpy()
+            histograms[kind] = counts
     if histograms:
         from ._coreapi import bucket_lows
         lows = bucket_lows().astype(np.float64)

@@ -58,3 +58,24 @@ def report_rows(session, books) -> dict[str, list]:
     for name, instrument in books:
         add(name, instrument, ((k.name, session.book_histogram(instrument, k).astype(np.uint64)) for k in Kind))
     return rows
+
+
+def histogram_table(hists: dict):
+    """Non-empty buckets of {kind: fine histogram counts} as an Arrow table
+    (kind, bucket_low_ns, bucket_high_ns, count): the histograms themselves, beside the
+    percentile rows, so a report directory can be plotted as a histogram."""
+    import pyarrow as pa
+
+    lows = bucket_lows()
+    cols = {"kind": [], "bucket_low_ns": [], "bucket_high_ns": [], "count": []}
+    for kind, h in hists.items():
+        h = np.asarray(h)
+        nz = np.flatnonzero(h)
+        cols["kind"] += [kind] * len(nz)
+        cols["bucket_low_ns"] += lows[nz].astype(np.int64).tolist()
+        cols["bucket_high_ns"] += (lows[np.minimum(nz + 1, len(lows) - 1)].astype(np.int64)).tolist()
+        cols["count"] += h[nz].astype(np.int64).tolist()
+    return pa.table({"kind": pa.array(cols["kind"], pa.string()),
+                     "bucket_low_ns": pa.array(cols["bucket_low_ns"], pa.int64()),
+                     "bucket_high_ns": pa.array(cols["bucket_high_ns"], pa.int64()),
+                     "count": pa.array(cols["count"], pa.int64())})

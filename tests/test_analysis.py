@@ -141,13 +141,16 @@ def test_plots_itch(itch_dir):
     sym = A.busiest_symbol(r)
     assert sym == r.bbo["symbol"].astype(str).value_counts().index[0]
 
-    f = A.plot_latency(r)
+    f = A.plot_latency(r)                      # the report's own histograms (latency_histograms.parquet)
     a = _artists(f)
     assert isinstance(f, Figure) and len(a["tables"]) == 1
     n_kinds = len(A.percentile_table(r))
-    assert a["lines"] == 2 * n_kinds          # a percentile curve and a max line per kind
+    assert a["lines"] == n_kinds              # one histogram per kind (and ALL)
+    assert f.axes[0].get_xscale() == "log" and "histogram" in f.axes[0].get_title()
+    f = A.plot_latency(r, sym)                 # a symbol: its book's percentiles
+    a = _artists(f)
+    assert a["lines"] == 2 * len(A.percentile_table(r, sym))  # a percentile curve and a max line per kind
     assert f.axes[0].get_yscale() == "log"
-    assert isinstance(A.plot_latency(r, sym), Figure)
 
     f = A.plot_desyncs(r)                     # the sample day has none
     assert isinstance(f, Figure) and any("no desyncs" in t for t in _artists(f)["texts"])

@@ -35,11 +35,17 @@ def test_jobs_give_the_same_reports_as_one_process(synthetic_day, tmp_path, jobs
         if name == "latency.parquet":
             keep = ["scope", "locate", "kind", "count"]
             a, b = a[keep], b[keep]
+        if name == "latency_histograms.parquet":  # times differ run to run; the counts per kind do not
+            a, b = a.groupby("kind")["count"].sum(), b.groupby("kind")["count"].sum()
+            pd.testing.assert_series_equal(a, b, obj=name)
+            continue
         pd.testing.assert_frame_equal(a, b, obj=name)
     assert len(_frame(tmp_path / "one" / "desyncs.parquet")) >= 1
     for key in ("messages", "books", "book_levels", "book_capacity", "events", "executions_in_feed", "desyncs",
-                "desyncs_by_cause", "residual_orders", "report_rows", "session_complete"):
+                "desyncs_by_cause", "residual_orders", "session_complete"):
         assert one[key] == many[key], key
+    rows = {k: v for k, v in one["report_rows"].items() if k != "latency_histograms"}  # buckets hit vary
+    assert rows == {k: v for k, v in many["report_rows"].items() if k != "latency_histograms"}
     assert many["jobs"] == jobs
     assert json.loads((tmp_path / "many" / "summary.json").read_text())["status"] == "ok"
     assert not list((tmp_path / "many").glob(".part-*"))

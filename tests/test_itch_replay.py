@@ -222,6 +222,21 @@ def test_depth_samples_agree_with_the_top_of_book(synthetic_day, tmp_path):
     assert checked > 100
 
 
+def test_latency_histograms_beside_the_table(clean):
+    _, out, _ = clean
+    lat = pd.read_parquet(out / "latency.parquet")
+    h = pd.read_parquet(out / "latency_histograms.parquet")
+    overall = lat[lat.scope == "ALL"].set_index("kind")["count"]
+    assert (h.groupby("kind")["count"].sum().sort_index() == overall.sort_index()).all()
+    assert (h.bucket_low_ns < h.bucket_high_ns).all()
+    for kind, g in h.groupby("kind"):
+        assert g.bucket_low_ns.max() == overall_max(lat, kind)
+
+
+def overall_max(lat, kind):
+    return int(lat[(lat.scope == "ALL") & (lat.kind == kind)].max_ns.iloc[0])
+
+
 def test_hgrm_files_beside_the_latency_table(clean):
     from lobreplay.hgrm import read_hgrm
     _, out, _ = clean

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..events import Kind
-from ..latency import summarize
+from ..latency import histogram_table, summarize
 from ..reports import write_json
 from .replay import ItchReplay, ReplayConfig, prepare_output, replay_itch
 
@@ -94,7 +94,7 @@ def merge(parts: list[str], out_dir: str, summaries: list[dict]) -> dict:
             if "_key" in t.column_names:
                 t = t.drop_columns(["_key"])
         pq.write_table(t.replace_schema_metadata(meta), os.path.join(out_dir, name), compression="zstd")
-    return _merge_summaries(summaries, out_dir, names)
+    return _merge_summaries(summaries, out_dir, sorted(f for f in os.listdir(out_dir) if f.endswith(".parquet")))
 
 
 def _merge_symbols(t: pa.Table) -> pa.Table:
@@ -124,6 +124,8 @@ def _merge_latency(t: pa.Table, parts: list[str], schema: pa.Schema) -> pa.Table
         for name, h in hists.items():
             if np.any(h):
                 write_hgrm(h, bucket_lows(), os.path.join(os.path.dirname(parts[0]), f"latency_{name}.hgrm"))
+        pq.write_table(histogram_table(hists).replace_schema_metadata(schema.metadata),
+                       os.path.join(os.path.dirname(parts[0]), "latency_histograms.parquet"), compression="zstd")
         for name, h in hists.items():
             if np.any(h):
                 s = summarize(h)

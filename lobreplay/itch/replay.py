@@ -31,7 +31,7 @@ from .. import _coreapi as core
 from ..book import Session
 from ..errors import InputError
 from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Side, Status
-from ..latency import report_rows
+from ..latency import histogram_table, report_rows
 from ..reports import SCHEMAS, ReportSet, TableWriter, write_json
 from .decode import decode_type, to_arrow
 from .reader import ItchFile
@@ -315,6 +315,9 @@ class ItchReplay:
             if cfg.timing and cfg.part is None:  # a parallel replay writes them from the merged histograms
                 from ..hgrm import export_session_hgrm
                 export_session_hgrm(sess, self.out_dir)
+                hists = {k.name: sess.histogram(k) for k in Kind}
+                hists["ALL"] = sum(hists.values())
+                reports.write_table("latency_histograms", histogram_table(hists))
         clock = core.clock_probe(200_000) if cfg.timing else None
         if "symbols" in cfg.reports:
             self._symbols(p1, sizing, desync_per_locate, residual)
