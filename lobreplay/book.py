@@ -27,6 +27,11 @@ class BatchResult:
     depth: dict | None = None  # with depth_levels: "event" (index), "prices"/"qtys"/"counts" (rows, 2, N)
 
 
+def _touched(a: np.ndarray) -> np.ndarray:
+    a.view(np.uint8).fill(0)
+    return a
+
+
 def _join(parts: list, dtype) -> np.ndarray:
     return parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else np.empty(0, dtype))
 
@@ -141,8 +146,10 @@ class Session:
             bbo_arr = np.empty(n, BBO_DTYPE) if bbo else None
         if exec_capacity is None:  # reuse scratch buffers; rows are copied out
             if len(self._scratch) < n:
-                self._scratch = np.empty(max(n, 2 * len(self._scratch)), EXEC_DTYPE)
-                self._scratch_d = np.empty(len(self._scratch), DESYNC_DTYPE)
+                # written once now, so the core never takes a page fault on them (it would be
+                # timed as the latency of the event that writes there)
+                self._scratch = _touched(np.empty(max(n, 2 * len(self._scratch)), EXEC_DTYPE))
+                self._scratch_d = _touched(np.empty(len(self._scratch), DESYNC_DTYPE))
             execs, desyncs = self._scratch, self._scratch_d
         else:
             execs = np.empty(max(1, exec_capacity), EXEC_DTYPE)

@@ -286,20 +286,27 @@ class ItchReplay:
         with self._bar("pass 2") as bar:
             for chunk in self.src.chunks():
                 if len(ev) < chunk.n:
-                    ev = np.empty(chunk.n, EVENT_DTYPE)
-                    ts = np.empty(chunk.n, np.int64)
-                    mi = np.empty(chunk.n, np.uint32)
+                    # reused for every chunk, and written once now: a first write to a fresh
+                    # page inside the core would be a page fault timed as an event's latency
+                    ev = np.zeros(chunk.n, EVENT_DTYPE)
+                    ts = np.zeros(chunk.n, np.int64)
+                    mi = np.zeros(chunk.n, np.uint32)
+                    res = np.empty(chunk.n, RESULT_DTYPE)
                     bbo = np.empty(chunk.n, BBO_DTYPE) if want_bbo else None
+                    for a in (ev, ts, mi, res) + ((bbo,) if want_bbo else ()):
+                        a.view(np.uint8).fill(0)
                 k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
                 a0 = time.perf_counter()
                 if cfg.depth_levels and "depth" in reports and cfg.depth_every_ns == 0:
-                    out = sess.apply(ev[:k], bbo=bbo[:k] if want_bbo else False, depth_levels=cfg.depth_levels)
+                    out = sess.apply(ev[:k], bbo=bbo[:k] if want_bbo else False, depth_levels=cfg.depth_levels,
+                                     results=res[:k])
                     self._depth_changes(out.depth, ev[:k], ts[:k], symtab, reports)
                 elif cfg.depth_levels and "depth" in reports:
-                    out = self._apply_sampling(sess, ev[:k], ts[:k], bbo[:k] if want_bbo else None, symtab, reports)
+                    out = self._apply_sampling(sess, ev[:k], ts[:k], bbo[:k] if want_bbo else None, symtab, reports,
+                                               res[:k])
                     self._flush_samples(reports)
                 else:
-                    out = sess.apply(ev[:k], bbo=bbo[:k] if want_bbo else False)
+                    out = sess.apply(ev[:k], bbo=bbo[:k] if want_bbo else False, results=res[:k])
                 apply_s += time.perf_counter() - a0
                 n_events += k
                 if k:
@@ -349,7 +356,7 @@ class ItchReplay:
                       "core_events_per_second": round(n_events / apply_s) if apply_s else None},
         }
 
-    def _apply_sampling(self, sess, ev, ts, bbo, symtab, reports):
+    def _apply_sampling(self, sess, ev, ts, bbo, symtab, reports, results):
         """Apply a chunk in pieces that end at each multiple of depth_every_ns, and
         sample the N-level book of every symbol that had events since its last sample
         (the book as it stands after every event with time_ns < the sample time)."""
@@ -360,7 +367,6 @@ class ItchReplay:
         if len(ts) and self._next_sample is not None and ts[-1] >= self._next_sample:
             times = np.arange(self._next_sample, int(ts[-1]) + 1, every, dtype=np.int64)
             cuts = list(zip(np.searchsorted(ts, times, side="left").tolist(), times.tolist()))
-        results = np.empty(len(ev), RESULT_DTYPE)
         parts, dparts, lo = [], [], 0
         for hi, when in cuts + [(len(ev), None)]:
             if hi > lo:
