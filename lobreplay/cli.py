@@ -183,16 +183,9 @@ def _duration_ns(text: str) -> int:
 
 def _cmd_itch_replay(args) -> int:
     from .itch.replay import ALL_REPORTS, ReplayConfig
+    from .reports import parse_report_list
 
-    if args.no_reports:
-        reports = ()
-    elif args.reports:
-        reports = tuple(r.strip() for r in args.reports.split(",") if r.strip())
-        bad = [r for r in reports if r not in ALL_REPORTS]
-        if bad:
-            raise InputError(f"--reports: unknown report(s) {', '.join(bad)}; choose from {', '.join(ALL_REPORTS)}")
-    else:
-        reports = ALL_REPORTS
+    reports = parse_report_list(args.no_reports, args.reports, ALL_REPORTS)
     if args.depth and "depth" not in reports:
         reports = reports + ("depth",)
     cfg = ReplayConfig(symbols=[s.strip() for s in args.symbols.split(",")] if args.symbols else None,

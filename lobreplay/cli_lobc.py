@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from .errors import InputError
 
 
 def _utc(ns) -> str:
@@ -38,16 +37,9 @@ def cmd_check(args) -> int:
 
 def cmd_replay(args) -> int:
     from .l2replay import ALL_REPORTS, L2ReplayConfig, replay_lobc
+    from .reports import parse_report_list
 
-    if args.no_reports:
-        reports = ()
-    elif args.reports:
-        reports = tuple(r.strip() for r in args.reports.split(",") if r.strip())
-        bad = [r for r in reports if r not in ALL_REPORTS]
-        if bad:
-            raise InputError(f"--reports: unknown report(s) {', '.join(bad)}; choose from {', '.join(ALL_REPORTS)}")
-    else:
-        reports = ALL_REPORTS
+    reports = parse_report_list(args.no_reports, args.reports, ALL_REPORTS)
     cfg = L2ReplayConfig(symbols=[s.strip() for s in args.symbols.split(",") if s.strip()] if args.symbols else None,
                          reports=reports, timing=not args.no_timing, price_mode=args.price_mode)
     s = replay_lobc(args.file, args.output, cfg, force=args.force)

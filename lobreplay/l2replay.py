@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import resource
 import time
 from dataclasses import dataclass
 
@@ -23,11 +22,10 @@ import pyarrow as pa
 
 from . import __version__, lobc
 from .errors import InputError
-from .events import Kind
 from .itch.replay import prepare_output, symbols_of
 from .l2 import MAX_GRID_LEVELS, L2Replay, scan
 from .latency import report_rows
-from .reports import SCHEMAS, ReportSet, TableWriter, write_json
+from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter
 
 ALL_REPORTS = ("bbo", "desyncs", "trades", "latency", "ticker_mismatches")
 _TS = pa.timestamp("ns", tz="UTC")
@@ -91,37 +89,22 @@ class LobcReplay:
             raise InputError(f"reports: unknown report(s) {', '.join(bad)}; choose from {', '.join(ALL_REPORTS)}")
 
     def run(self) -> dict:
-        t_start = time.perf_counter()
-        summary: dict = {"status": "failed", "source": {"source_file": os.path.basename(self.path)}}
-        reports = None
-        try:
+        with ReplayRun(self.out_dir, {"source_file": os.path.basename(self.path)}) as run:
             data = lobc.read(self.path)
             meta = self.src_meta(data)
-            summary["source"] = meta
-            summary["lobc"] = {k: data.meta.get(k) for k in ("venue", "market", "symbols", "price_scale",
-                                                              "qty_scale", "created_ns", "tool", "streams",
-                                                              "source")}
-            summary["lobc"].update({"whole": data.whole, "blocks": data.blocks, "records": int(len(data.records)),
-                                    "torn": data.torn.as_dict() if data.torn else None})
-            reports = ReportSet(self.out_dir, [], meta)
+            run.summary["source"] = meta
+            run.summary["lobc"] = {k: data.meta.get(k) for k in ("venue", "market", "symbols", "price_scale",
+                                                                  "qty_scale", "created_ns", "tool", "streams",
+                                                                  "source")}
+            run.summary["lobc"].update({"whole": data.whole, "blocks": data.blocks,
+                                        "records": int(len(data.records)),
+                                        "torn": data.torn.as_dict() if data.torn else None})
+            run.reports = ReportSet(self.out_dir, [], meta)
             for name in self.cfg.reports:
-                reports.writers[name] = TableWriter(os.path.join(self.out_dir, f"{name}.parquet"),
-                                                    L2_SCHEMAS[name], reports.metadata)
-            summary.update(self._replay(data, reports))
-            summary["status"] = "ok"
-        except BaseException as e:
-            summary["error"] = f"{type(e).__name__}: {e}"
-            raise
-        finally:
-            try:
-                if reports is not None:
-                    reports.close()
-                    summary["report_rows"] = {n: w.rows for n, w in reports.writers.items()}
-            finally:
-                summary["wall_seconds"] = round(time.perf_counter() - t_start, 3)
-                summary["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-                write_json(os.path.join(self.out_dir, "summary.json"), summary)
-        return summary
+                run.reports.writers[name] = TableWriter(os.path.join(self.out_dir, f"{name}.parquet"),
+                                                        L2_SCHEMAS[name], run.reports.metadata)
+            run.summary.update(self._replay(data, run.reports))
+        return run.summary
 
     def src_meta(self, data) -> dict:
         m = data.meta

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Mapping
 
@@ -200,3 +202,54 @@ def _json_default(o):
     if isinstance(o, np.floating):
         return float(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+class ReplayRun:
+    """One replay's summary.json, written however the replay ends.
+
+        with ReplayRun(out_dir, source) as run:
+            run.reports = ReportSet(...)
+            run.summary.update(...)
+
+    On success the summary says "status": "ok"; on any exception "failed" with the
+    error (and the exception goes on). Either way the reports are closed first (so
+    every table written so far is valid Parquet), then wall time and peak RSS are
+    added and summary.json is written atomically."""
+
+    def __init__(self, out_dir: str, source: dict):
+        self.out_dir = out_dir
+        self.summary: dict = {"status": "failed", "source": source}
+        self.reports: ReportSet | None = None
+
+    def __enter__(self) -> "ReplayRun":
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is None:
+            self.summary["status"] = "ok"
+        else:
+            self.summary["error"] = f"{exc_type.__name__}: {exc}"
+        try:
+            if self.reports is not None:
+                self.reports.close()
+                self.summary.setdefault("report_rows", self.reports.rows())
+        finally:
+            self.summary["wall_seconds"] = round(time.perf_counter() - self._t0, 3)
+            self.summary["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            write_json(os.path.join(self.out_dir, "summary.json"), self.summary)
+        return False
+
+
+def parse_report_list(no_reports: bool, text: str | None, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """The reports a replay command was asked for (--no-reports / --reports a,b / all)."""
+    from .errors import InputError
+    if no_reports:
+        return ()
+    if not text:
+        return tuple(allowed)
+    wanted = tuple(r.strip() for r in text.split(",") if r.strip())
+    bad = [r for r in wanted if r not in allowed]
+    if bad:
+        raise InputError(f"--reports: unknown report(s) {', '.join(bad)}; choose from {', '.join(allowed)}")
+    return wanted

@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import resource
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,9 +29,9 @@ from .. import __version__
 from .. import _coreapi as core
 from ..book import Session
 from ..errors import InputError
-from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Side, Status
+from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
 from ..latency import histogram_table, report_rows
-from ..reports import SCHEMAS, ReportSet, TableWriter, write_json
+from ..reports import SCHEMAS, ReplayRun, ReportSet, TableWriter
 from .decode import decode_type, to_arrow
 from .reader import ItchFile
 from .spec import LAYOUTS, PRICE4_SCALE
@@ -208,36 +207,22 @@ class ItchReplay:
 
     def run(self) -> dict:
         cfg = self.cfg
-        t_start = time.perf_counter()
-        summary = {"status": "failed", "source": self.src_meta()}
-        reports = None
-        try:
+        with ReplayRun(self.out_dir, self.src_meta()) as run:
             p1 = self.pass1()
             meta = self.src_meta()  # now with the file's sha256
-            summary["source"] = meta
+            run.summary["source"] = meta
             read1 = self.src.stats
             locates = self._select(p1)
             sizing, notes = size_books(p1.stats, cfg.headroom, locates)
-            reports = ReportSet(self.out_dir, [r for r in cfg.reports if r not in ("symbols", "depth")], meta)
+            run.reports = ReportSet(self.out_dir, [r for r in cfg.reports if r not in ("symbols", "depth")], meta)
             if cfg.depth_levels and "depth" in cfg.reports:
-                reports.extra_names.add("depth")
-            summary.update(self._pass2(p1, sizing, reports))
-            summary["notes"] = notes
-            summary["pass1"] = {"seconds": round(p1.seconds, 3),
-                                "messages_per_second": round(read1.messages / p1.seconds) if p1.seconds else None}
-            summary["status"] = "ok"
-        except BaseException as e:
-            summary["error"] = f"{type(e).__name__}: {e}"
-            raise
-        finally:
-            try:
-                if reports is not None:
-                    reports.close()
-            finally:
-                summary["wall_seconds"] = round(time.perf_counter() - t_start, 3)
-                summary["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-                write_json(os.path.join(self.out_dir, "summary.json"), summary)
-        return summary
+                run.reports.extra_names.add("depth")
+            run.summary.update(self._pass2(p1, sizing, run.reports))
+            run.summary["notes"] = notes
+            run.summary["pass1"] = {"seconds": round(p1.seconds, 3),
+                                    "messages_per_second": round(read1.messages / p1.seconds) if p1.seconds
+                                    else None}
+        return run.summary
 
     def _share(self, mask: np.ndarray) -> np.ndarray:
         """This replay's share of the locates (all, or locate % jobs == part)."""
