@@ -4,6 +4,7 @@
  * Python decoder reads; tests/test_itch_c.py checks the two agree).
  */
 #include "itch.h"
+#include "prefetch.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -207,15 +208,6 @@ static inline void order_added(lob_itch_scan *s, lob_itch_locate *L, uint64_t re
 {
     ref_put(s, ref, shares, locate);
     if (++L->live > L->peak_live) L->peak_live = L->live;
-}
-
-static inline void prefetch(const void *p)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)p));
-#else
-    __builtin_prefetch(p);
-#endif
 }
 
 enum { SCAN_PF = 8 }; /* messages ahead whose order slot is fetched (the map outgrows the cache) */

@@ -14,6 +14,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "lob.h"
+#include "prefetch.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -688,21 +689,27 @@ int lob_session_add_book(lob_session *s, uint32_t instrument, int64_t band_low, 
     return st;
 }
 
+/* The n best levels of both sides of a book (NULL: none) into row r of three
+ * arrays of 2n values per row, bids then asks, zeros past a side's last level. */
+static void depth_fill(const lob_book *b, uint32_t n, size_t r, int64_t *prices, int64_t *qtys, uint32_t *counts)
+{
+    for (int side = 0; side < 2; side++) {
+        size_t base = (r * 2 + (size_t)side) * n;
+        uint32_t got = b ? lob_book_depth(b, side ? LOB_SELL : LOB_BUY, n, prices + base, qtys + base,
+                                          counts + base) : 0;
+        for (uint32_t i = got; i < n; i++) {
+            prices[base + i] = qtys[base + i] = 0;
+            counts[base + i] = 0;
+        }
+    }
+}
+
 void lob_session_depth(const lob_session *s, const uint32_t *instruments, size_t k, uint32_t n, int64_t *prices,
                        int64_t *qtys, uint32_t *counts)
 {
-    for (size_t j = 0; j < k; j++) {
-        const lob_book *b = instruments[j] <= s->max_instrument ? s->books[instruments[j]] : NULL;
-        for (int side = 0; side < 2; side++) {
-            size_t base = (j * 2 + (size_t)side) * n;
-            uint32_t got = b ? lob_book_depth(b, side ? LOB_SELL : LOB_BUY, n, prices + base, qtys + base,
-                                              counts + base) : 0;
-            for (uint32_t i = got; i < n; i++) {
-                prices[base + i] = qtys[base + i] = 0;
-                counts[base + i] = 0;
-            }
-        }
-    }
+    for (size_t j = 0; j < k; j++)
+        depth_fill(instruments[j] <= s->max_instrument ? s->books[instruments[j]] : NULL, n, j, prices, qtys,
+                   counts);
 }
 
 lob_book *lob_session_book(lob_session *s, uint32_t instrument)
@@ -1003,15 +1010,6 @@ static void apply_exec(lob_book *b, const lob_event *e, const plan_t *p, sink_t 
 enum { PF_SLOT = 12, PF_ORDER = 6, PF_LINKS = 3 };
 #define PF_AUTO_BYTES (16u << 20) /* about half of this machine's L3 */
 
-static inline void prefetch(const void *p)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)p)); /* gcc 12 drops __builtin_prefetch here */
-#else
-    __builtin_prefetch(p);
-#endif
-}
-
 static inline void prefetch_slot(const lob_session *s, const lob_event *e)
 {
     const lob_book *b = event_book(s, e);
@@ -1058,16 +1056,7 @@ static inline void prefetch_links(const lob_session *s, const lob_event *e)
 /* The N best levels of both sides of a book into row r of the depth outputs. */
 static void depth_row(const lob_book *b, const lob_outputs *out, size_t r)
 {
-    uint32_t n = out->depth_levels;
-    for (int side = 0; side < 2; side++) {
-        size_t base = (r * 2 + (size_t)side) * n;
-        uint32_t got = lob_book_depth(b, side ? LOB_SELL : LOB_BUY, n, out->depth_prices + base,
-                                      out->depth_qtys + base, out->depth_counts + base);
-        for (uint32_t i = got; i < n; i++) {
-            out->depth_prices[base + i] = out->depth_qtys[base + i] = 0;
-            out->depth_counts[base + i] = 0;
-        }
-    }
+    depth_fill(b, out->depth_levels, r, out->depth_prices, out->depth_qtys, out->depth_counts);
 }
 
 static int depth_rows_equal(const lob_outputs *out, size_t a, size_t b)

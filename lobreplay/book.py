@@ -94,6 +94,7 @@ class Session:
         self._views: dict[int, BookView] = {}
         self._scratch = np.empty(1024, EXEC_DTYPE)
         self._scratch_d = np.empty(1024, DESYNC_DTYPE)
+        self._scratch_z = None  # depth output rows (see _depth_scratch)
 
     def add_book(self, instrument: int, band_low: int, band_high: int, tick: int = 1,
                  capacity: int = 1 << 16) -> BookView:
@@ -156,9 +157,7 @@ class Session:
             desyncs = np.empty(max(1, exec_capacity), DESYNC_DTYPE)
         parts, dparts, zparts = [], [], []
         N = int(depth_levels)
-        zcap = max(2, n + 1) if N else 0
-        zbuf = (N, np.empty(zcap, np.uint32), np.empty(zcap * 2 * N, np.int64), np.empty(zcap * 2 * N, np.int64),
-                np.empty(zcap * 2 * N, np.uint32)) if N else None
+        zbuf = self._depth_scratch(N, min(n + 1, 1 << 16)) if N else None
         done = 0
         while True:
             rc, k, nex, nd, nz = self._s.apply(events[done:], results[done:], execs,
@@ -192,6 +191,17 @@ class Session:
         return BatchResult(results, _join(parts, EXEC_DTYPE), bbo_arr, _join(dparts, DESYNC_DTYPE), depth)
 
     # ---- latency ----
+
+    def _depth_scratch(self, n_levels: int, rows: int):
+        """Depth output rows (at least 2) for apply, kept between calls and written once
+        when made; a batch with more changes than rows is drained and resumed."""
+        z = self._scratch_z
+        if z is None or z[0] != n_levels or len(z[1]) < rows:
+            rows = max(2, rows)
+            z = (n_levels, _touched(np.empty(rows, np.uint32)), _touched(np.empty(rows * 2 * n_levels, np.int64)),
+                 _touched(np.empty(rows * 2 * n_levels, np.int64)), _touched(np.empty(rows * 2 * n_levels, np.uint32)))
+            self._scratch_z = z
+        return z
 
     def set_timing(self, on: bool = True) -> None:
         """Time every event inside the core (CLOCK_MONOTONIC, one reading per event), per kind

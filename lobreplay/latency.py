@@ -34,30 +34,33 @@ def summarize(counts: np.ndarray) -> dict:
     return out
 
 
+ROW_KEYS = ("scope", "locate", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "max_ns")
+
+
+def summary_rows(scope, locate, hists: dict) -> list[dict]:
+    """Latency report rows of one scope: one per event kind with samples, then ALL."""
+    hists = dict(hists)
+    hists["ALL"] = sum(hists.values())
+    rows = []
+    for name, h in hists.items():
+        if np.any(h):
+            s = summarize(np.asarray(h))
+            rows.append(dict(zip(ROW_KEYS, (scope, locate, name, s["count"], s["p50"], s["p90"], s["p99"],
+                                            s["p99.9"], s["max"]))))
+    return rows
+
+
 def report_rows(session, books) -> dict[str, list]:
     """The rows of a latency report: per event kind and ALL, for the whole session
     (scope "ALL", from its fine histograms) and for each book (scope = its name, from
     the book's coarse histogram). books: (name, instrument id) pairs."""
     from .events import Kind
 
-    rows: dict[str, list] = {k: [] for k in ("scope", "locate", "kind", "count", "p50_ns", "p90_ns", "p99_ns",
-                                             "p99_9_ns", "max_ns")}
-
-    def add(scope, instrument, hists):
-        hists = dict(hists)
-        hists["ALL"] = sum(hists.values())
-        for name, h in hists.items():
-            if not np.any(h):
-                continue
-            s = summarize(h)
-            for col, v in zip(rows, (scope, instrument, name, s["count"], s["p50"], s["p90"], s["p99"],
-                                     s["p99.9"], s["max"])):
-                rows[col].append(v)
-
-    add("ALL", None, ((k.name, session.histogram(k)) for k in Kind))
+    rows = summary_rows("ALL", None, {k.name: session.histogram(k) for k in Kind})
     for name, instrument in books:
-        add(name, instrument, ((k.name, session.book_histogram(instrument, k).astype(np.uint64)) for k in Kind))
-    return rows
+        rows += summary_rows(name, instrument,
+                             {k.name: session.book_histogram(instrument, k).astype(np.uint64) for k in Kind})
+    return {key: [r[key] for r in rows] for key in ROW_KEYS}
 
 
 def histogram_table(hists: dict):

@@ -386,3 +386,16 @@ def test_depth_rows_after_every_change_of_the_top_levels(cap):
     np.testing.assert_array_equal(got["qtys"], np.stack([w[2] for w in want]))
     np.testing.assert_array_equal(got["counts"], np.stack([w[3] for w in want]))
     assert (got["prices"][:, 0, 0] >= got["prices"][:, 0, 1]).all()  # bids best first
+
+
+def test_depth_rows_do_not_depend_on_the_row_buffer():
+    """More top-level changes than depth rows in the buffer: the batch is drained and resumed."""
+    flow = generate_flow(3000, n_instruments=3, seed=9, resting=100)
+    whole = flow.session().apply(flow.events, depth_levels=3).depth
+    s = flow.session()
+    make = L.Session._depth_scratch
+    s._depth_scratch = lambda n_levels, rows: make(s, n_levels, 5)
+    small = s.apply(flow.events, depth_levels=3).depth
+    assert len(whole["event"]) > 500
+    for key in ("event", "prices", "qtys", "counts"):
+        np.testing.assert_array_equal(small[key], whole[key])

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..events import Kind
-from ..latency import histogram_table, summarize
+from ..latency import histogram_table, summary_rows
 from ..reports import write_json
 from .replay import ItchReplay, ReplayConfig, prepare_output, replay_itch
 
@@ -118,6 +118,7 @@ def _merge_latency(t: pa.Table, parts: list[str], schema: pa.Schema) -> pa.Table
                     hists[k] = hists.get(k, 0) + z[k]
     rows = []
     if hists:
+        rows = summary_rows("ALL", None, hists)
         hists["ALL"] = sum(hists.values())
         from .._coreapi import bucket_lows
         from ..hgrm import write_hgrm
@@ -126,11 +127,6 @@ def _merge_latency(t: pa.Table, parts: list[str], schema: pa.Schema) -> pa.Table
                 write_hgrm(h, bucket_lows(), os.path.join(os.path.dirname(parts[0]), f"latency_{name}.hgrm"))
         pq.write_table(histogram_table(hists).replace_schema_metadata(schema.metadata),
                        os.path.join(os.path.dirname(parts[0]), "latency_histograms.parquet"), compression="zstd")
-        for name, h in hists.items():
-            if np.any(h):
-                s = summarize(h)
-                rows.append({"scope": "ALL", "locate": None, "kind": name, "count": s["count"], "p50_ns": s["p50"],
-                             "p90_ns": s["p90"], "p99_ns": s["p99"], "p99_9_ns": s["p99.9"], "max_ns": s["max"]})
     head = pa.Table.from_pylist(rows, schema=schema)
     per = t.filter(pc.not_equal(t["scope"], "ALL"))
     return pa.concat_tables([head, per.take(pc.sort_indices(per, [("locate", "ascending")]))])
