@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 N ?= 100000000
 SEED ?= 1
 
-.PHONY: demo test test-browser dev fuzz asan dist bench-core bench-itch clean
+.PHONY: demo test test-browser dev fuzz asan dist bench-core bench-itch bench clean
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -66,6 +66,28 @@ bench-core: $(STAMP)
 SIZES ?= 5
 bench-itch: $(STAMP)
 	$(VPY) benchmarks/bench_itch.py --sizes $(SIZES)
+
+# lobreplay against the ITCH peers from the package index, side by side on the generated days
+# (benchmarks/RESULTS.md, "Peers side by side"). The peers get their own virtualenv, made from
+# the pinned benchmarks/peers-requirements.txt; lobreplay runs from $(VENV).
+# R = alternating repetitions, FILES = generated days (wide, narrow).
+PEERS_VENV := benchmarks/build/peers-venv
+PEERS_STAMP := $(PEERS_VENV)/.installed
+PEERS = itch-book itchcpp meatpy hftbacktest
+R ?= 3
+FILES ?= wide,narrow
+$(PEERS_STAMP): benchmarks/peers-requirements.txt
+	rm -rf $(PEERS_VENV)
+	$(PY) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r benchmarks/peers-requirements.txt || \
+	  for p in $(PEERS); do $(PEERS_VENV)/bin/python -m pip install --quiet -c benchmarks/peers-requirements.txt $$p \
+	    || echo "!!! $$p did not install: make bench reports it"; done
+	touch $@
+
+bench: $(STAMP) $(PEERS_STAMP)
+	$(VPY) benchmarks/bench_peers.py --peers-python $(PEERS_VENV)/bin/python --reps $(R) --files $(FILES) \
+	  --write benchmarks/RESULTS.md --command "make bench R=$(R) FILES=$(FILES)"
 
 clean:
 	rm -rf build *.egg-info lobreplay/_core*.so lobreplay/_core.c lobreplay/_core.o

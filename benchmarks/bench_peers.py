@@ -1,0 +1,562 @@
+"""lobreplay against the ITCH peers that install from the package index, side by side.
+
+    make bench                      # R=3 FILES=wide,narrow; peers venv made from benchmarks/peers-requirements.txt
+    make bench R=5 FILES=wide
+    .venv/bin/python benchmarks/bench_peers.py --peers-python benchmarks/build/peers-venv/bin/python \
+        --reps 3 --files wide,narrow [--write benchmarks/RESULTS.md]
+
+The days are bench_itch.py's generated ones (made once, cached in benchmarks/build/).
+Every measurement is a fresh process; runs alternate (every tool on every file,
+then again, R times) and the median is reported with the spread. Wall time and
+peak RSS are the harness's own (os.wait4 on the child), so start-up and imports
+count; each tool's own timed region ("in-process") is reported beside it.
+
+Fairness: every tool's books are compared with lobreplay's on the best bid and
+ask (price and shares) of every symbol after the first K messages (K = where the
+day's closing run of deletes starts; those empty every book) and at the end of
+the day. MeatPy, which builds one instrument's book in pure Python, runs on one
+symbol and a prefix of the day and is compared there. A disagreement is printed
+with the symbol and both values and counted in the table. Speed is never asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_itch  # noqa: E402  (the generator of the days: DAYS, make_day)
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "benchmarks" / "build"
+WORK = BUILD / "peers"
+PEERS = ROOT / "benchmarks" / "peers"
+LOBREPLAY = Path(sys.executable).with_name("lobreplay")
+START, END = "<!-- bench-peers:start -->", "<!-- bench-peers:end -->"
+
+PEER_IMPORTS = {"itch-book": "itch_book", "itchcpp": "itchcpp", "MeatPy": "meatpy", "hftbacktest": "hftbacktest"}
+
+
+def rel(p: Path | str) -> str:
+    """Paths as the table prints them: relative to the checkout."""
+    try:
+        return str(Path(os.path.abspath(p)).relative_to(ROOT))
+    except ValueError:
+        return str(p)
+
+
+# ---- the day: checkpoint, symbols ------------------------------------------------------------
+
+def scan(path: Path, prefix: int) -> dict:
+    """Messages, the checkpoint (start of the closing run of D messages), the stock directory,
+    and the busiest symbol of the first `prefix` messages (for MeatPy). Cached beside the day."""
+    cache = WORK / f"{path.name}.scan.json"
+    st = path.stat()
+    key = [st.st_size, int(st.st_mtime), prefix]
+    if cache.exists():
+        d = json.loads(cache.read_text())
+        if d.get("key") == key:
+            return d
+    from lobreplay.itch.reader import ItchFile
+
+    f = ItchFile(path)
+    types, starts, symbols = [], [], {}
+    per_locate = np.zeros(65536, np.int64)
+    for c in f.chunks():
+        types.append(c.types.copy())
+        starts.append(c.base + c.offsets.astype(np.int64) - 2)
+        for i in np.flatnonzero(c.types == ord("R")):
+            o = int(c.offsets[i])
+            b = bytes(c.buf[o:o + 19])
+            symbols[int.from_bytes(b[1:3], "big")] = b[11:19].decode("ascii").strip()
+        take = max(0, min(c.n, prefix - c.first_message))
+        if take:
+            offs = c.offsets[:take].astype(np.int64)
+            loc = (c.buf[offs + 1].astype(np.int64) << 8) | c.buf[offs + 2]
+            per_locate += np.bincount(loc, minlength=65536)
+    types = np.concatenate(types)
+    starts = np.concatenate(starts)
+    n = len(types)
+    i = n - 1
+    while i >= 0 and types[i] == ord("S"):
+        i -= 1
+    j = i
+    while j >= 0 and types[j] == ord("D"):
+        j -= 1
+    k = j + 1
+    if k > i:       # no closing delete run: compare at the end only
+        k = n
+    per_locate[0] = 0
+    busiest = int(np.argmax(per_locate))
+    d = {"key": key, "messages": n, "bytes": int(f.stats.bytes), "checkpoint_message": int(k),
+         "checkpoint_offset": int(starts[k]) if k < n else int(f.stats.bytes), "closing_deletes": int(n - k - (n - 1 - i)),
+         "symbols": {str(a): b for a, b in sorted(symbols.items())},
+         "meatpy_symbol": symbols.get(busiest, ""), "meatpy_symbol_messages": int(per_locate[busiest]),
+         "meatpy_prefix": int(min(prefix, n))}
+    cache.write_text(json.dumps(d))
+    return d
+
+
+# ---- running one measurement -----------------------------------------------------------------
+
+# A child's peak RSS must not include the harness: Linux keeps a process's high-water RSS
+# across exec, and a child forked (or vforked) from the harness starts with the harness's
+# pages. So every measured command is started by this small launcher, whose own child
+# starts from the launcher's few MiB; it reports that child's wall time and peak RSS.
+LAUNCH = r"""
+import json, resource, subprocess, sys, time
+t = time.perf_counter()
+rc = subprocess.run(sys.argv[2:]).returncode
+wall = time.perf_counter() - t
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write(json.dumps({"rc": rc, "wall": wall, "rss": ru.ru_maxrss * 1024}))
+"""
+
+
+def measure(cmd: list[str], log: Path) -> dict:
+    """Run cmd; its wall time and peak RSS (measured by the launcher)."""
+    res = log.with_suffix(".rusage.json")
+    res.unlink(missing_ok=True)
+    with open(log, "w") as fh:
+        p = subprocess.run([sys.executable, "-S", "-c", LAUNCH, str(res), *cmd], stdout=fh,
+                           stderr=subprocess.STDOUT, cwd=ROOT)
+    if not res.exists():
+        return {"wall": float("nan"), "rss": 0, "rc": p.returncode or -1, "log": log}
+    m = json.loads(res.read_text())
+    m["log"] = log
+    return m
+
+
+def tail(log: Path, n: int = 6) -> str:
+    lines = log.read_text(errors="replace").strip().splitlines()
+    return " / ".join(line.strip() for line in lines[-n:])
+
+
+class Day:
+    def __init__(self, name: str, path: Path, info: dict):
+        self.name, self.path, self.info = name, path, info
+        self.dir = WORK / path.stem
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.symbols_json = self.dir / "symbols.json"
+        self.symbols_json.write_text(json.dumps(info["symbols"]))
+        self.ref: dict | None = None         # lobreplay's BBO at the checkpoint, the end, and MeatPy's prefix
+        self.npz = self.dir / "hftbacktest_events.npz"
+
+
+def driver_args(day: Day) -> list[str]:
+    return [str(day.path), "--checkpoint-offset", str(day.info["checkpoint_offset"]),
+            "--checkpoint-message", str(day.info["checkpoint_message"]), "--symbols", str(day.symbols_json)]
+
+
+def lobreplay_config(label: str, args: list[str], what: str):
+    def run(day: Day, rep: int) -> dict:
+        out = day.dir / f"lobreplay-{label}"
+        m = measure([str(LOBREPLAY), "itch", "replay", str(day.path), "-o", str(out), "--force", "--no-progress",
+                     *args], day.dir / f"lobreplay-{label}.log")
+        if m["rc"] == 0:
+            s = json.loads((out / "summary.json").read_text())
+            m.update(messages=s["messages"], inproc=s["pass1"]["seconds"] + s["pass2"]["seconds"],
+                     pass1=s["pass1"]["seconds"], pass2=s["pass2"]["seconds"], version=s["source"]["lobreplay_version"],
+                     desyncs=s["desyncs"], residual=s.get("residual_orders"))
+            if (out / "bbo.parquet").exists():
+                m["bbo"] = bbo_from_report(out / "bbo.parquet", day)
+        return m
+    return {"tool": "lobreplay", "label": label, "what": what, "run": run, "needs": None}
+
+
+def peer_config(tool: str, script: str, what: str, extra=lambda day: [], label: str | None = None):
+    label = label or tool
+
+    def run(day: Day, rep: int) -> dict:
+        out = day.dir / f"{label}.json"
+        out.unlink(missing_ok=True)
+        m = measure([ARGS.peers_python, str(PEERS / script), *driver_args(day), "--out", str(out), *extra(day)],
+                    day.dir / f"{label}.log")
+        if m["rc"] == 0:
+            d = json.loads(out.read_text())
+            m.update(messages=d["messages"] or day.info["messages"], inproc=d["seconds"], version=d["version"],
+                     phases=d["phases"], mode=d["mode"], stats=d.get("stats"))
+            if d["checkpoint"] or d["final"]:
+                m["bbo"] = {"checkpoint": d["checkpoint"], "final": d["final"]}
+        return m
+    return {"tool": tool, "label": label, "what": what, "run": run, "needs": tool}
+
+
+def bbo_from_report(path: Path, day: Day) -> dict:
+    """lobreplay's BBO per symbol after message K, at the end, and after MeatPy's prefix."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path, columns=["message", "locate", "bid_price", "bid_qty", "ask_price", "ask_qty"])
+    msg = t["message"].to_numpy()
+    loc = t["locate"].to_numpy().astype(np.int64)
+    vals = np.stack([t[c].to_numpy().astype(np.int64) for c in ("bid_price", "bid_qty", "ask_price", "ask_qty")], 1)
+    symbols = {int(k): v for k, v in day.info["symbols"].items()}
+
+    def at(limit: int | None) -> dict:
+        sel = np.ones(len(msg), bool) if limit is None else msg < limit
+        lo, va = loc[sel], vals[sel]
+        last = np.zeros((65536, 4), np.int64)
+        if len(lo):
+            u, first = np.unique(lo[::-1], return_index=True)
+            last[u] = va[len(lo) - 1 - first]
+        return {s: [int(v) for v in last[k]] for k, s in symbols.items()}
+
+    return {"checkpoint": at(day.info["checkpoint_message"]), "final": at(None),
+            "meatpy": at(day.info["meatpy_prefix"])}
+
+
+def compare(day: Day, row: str, got: dict) -> dict:
+    """Agreement counts of one run's BBO with lobreplay's; disagreements printed loudly."""
+    out = {}
+    if day.ref is None:
+        return out
+    for when, ref_key in (("checkpoint", "checkpoint"), ("final", "final")):
+        mine = got.get(when) or {}
+        if not mine:
+            continue
+        if row == "MeatPy":
+            ref_key = "meatpy"
+        ref = day.ref[ref_key]
+        bad = [(s, ref.get(s), v) for s, v in mine.items() if ref.get(s) != v]
+        out[when] = (len(mine) - len(bad), len(mine))
+        for s, r, v in bad[:20]:
+            print(f"!!! BBO DISAGREEMENT {day.name} {row} {when} {s}: lobreplay {r} vs {row} {v} "
+                  f"(bid_px, bid_qty, ask_px, ask_qty; prices in 1/10000)", file=sys.stderr, flush=True)
+        if len(bad) > 20:
+            print(f"!!! ... and {len(bad) - 20} more disagreements ({day.name} {row} {when})", file=sys.stderr)
+    return out
+
+
+# ---- configurations --------------------------------------------------------------------------
+
+def configs() -> list[dict]:
+    return [
+        lobreplay_config("book", ["--no-reports", "--no-timing"], "book only (`--no-reports --no-timing`)"),
+        lobreplay_config("bbo", ["--reports", "bbo", "--no-timing"], "books + bbo report (`--reports bbo --no-timing`)"),
+        lobreplay_config("all", [], "every report, per-event timing (default)"),
+        peer_config("itch-book", "run_itchbook.py", "books only (`tables=()`)", lambda d: ["--tables", "none"],
+                    label="itch-book-book"),
+        peer_config("itch-book", "run_itchbook.py", "books + bbo table", lambda d: ["--tables", "bbo"],
+                    label="itch-book-bbo"),
+        peer_config("itchcpp", "run_itchcpp.py", "`BookManager.process_stream`, all symbols"),
+        peer_config("hftbacktest", "run_hftbacktest.py", "L3 replay of converted events, one backtest per symbol",
+                    lambda d: ["--npz", str(d.npz), "--assets", "per-symbol"], label="hftbacktest-per-symbol"),
+        peer_config("hftbacktest", "run_hftbacktest.py", "L3 replay of converted events, one backtest of all symbols",
+                    lambda d: ["--npz", str(d.npz), "--assets", "all"], label="hftbacktest-all"),
+        peer_config("MeatPy", "run_meatpy.py", "one symbol, day prefix",
+                    lambda d: ["--symbol", d.info["meatpy_symbol"], "--max-messages", str(d.info["meatpy_prefix"])]),
+    ]
+
+
+def peer_status(python: str) -> dict[str, str | None]:
+    """None when the peer imports in its venv, else why not."""
+    out = {}
+    for tool, mod in PEER_IMPORTS.items():
+        if not Path(python).exists():
+            out[tool] = f"no peers virtualenv at {rel(python)} (`make bench` creates it)"
+            continue
+        p = subprocess.run([python, "-c", f"import {mod}"], capture_output=True, text=True)
+        out[tool] = None if p.returncode == 0 else f"`import {mod}` failed: {(p.stderr.strip().splitlines() or ['?'])[-1]}"
+    return out
+
+
+# ---- report ----------------------------------------------------------------------------------
+
+def fmt_spread(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
+
+
+def source_note() -> str:
+    """Which lobreplay was measured: the commit, uncommitted changes, the core's source hashes."""
+    import hashlib
+
+    def git(*a: str) -> str:
+        p = subprocess.run(["git", *a], capture_output=True, text=True, cwd=ROOT)
+        return p.stdout if p.returncode == 0 else ""
+
+    head = git("rev-parse", "--short", "HEAD").strip() or "?"
+    dirty = [line[3:] for line in git("status", "--porcelain", "--", "csrc", "lobreplay", "setup.py",
+                                       "pyproject.toml").splitlines() if line.strip()]
+    core = ", ".join(f"{hashlib.sha256((ROOT / 'csrc' / f).read_bytes()).hexdigest()[:16]} csrc/{f}"
+                     for f in ("lob.c", "lob.h", "itch.c") if (ROOT / "csrc" / f).exists())
+    note = f"lobreplay at commit {head}"
+    if dirty:
+        note += f" plus uncommitted changes to {len(dirty)} file(s) ({', '.join(dirty[:6])}{', ...' if len(dirty) > 6 else ''})"
+    return note + f"; core source sha256 {core}"
+
+
+def machine_note() -> str:
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} {platform.machine()}, "
+            f"python {platform.python_version()}, load average {load:.2f} at the start")
+
+
+NOTES = """\
+### How each tool is run
+
+- **Columns.** *wall*: the whole process, from start to exit (interpreter start-up, imports, reading
+  the file, the replay, writing outputs), and *peak RSS*: that process's high-water mark; both
+  measured by the harness's launcher. *in-process*: the tool's own timed region (lobreplay: pass 1 +
+  pass 2 from its `summary.json`; a peer: its driver's clock from opening the file to the final book,
+  imports excluded). *M msg/s* and *ns/msg* use the file's messages (MeatPy: its prefix) and the wall
+  time. *speed vs lobreplay*: the row's msg/s over lobreplay book-only's, wall and in-process
+  (above 1 = faster than lobreplay).
+- **lobreplay**: `.venv/bin/lobreplay itch replay FILE -o DIR --force --no-progress` plus the flags in
+  the row. Its `bbo.parquet` (the `message` column says after which message) is the reference.
+- **itch-book** (`benchmarks/peers/run_itchbook.py`): its C++ `Session`, the object
+  `itch_book.open(...).batches()` drives (without that reader thread), fed 8 MiB reads; with
+  `tables=()` it keeps the books and writes nothing, so no BBO can be read back and the check is its
+  own counters; with the bbo table, the last row per locate.
+- **itchcpp** (`run_itchcpp.py`): `itchcpp.book.BookManager().process_stream(bytes)`, which builds
+  the L3 book of every symbol in C++; then `book_for_symbol(s).bbo()`. It takes bytes, so the file
+  is read into memory (inside the timed region).
+- **hftbacktest** (`run_hftbacktest.py`) reads no ITCH: it is a backtester that replays its own
+  event rows (`event_dtype`; its converters cover Binance, Bybit, Tardis, Databento and others, not
+  ITCH). `prep_hftbacktest.py` converts each day once per bench run (figures under the table, not in
+  the rows): itch-book's `messages` table (order by order, side and price of the resting order
+  already looked up) mapped to ADD / MODIFY (shares left) / CANCEL_ORDER_EVENT rows (U = cancel +
+  add), flagged LOCAL_EVENT only (the book a strategy sees; with EXCH_EVENT the exchange model
+  would keep a second copy of each book), one array per symbol. The rows then time loading that
+  `.npz` and the L3 replay in `HashMapMarketDepthBacktest` (`l3_fifo_queue_model`,
+  `no_partial_fill_exchange`), either one backtest per symbol or one backtest holding every symbol.
+  So its rows replay already-decoded, already-resolved events: the ITCH work (framing, decoding,
+  and finding each E/X/D/U's order, i.e. a book of its own) is in the conversion. Replaying ITCH
+  directly would need an ITCH reader feeding hftbacktest's depth API, which it does not have.
+- **MeatPy** (`run_meatpy.py`): `ITCH50MessageReader` + one `ITCH50MarketProcessor`, pure Python.
+  MeatPy builds the book of one instrument per processor (each processor still sees every
+  message), and finds an order by scanning its price levels, so the cost grows with the book. It is
+  run on the busiest symbol of a prefix of the day (`--meatpy-messages`), labelled as such; its
+  msg/s are not comparable with whole-market rows.
+- **Fairness check.** The generated days end with a D for every live order, so every book is empty
+  at the end and a comparison there alone would prove little. Every driver therefore also records
+  the best bid and ask (price and shares) of every symbol after message K, where the closing run of
+  deletes starts (its input is split there: no extra work per message), and the harness compares
+  them with lobreplay's. A disagreement is printed with the symbol and both values and marked
+  **DISAGREE** here; `make bench` then exits non-zero.
+"""
+
+
+def report(days: list[Day], cfgs: list[dict], results: dict, status: dict, prep: dict, cmd: str,
+           versions: dict, machine: str, source: str, reps: int, elapsed: float) -> str:
+    L = []
+    L.append("## Peers side by side (issue 6)\n")
+    L.append(f"Written by `make bench` ({time.strftime('%Y-%m-%d')}); replaced by the next run.\n")
+    L.append("### Command\n\n```\n" + cmd + "\n```\n")
+    L.append(f"machine: {machine}; {reps} alternating repetitions; whole run {elapsed / 60:.1f} min.\n")
+    L.append("Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()) +
+             " (peers pinned in `benchmarks/peers-requirements.txt`, installed in their own virtualenv); "
+             + source + ".\n")
+    for day in days:
+        i = day.info
+        L.append(f"### {day.name} 5M (`{day.path.name}`: {i['messages']:,} messages, {len(i['symbols']):,} symbols)\n")
+        L.append(f"Books compared after message {i['checkpoint_message']:,} (before the closing run of "
+                 f"{i['closing_deletes']:,} deletes, which empties every book) and at the end. "
+                 f"MeatPy: symbol {i['meatpy_symbol']} ({i['meatpy_symbol_messages']:,} of the first "
+                 f"{i['meatpy_prefix']:,} messages), compared after message {i['meatpy_prefix']:,}.\n")
+        L.append("| tool | what | messages | wall s, median (min-max) | M msg/s | ns/msg | in-process s | "
+                 "in-process M msg/s | peak RSS MiB | speed vs lobreplay book only (wall / in-process) | "
+                 "BBO agrees: after K / at the end |")
+        L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        base = results.get((day.name, "book"))
+        base_ok = [m for m in (base or []) if m["rc"] == 0]
+        b_wall = statistics.median(m["messages"] / m["wall"] for m in base_ok) if base_ok else None
+        b_in = statistics.median(m["messages"] / m["inproc"] for m in base_ok) if base_ok else None
+        for c in cfgs:
+            runs = results.get((day.name, c["label"]))
+            if c["needs"] and status.get(c["needs"]):
+                L.append(f"| {c['tool']} | {c['what']} | | | | | | | | | not run: {status[c['needs']]} |")
+                continue
+            if not runs:
+                continue
+            ok = [m for m in runs if m["rc"] == 0]
+            if not ok:
+                L.append(f"| {c['tool']} | {c['what']} | | | | | | | | | FAILED (exit {runs[0]['rc']}): "
+                         f"{tail(runs[0]['log'])} |")
+                continue
+            n = ok[0]["messages"]
+            walls = [m["wall"] for m in ok]
+            wall = statistics.median(walls)
+            inproc = statistics.median(m["inproc"] for m in ok)
+            rss = statistics.median(m["rss"] for m in ok) / 2**20
+            what = c["what"]
+            if c["tool"] == "MeatPy":
+                what = f"one symbol ({day.info['meatpy_symbol']}), first {n:,} messages"
+            ratio = ""
+            if b_wall:
+                ratio = f"{(n / wall) / b_wall:.3g}x / {(n / inproc) / b_in:.3g}x"
+            agree = []
+            for when in ("checkpoint", "final"):
+                cs = [m["agree"].get(when) for m in ok if m.get("agree")]
+                cs = [x for x in cs if x]
+                if not cs:
+                    agree.append("-")
+                    continue
+                worst = min(cs, key=lambda x: x[0] - x[1])
+                agree.append(f"{worst[0]:,}/{worst[1]:,}" + ("" if worst[0] == worst[1] else " **DISAGREE**"))
+            if c["tool"] == "lobreplay":
+                tail_s = f"{ok[0]['desyncs']} desyncs, {ok[0]['residual']} orders left"
+                if not ok[0]["has_bbo"]:
+                    agree_s = f"no BBO output; {tail_s}"
+                elif c["label"] == "bbo":
+                    agree_s = f"the reference (its first run; later runs {' / '.join(agree)}); {tail_s}"
+                else:
+                    agree_s = f"{' / '.join(agree)}; {tail_s}"
+            elif c["label"] == "itch-book-book":
+                st = ok[0].get("stats") or {}
+                sc, sf = st.get("checkpoint", {}), st.get("final", {})
+                live = sc.get("live_orders", "?")
+                agree_s = (f"no BBO output; {live:,} live orders after K, " if isinstance(live, int) else
+                           f"no BBO output; {live} live orders after K, ") + (
+                           f"{sf.get('live_orders', '?')} at the end, {sf.get('missing_ref', '?')} unknown refs")
+            elif c["tool"] == "MeatPy":
+                agree_s = f"{agree[1]} (after the prefix)"
+            else:
+                agree_s = " / ".join(agree)
+            fails = len(runs) - len(ok)
+            L.append(f"| {c['tool']} | {what} | {n:,} | {fmt_spread(walls)}{f' ({fails} failed)' if fails else ''} | "
+                     f"{n / wall / 1e6:.2f} | {wall / n * 1e9:,.0f} | {inproc:.2f} | {n / inproc / 1e6:.2f} | "
+                     f"{rss:,.0f} | {ratio} | {agree_s} |")
+        lob = [m for m in results.get((day.name, "book"), []) if m["rc"] == 0]
+        loa = [m for m in results.get((day.name, "all"), []) if m["rc"] == 0]
+        if lob:
+            L.append("")
+            L.append(f"lobreplay's two passes (medians): book only pass 1 (sizing scan) "
+                     f"{statistics.median(m['pass1'] for m in lob):.2f} s + pass 2 "
+                     f"{statistics.median(m['pass2'] for m in lob):.2f} s" +
+                     (f"; every report pass 1 {statistics.median(m['pass1'] for m in loa):.2f} s + pass 2 "
+                      f"{statistics.median(m['pass2'] for m in loa):.2f} s" if loa else "") + ".")
+        if day.name in prep:
+            p = prep[day.name]
+            if p.get("rc") == 0:
+                ph = ", ".join(f"{k} {v:.2f} s" for k, v in p["phases"].items())
+                L.append(f"hftbacktest's input, made once per run of the bench (not in the table): "
+                         f"{p['inproc']:.2f} s in-process ({ph}), {p['wall']:.2f} s wall, "
+                         f"{p['rss'] / 2**20:,.0f} MiB peak RSS, {p['events']:,} events.")
+            else:
+                L.append(f"hftbacktest's conversion FAILED: {tail(p['log'])}")
+        L.append("")
+    L.append(NOTES)
+    return "\n".join(L)
+
+
+def write_section(path: Path, text: str) -> None:
+    body = path.read_text() if path.exists() else "# Benchmark results\n"
+    block = f"{START}\n{text.rstrip()}\n{END}\n"
+    if START in body and END in body:
+        pre, rest = body.split(START, 1)
+        post = rest.split(END, 1)[1].lstrip("\n")
+        body = pre + block + ("\n" + post if post else "")
+    else:
+        body = body.rstrip("\n") + "\n\n" + block
+    path.write_text(body)
+
+
+ARGS: argparse.Namespace
+
+
+def main() -> int:
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--peers-python", default=str(BUILD / "peers-venv" / "bin" / "python"))
+    ap.add_argument("--files", default="wide,narrow", help="comma-separated generated days (wide, narrow)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--millions", type=int, default=5, help="messages per day, in millions")
+    ap.add_argument("--meatpy-messages", type=int, default=200_000, help="MeatPy's prefix of the day")
+    ap.add_argument("--only", help="comma-separated row labels (book,bbo,all,itch-book-book,...) to run")
+    ap.add_argument("--write", help="replace the delimited section of this Markdown file (benchmarks/RESULTS.md)")
+    ap.add_argument("--command", default=None, help="the command to print in the report")
+    ARGS = ap.parse_args()
+    t_start = time.perf_counter()
+    machine = machine_note()
+    source = source_note()
+    WORK.mkdir(parents=True, exist_ok=True)
+    status = peer_status(ARGS.peers_python)
+    for tool, why in status.items():
+        if why:
+            print(f"!!! {tool}: {why}", file=sys.stderr)
+    days = []
+    for name in ARGS.files.split(","):
+        name = name.strip()
+        if name not in bench_itch.DAYS:
+            sys.exit(f"unknown day {name!r}; have {sorted(bench_itch.DAYS)}")
+        path = bench_itch.make_day(name, ARGS.millions)
+        days.append(Day(name, path, scan(path, ARGS.meatpy_messages)))
+    cfgs = configs()
+    if ARGS.only:
+        keep = set(ARGS.only.split(",")) | {"book", "bbo"}   # the baseline and the reference BBO
+        cfgs = [c for c in cfgs if c["label"] in keep]
+    prep = {}
+    if not status.get("hftbacktest") and any(c["tool"] == "hftbacktest" for c in cfgs):
+        for day in days:
+            out = day.dir / "hftbacktest_prep.json"
+            m = measure([ARGS.peers_python, str(PEERS / "prep_hftbacktest.py"), str(day.path), "--npz", str(day.npz),
+                         "--out", str(out)], day.dir / "hftbacktest_prep.log")
+            if m["rc"] == 0:
+                d = json.loads(out.read_text())
+                m.update(inproc=d["seconds"], phases=d["phases"], events=d["events"])
+            else:
+                status["hftbacktest"] = f"conversion failed: {tail(m['log'])}"
+            prep[day.name] = m
+            print(f"hftbacktest conversion {day.name}: {m['wall']:.2f} s, {m['rss'] / 2**20:.0f} MiB",
+                  file=sys.stderr, flush=True)
+    results: dict = {}
+    versions: dict = {}
+    for rep in range(ARGS.reps):
+        for day in days:
+            for c in cfgs:
+                if c["needs"] and status.get(c["needs"]):
+                    continue
+                load = os.getloadavg()[0]
+                m = c["run"](day, rep)
+                m["load"] = load
+                if m["rc"] == 0:
+                    versions.setdefault(c["tool"], m["version"])
+                    if c["tool"] == "lobreplay" and "bbo" in m:
+                        if day.ref is None:
+                            day.ref = m["bbo"]
+                        elif day.ref != m["bbo"]:
+                            print(f"!!! lobreplay's own BBO differs between runs ({day.name}, {c['label']})",
+                                  file=sys.stderr)
+                    m["agree"] = compare(day, c["tool"], m.get("bbo") or {})
+                    m["has_bbo"] = "bbo" in m
+                    m.pop("bbo", None)
+                    print(f"rep {rep + 1} {day.name} {c['label']}: {m['wall']:.2f} s wall, {m['inproc']:.2f} s "
+                          f"in-process, {m['rss'] / 2**20:.0f} MiB, agree {m['agree']}", file=sys.stderr, flush=True)
+                else:
+                    print(f"!!! rep {rep + 1} {day.name} {c['label']} FAILED (exit {m['rc']}): {tail(m['log'])}",
+                          file=sys.stderr, flush=True)
+                results.setdefault((day.name, c["label"]), []).append(m)
+    cmd = ARGS.command or " ".join(shlex.quote(a) for a in [rel(sys.executable), rel(__file__), *sys.argv[1:]])
+    loads = [m["load"] for rs in results.values() for m in rs]
+    if loads:
+        machine += f"; 1-minute load average {min(loads):.2f}-{max(loads):.2f} (median {statistics.median(loads):.2f}) before the runs"
+    text = report(days, cfgs, results, status, prep, cmd, versions, machine, source, ARGS.reps,
+                  time.perf_counter() - t_start)
+    print(text)
+    if ARGS.write:
+        write_section(Path(ARGS.write), text)
+        print(f"wrote the section of {ARGS.write}", file=sys.stderr)
+    disagreements = any(c[0] != c[1] for rs in results.values() for m in rs if m["rc"] == 0
+                        for c in (m.get("agree") or {}).values())
+    return 1 if disagreements else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
