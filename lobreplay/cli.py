@@ -181,20 +181,25 @@ def _duration_ns(text: str) -> int:
     return int(ns)
 
 
-def _cmd_itch_replay(args) -> int:
+def itch_replay_config(args):
+    """The ReplayConfig of `itch replay` and `itch replay-many` (add_itch_replay_options)."""
     from .itch.replay import ALL_REPORTS, ReplayConfig
     from .reports import parse_report_list
 
-    reports = parse_report_list(args.no_reports, args.reports, ALL_REPORTS)
+    reports = parse_report_list(getattr(args, "no_reports", False), args.reports, ALL_REPORTS)
     if args.depth and "depth" not in reports:
         reports = reports + ("depth",)
-    cfg = ReplayConfig(symbols=[s.strip() for s in args.symbols.split(",")] if args.symbols else None,
-                       depth_levels=args.depth,
-                       depth_every_ns=0 if args.every == "change" else _duration_ns(args.every),
-                       headroom=args.headroom, allow_truncated=args.allow_truncated, reports=reports,
-                       status_tables=bool(reports), timing=not args.no_timing,
-                       progress=not args.no_progress and sys.stderr.isatty(), date=args.date,
-                       chunk_bytes=args.chunk_mb << 20)
+    return ReplayConfig(symbols=[s.strip() for s in args.symbols.split(",")] if args.symbols else None,
+                        depth_levels=args.depth,
+                        depth_every_ns=0 if args.every == "change" else _duration_ns(args.every),
+                        headroom=args.headroom, allow_truncated=args.allow_truncated, reports=reports,
+                        status_tables=bool(reports), timing=not args.no_timing,
+                        progress=not getattr(args, "no_progress", True) and sys.stderr.isatty(),
+                        date=getattr(args, "date", None), chunk_bytes=args.chunk_mb << 20)
+
+
+def _cmd_itch_replay(args) -> int:
+    cfg = itch_replay_config(args)
     if args.jobs < 1:
         raise InputError(f"--jobs: expected a number of processes >= 1, got {args.jobs}")
     from .itch.parallel import replay_itch_jobs
@@ -218,6 +223,20 @@ def _cmd_itch_replay(args) -> int:
     print(f"reports in {args.output}/: " + ", ".join(f"{k} ({v:,} rows)" for k, v in s["report_rows"].items())
           + ", symbols.parquet, summary.json")
     return 0
+
+
+def add_itch_replay_options(rp) -> None:
+    """The options `itch replay` and `itch replay-many` share (itch_replay_config reads them)."""
+    rp.add_argument("--symbols", help="comma-separated symbols to replay (default: all)")
+    rp.add_argument("--headroom", type=float, default=0.2, help="band = price range widened by this (default 0.2)")
+    rp.add_argument("--reports", help="comma-separated: desyncs,executions,bbo,latency,symbols (default: all)")
+    rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
+    rp.add_argument("--chunk-mb", type=int, default=16, help="bytes per chunk, in MiB (default 16)")
+    rp.add_argument("--depth", type=int, default=0, metavar="N",
+                    help="also sample the N best levels of every active book (depth.parquet)")
+    rp.add_argument("--every", default="1s",
+                    help="depth sample interval of feed time (100ms, 1s, 5m), or 'change': after every change")
+    rp.add_argument("--allow-truncated", action="store_true", help="stop at a partial last message, counted")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -249,22 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
     rp = itch.add_parser("replay", help="rebuild every book, check the core against the feed, write reports")
     rp.add_argument("file")
     rp.add_argument("-o", "--output", required=True, help="report directory")
-    rp.add_argument("--symbols", help="comma-separated symbols to replay (default: all)")
-    rp.add_argument("--headroom", type=float, default=0.2, help="band = price range widened by this (default 0.2)")
-    rp.add_argument("--reports", help="comma-separated: desyncs,executions,bbo,latency,symbols (default: all)")
+    add_itch_replay_options(rp)
     rp.add_argument("--no-reports", action="store_true", help="write only summary.json")
-    rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
     rp.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rp.add_argument("--date", help="session date YYYY-MM-DD (default: from the file name)")
-    rp.add_argument("--chunk-mb", type=int, default=16, help="bytes per chunk, in MiB (default 16)")
     rp.add_argument("--jobs", type=int, default=1, metavar="N",
                     help="processes: the symbols are shared out, the reports merged (default 1)")
-    rp.add_argument("--depth", type=int, default=0, metavar="N",
-                    help="also sample the N best levels of every active book (depth.parquet)")
-    rp.add_argument("--every", default="1s",
-                    help="depth sample interval of feed time (100ms, 1s, 5m), or 'change': after every change")
     rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
-    rp.add_argument("--allow-truncated", action="store_true", help="stop at a partial last message, counted")
     rp.set_defaults(func=_cmd_itch_replay)
 
     from .binance.cli import add_commands as add_binance_commands
@@ -272,6 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_lobster import add_commands as add_lobster_commands
     from .cli_lobster import add_itch_lobster
     add_itch_lobster(itch)
+    from .cli_many import add_itch_replay_many
+    add_itch_replay_many(itch)
     add_lobc_commands(sub)
     add_binance_commands(sub)
     add_lobster_commands(sub)

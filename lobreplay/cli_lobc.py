@@ -1,5 +1,6 @@
-"""Command line for .lobc files: `lobreplay lobc check FILE` and
-`lobreplay lobc replay FILE -o DIR` (wired into lobreplay.cli by add_commands)."""
+"""Command line for .lobc files: `lobreplay lobc check FILE`,
+`lobreplay lobc replay FILE -o DIR` and `lobreplay lobc replay-many` (lobreplay.cli_many)
+(wired into lobreplay.cli by add_commands)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -35,14 +36,20 @@ def cmd_check(args) -> int:
     return 0 if s["whole"] else 1
 
 
-def cmd_replay(args) -> int:
-    from .l2replay import ALL_REPORTS, L2ReplayConfig, replay_lobc
+def lobc_replay_config(args):
+    """The L2ReplayConfig of `lobc replay` and `lobc replay-many` (replay_options)."""
+    from .l2replay import ALL_REPORTS, L2ReplayConfig
     from .reports import parse_report_list
 
-    reports = parse_report_list(args.no_reports, args.reports, ALL_REPORTS)
-    cfg = L2ReplayConfig(symbols=[s.strip() for s in args.symbols.split(",") if s.strip()] if args.symbols else None,
-                         reports=reports, timing=not args.no_timing, price_mode=args.price_mode)
-    s = replay_lobc(args.file, args.output, cfg, force=args.force)
+    reports = parse_report_list(getattr(args, "no_reports", False), args.reports, ALL_REPORTS)
+    return L2ReplayConfig(symbols=[s.strip() for s in args.symbols.split(",") if s.strip()] if args.symbols
+                          else None, reports=reports, timing=not args.no_timing, price_mode=args.price_mode)
+
+
+def cmd_replay(args) -> int:
+    from .l2replay import replay_lobc
+
+    s = replay_lobc(args.file, args.output, lobc_replay_config(args), force=args.force)
     p2 = s["pass2"]
     ev = s["events_by_kind"]
     print(f"{args.file}: {s['records']:,} records, {len(s['books'])} book(s), {s['snapshots_applied']:,} snapshot(s) "
@@ -81,17 +88,24 @@ def add_commands(subparsers) -> None:
     _replay_arguments(rp)
     # `lobreplay replay FILE.lobc` is the same command
     _replay_arguments(subparsers.add_parser("replay", help="replay a .lobc capture (= lobc replay)"))
+    from .cli_many import add_lobc_replay_many
+    add_lobc_replay_many(lobc)
 
 
 def _replay_arguments(rp) -> None:
     rp.add_argument("file")
     rp.add_argument("-o", "--output", required=True, help="report directory")
+    replay_options(rp)
+    rp.add_argument("--no-reports", action="store_true", help="write only summary.json")
+    rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
+    rp.set_defaults(func=cmd_replay)
+
+
+def replay_options(rp) -> None:
+    """The options `lobc replay` and `lobc replay-many` share (lobc_replay_config reads them)."""
     rp.add_argument("--symbols", help="comma-separated symbols to replay (default: all)")
     rp.add_argument("--reports", help="comma-separated: " + ",".join(
         ("bbo", "desyncs", "trades", "latency", "ticker_mismatches")) + " (default: all)")
-    rp.add_argument("--no-reports", action="store_true", help="write only summary.json")
     rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
     rp.add_argument("--price-mode", choices=("auto", "grid", "ladder"), default="auto",
                     help="core prices: the feed's on a tick grid, or ranks of the prices seen (default auto)")
-    rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
-    rp.set_defaults(func=cmd_replay)
