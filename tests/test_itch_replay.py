@@ -165,6 +165,16 @@ def test_a_failing_replay_leaves_valid_outputs(synthetic_day, tmp_path):
     assert s["truncated"]["bytes"] > 0 and s["status"] == "ok"
 
 
+def test_a_replay_without_reports_does_not_import_pandas(synthetic_day, tmp_path):
+    # pyarrow imports pandas on its first pa.array (a fixed ~0.2 s: benchmarks/RESULTS.md)
+    code = ("import sys; from lobreplay.itch.replay import ReplayConfig, replay_itch; "
+            f"s = replay_itch({synthetic_day.path!r}, {str(tmp_path / 'o')!r}, ReplayConfig(reports=())); "
+            "print(s['events'], 'pandas' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    events, pandas_loaded = r.stdout.split()
+    assert int(events) > 0 and pandas_loaded == "False"
+
+
 def test_cli_errors_are_one_line_without_traceback(tmp_path):
     bad = tmp_path / "x.itch"
     bad.write_bytes(b"\x00\x05hello")

@@ -31,7 +31,7 @@ from ..book import Session
 from ..errors import InputError
 from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
 from ..latency import histogram_table, report_rows
-from ..reports import SCHEMAS, ReplayRun, ReportSet, TableWriter
+from ..reports import SCHEMAS, ReplayRun, ReportSet, TableWriter, preload_pandas
 from .decode import decode_type, to_arrow
 from .reader import ItchFile
 from .spec import LAYOUTS, PRICE4_SCALE
@@ -208,6 +208,8 @@ class ItchReplay:
     def run(self) -> dict:
         cfg = self.cfg
         with ReplayRun(self.out_dir, self.src_meta()) as run:
+            if cfg.reports:
+                preload_pandas()  # on another thread, during pass 1
             p1 = self.pass1()
             meta = self.src_meta()  # now with the file's sha256
             run.summary["source"] = meta
@@ -260,7 +262,8 @@ class ItchReplay:
         if cfg.symbols:
             self.feed_select = select.copy()
             self.feed_select[0] = 1
-        symtab = pa.array([p1.symbols.get(i, "") for i in range(65536)], pa.string())
+        # (pyarrow imports pandas on its first pa.array: not on a replay without reports)
+        symtab = pa.array([p1.symbols.get(i, "") for i in range(65536)], pa.string()) if cfg.reports else None
         want_bbo = "bbo" in reports
         ev = np.empty(0, EVENT_DTYPE)
         desync_per_locate = np.zeros(65536, np.int64)
