@@ -105,6 +105,19 @@ def test_gzip_and_raw_read_the_same(synthetic_day, tmp_path):
     assert b"".join(t for _, t in a) == b"".join(t for _, t in b)
 
 
+def test_sha256_over_many_chunks_is_the_files(synthetic_day, tmp_path):
+    """The hash runs on a thread one block behind the reads: still the file's bytes, in order."""
+    import hashlib
+    gz = tmp_path / "day.itch.gz"
+    with open(synthetic_day.path, "rb") as src, gzip.open(gz, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    for path in (synthetic_day.path, str(gz)):
+        f = ItchFile(path, chunk_bytes=1 << 17, sha256=True)
+        n = sum(c.n for c in f.chunks())
+        assert n == synthetic_day.n_messages
+        assert f.sha256 == hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
 @pytest.mark.parametrize("chunk_bytes", [1 << 17, 1 << 18 + 3, 1 << 22])
 def test_chunk_boundaries_do_not_matter(synthetic_day, chunk_bytes):
     f = ItchFile(synthetic_day.path, chunk_bytes=chunk_bytes)

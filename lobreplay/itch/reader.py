@@ -102,8 +102,7 @@ class ItchFile:
 
     def _finish_hash(self) -> None:
         if self._raw is not None and self._raw.hasher is not None:
-            self._raw.drain()
-            self.sha256 = self._raw.hasher.hexdigest()
+            self.sha256 = self._raw.digest()
 
     def _read_into(self, f: BinaryIO, view: memoryview) -> int:
         try:
@@ -283,12 +282,16 @@ def _udp_payload(frame: bytes) -> bytes | None:
 
 
 class _CountingReader(io.RawIOBase):
-    """A raw file that counts (and optionally hashes) the bytes read through it."""
+    """A raw file that counts (and optionally hashes) the bytes read through it.
+    The hash runs on one worker thread (hashlib releases the GIL), one block
+    behind the reads, on a copy of each block: the caller may reuse its buffer."""
 
     def __init__(self, f: BinaryIO, hasher=None):
         self.f = f
         self.hasher = hasher
         self.position = 0
+        self._pool = None
+        self._pending = None
 
     def readable(self) -> bool:
         return True
@@ -298,19 +301,32 @@ class _CountingReader(io.RawIOBase):
         if n:
             self.position += n
             if self.hasher is not None:
-                self.hasher.update(memoryview(b)[:n])
+                self._hash(bytes(memoryview(b)[:n]))
         return n
 
-    def drain(self) -> None:
-        """Read (and hash) the rest of the file."""
+    def _hash(self, block: bytes) -> None:
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="sha256")
+        if self._pending is not None:
+            self._pending.result()  # at most one block waits: memory stays flat
+        self._pending = self._pool.submit(self.hasher.update, block)
+
+    def digest(self) -> str:
+        """Read (and hash) the rest of the file; the hex digest of all of it."""
         while not self.f.closed:
             block = self.f.read(1 << 20)
             if not block:
-                return
+                break
             self.position += len(block)
-            if self.hasher is not None:
-                self.hasher.update(block)
+            self._hash(block)
+        if self._pending is not None:
+            self._pending.result()
+            self._pending = None
+        return self.hasher.hexdigest()
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
         self.f.close()
         super().close()
