@@ -284,7 +284,8 @@ def _udp_payload(frame: bytes) -> bytes | None:
 class _CountingReader(io.RawIOBase):
     """A raw file that counts (and optionally hashes) the bytes read through it.
     The hash runs on one worker thread (hashlib releases the GIL), one block
-    behind the reads, on a copy of each block: the caller may reuse its buffer."""
+    behind the reads, on a copy of each block (the caller may reuse its buffer)
+    in one of two buffers used in turn: no allocation per block."""
 
     def __init__(self, f: BinaryIO, hasher=None):
         self.f = f
@@ -292,6 +293,8 @@ class _CountingReader(io.RawIOBase):
         self.position = 0
         self._pool = None
         self._pending = None
+        self._copies = [bytearray(), bytearray()]
+        self._turn = 0
 
     def readable(self) -> bool:
         return True
@@ -301,16 +304,21 @@ class _CountingReader(io.RawIOBase):
         if n:
             self.position += n
             if self.hasher is not None:
-                self._hash(bytes(memoryview(b)[:n]))
+                self._hash(memoryview(b)[:n])
         return n
 
-    def _hash(self, block: bytes) -> None:
+    def _hash(self, block) -> None:
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="sha256")
+        copy = self._copies[self._turn]  # not the one being hashed: that is the other
+        if len(copy) < len(block):
+            copy = self._copies[self._turn] = bytearray(len(block))
+        copy[:len(block)] = block
         if self._pending is not None:
-            self._pending.result()  # at most one block waits: memory stays flat
-        self._pending = self._pool.submit(self.hasher.update, block)
+            self._pending.result()  # one block hashing at a time, in order
+        self._pending = self._pool.submit(self.hasher.update, memoryview(copy)[:len(block)])
+        self._turn ^= 1
 
     def digest(self) -> str:
         """Read (and hash) the rest of the file; the hex digest of all of it."""

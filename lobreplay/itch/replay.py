@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from .. import __version__
 from .. import _coreapi as core
-from ..book import Session
+from ..book import Session, _touched
 from ..errors import InputError
 from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
 from ..latency import histogram_table, report_rows
@@ -274,15 +274,13 @@ class ItchReplay:
         with self._bar("pass 2") as bar:
             for chunk in self.src.chunks():
                 if len(ev) < chunk.n:
-                    # reused for every chunk, and written once now: a first write to a fresh
-                    # page inside the core would be a page fault timed as an event's latency
-                    ev = np.zeros(chunk.n, EVENT_DTYPE)
-                    ts = np.zeros(chunk.n, np.int64)
-                    mi = np.zeros(chunk.n, np.uint32)
-                    res = np.empty(chunk.n, RESULT_DTYPE)
-                    bbo = np.empty(chunk.n, BBO_DTYPE) if want_bbo else None
-                    for a in (ev, ts, mi, res) + ((bbo,) if want_bbo else ()):
-                        a.view(np.uint8).fill(0)
+                    # reused for every chunk (a quarter to spare: chunks differ in messages),
+                    # and written once now: a first write to a fresh page inside the core
+                    # would be a page fault timed as an event's latency
+                    cap = chunk.n + chunk.n // 4
+                    ev, ts, mi, res = (_touched(np.empty(cap, d)) for d in (EVENT_DTYPE, np.int64, np.uint32,
+                                                                           RESULT_DTYPE))
+                    bbo = _touched(np.empty(cap, BBO_DTYPE)) if want_bbo else None
                 k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
                 a0 = time.perf_counter()
                 if cfg.depth_levels and "depth" in reports and cfg.depth_every_ns == 0:
