@@ -92,6 +92,7 @@ typedef struct ref_slot {
 
 struct lob_itch_scan {
     lob_itch_locate loc[65536];
+    int64_t last_price[65536];    /* the last A/F/U price seen per locate (-1: none) */
     ref_slot *slots;
     uint64_t mask, used;
 };
@@ -101,22 +102,12 @@ static inline uint64_t ref_home(const lob_itch_scan *s, uint64_t ref)
     return (ref * 0x9E3779B97F4A7C15ULL) & s->mask;
 }
 
-static ref_slot *ref_find(lob_itch_scan *s, uint64_t ref)
-{
-    for (uint64_t i = ref_home(s, ref);; i = (i + 1) & s->mask) {
-        if (s->slots[i].ref == ref) return &s->slots[i];
-        if (s->slots[i].ref == 0) return NULL;
-    }
-}
-
-static void ref_put(lob_itch_scan *s, uint64_t ref, uint32_t shares, uint16_t locate)
+/* The slot that holds ref, or the empty slot where its probe ended. */
+static inline ref_slot *ref_probe(lob_itch_scan *s, uint64_t ref)
 {
     uint64_t i = ref_home(s, ref);
-    while (s->slots[i].ref != 0 && s->slots[i].ref != ref) i = (i + 1) & s->mask;
-    if (s->slots[i].ref == 0) s->used++;
-    s->slots[i].ref = ref;
-    s->slots[i].shares = shares;
-    s->slots[i].locate = locate;
+    while (s->slots[i].ref != ref && s->slots[i].ref != 0) i = (i + 1) & s->mask;
+    return &s->slots[i];
 }
 
 static void ref_delete(lob_itch_scan *s, ref_slot *slot)
@@ -144,9 +135,8 @@ static int ref_grow(lob_itch_scan *s)
     if (!fresh) return LOB_ENOMEM;
     s->slots = fresh;
     s->mask = 2 * old_n - 1;
-    s->used = 0;
     for (uint64_t i = 0; i < old_n; i++)
-        if (old[i].ref) ref_put(s, old[i].ref, old[i].shares, old[i].locate);
+        if (old[i].ref) *ref_probe(s, old[i].ref) = old[i];
     free(old);
     return LOB_OK;
 }
@@ -167,6 +157,7 @@ lob_itch_scan *lob_itch_scan_new(int *status)
         s->loc[i].min_price = INT64_MAX;
         s->loc[i].max_price = INT64_MIN;
         s->loc[i].first_ts = -1;
+        s->last_price[i] = -1;
     }
     if (status) *status = LOB_OK;
     return s;
@@ -179,22 +170,26 @@ void lob_itch_scan_free(lob_itch_scan *s)
     free(s);
 }
 
-static inline uint64_t gcd64(uint64_t a, uint64_t b)
+static inline uint32_t gcd32(uint32_t a, uint32_t b)
 {
     while (b) {
-        uint64_t t = a % b;
+        uint32_t t = a % b;
         a = b;
         b = t;
     }
     return a;
 }
 
-static inline void see_price(lob_itch_locate *L, int64_t px)
+/* Prices are ITCH Price(4): 32-bit. A repeat of the last price changes nothing. */
+static inline void see_price(lob_itch_scan *s, lob_itch_locate *L, uint16_t locate, uint32_t px)
 {
-    if (px < L->min_price) L->min_price = px;
-    if (px > L->max_price) L->max_price = px;
-    if (L->price_gcd == 0) L->price_gcd = (uint64_t)px;
-    else if (px % (int64_t)L->price_gcd) L->price_gcd = gcd64(L->price_gcd, (uint64_t)px);
+    if ((int64_t)px == s->last_price[locate]) return;
+    s->last_price[locate] = px;
+    if ((int64_t)px < L->min_price) L->min_price = px;
+    if ((int64_t)px > L->max_price) L->max_price = px;
+    uint32_t g = (uint32_t)L->price_gcd;
+    if (g == 0) L->price_gcd = px;
+    else if (px % g) L->price_gcd = gcd32(g, px);
 }
 
 static inline void order_gone(lob_itch_scan *s, ref_slot *slot)
@@ -203,12 +198,24 @@ static inline void order_gone(lob_itch_scan *s, ref_slot *slot)
     ref_delete(s, slot);
 }
 
-static inline void order_added(lob_itch_scan *s, lob_itch_locate *L, uint64_t ref, uint32_t shares,
-                               uint16_t locate)
+/* Add ref unless it is live already (a duplicate reference is not a second order). */
+static inline int order_added(lob_itch_scan *s, lob_itch_locate *L, uint64_t ref, uint32_t shares,
+                              uint16_t locate)
 {
-    ref_put(s, ref, shares, locate);
+    if (!ref) return LOB_OK;
+    if (2 * (s->used + 1) > s->mask + 1 && ref_grow(s) != LOB_OK) return LOB_ENOMEM;
+    ref_slot *o = ref_probe(s, ref);
+    if (o->ref) return LOB_OK;
+    o->ref = ref;
+    o->shares = shares;
+    o->locate = locate;
+    s->used++;
     if (++L->live > L->peak_live) L->peak_live = L->live;
+    return LOB_OK;
 }
+
+/* The order messages: the types whose reference the scan follows. */
+static const uint8_t ORDER_MSG[256] = {['A'] = 1, ['F'] = 1, ['E'] = 1, ['C'] = 1, ['X'] = 1, ['D'] = 1, ['U'] = 1};
 
 enum { SCAN_PF = 8 }; /* messages ahead whose order slot is fetched (the map outgrows the cache) */
 
@@ -216,12 +223,8 @@ int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *off
                        size_t n, const uint8_t *select)
 {
     for (size_t k = 0; k < n; k++) {
-        if (2 * (s->used + 1) > s->mask + 1 && ref_grow(s) != LOB_OK) return LOB_ENOMEM;
-        if (k + SCAN_PF < n) {
-            uint8_t tf = types[k + SCAN_PF];
-            if (tf == 'A' || tf == 'F' || tf == 'E' || tf == 'C' || tf == 'X' || tf == 'D' || tf == 'U')
-                prefetch(&s->slots[ref_home(s, be64(buf + offsets[k + SCAN_PF] + O_REF))]);
-        }
+        if (k + SCAN_PF < n && ORDER_MSG[types[k + SCAN_PF]])
+            prefetch(&s->slots[ref_home(s, be64(buf + offsets[k + SCAN_PF] + O_REF))]);
         const uint8_t *m = buf + offsets[k];
         uint16_t locate = be16(m + O_LOCATE);
         if (select && !select[locate]) continue;
@@ -231,38 +234,47 @@ int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *off
         L->last_ts = ts;
         L->messages++;
         uint8_t t = types[k];
-        if (t == 'A' || t == 'F') {
-            uint64_t ref = be64(m + O_REF);
-            uint32_t shares = be32(m + O_A_SHARES);
-            see_price(L, be32(m + O_A_PRICE));
+        if (!ORDER_MSG[t]) continue;
+        uint64_t ref = be64(m + O_REF);
+        switch (t) {
+        case 'A':
+        case 'F':
+            see_price(s, L, locate, be32(m + O_A_PRICE));
             L->adds++;
-            if (ref && !ref_find(s, ref)) order_added(s, L, ref, shares, locate);
-        } else if (t == 'E' || t == 'C' || t == 'X') {
+            if (order_added(s, L, ref, be32(m + O_A_SHARES), locate) != LOB_OK) return LOB_ENOMEM;
+            break;
+        case 'D': {
+            ref_slot *o = ref_probe(s, ref);
+            L->deletes++;
+            if (!o->ref) L->unknown_refs++;
+            else order_gone(s, o);
+            break;
+        }
+        case 'U': {
+            ref_slot *o = ref_probe(s, ref);
+            see_price(s, L, locate, be32(m + O_U_PRICE));
+            L->replaces++;
+            if (!o->ref) L->unknown_refs++;
+            else {
+                order_gone(s, o);
+                if (order_added(s, L, be64(m + O_U_NEW), be32(m + O_U_SHARES), locate) != LOB_OK)
+                    return LOB_ENOMEM;
+            }
+            break;
+        }
+        default: { /* E, C, X */
             uint32_t q = be32(m + (t == 'X' ? O_X_SHARES : O_E_SHARES));
-            ref_slot *o = ref_find(s, be64(m + O_REF));
+            ref_slot *o = ref_probe(s, ref);
             if (t == 'X') L->cancels++;
             else {
                 L->executions++;
                 L->executed_shares += q;
             }
-            if (!o) L->unknown_refs++;
+            if (!o->ref) L->unknown_refs++;
             else if (q >= o->shares) order_gone(s, o);
             else o->shares -= q;
-        } else if (t == 'D') {
-            ref_slot *o = ref_find(s, be64(m + O_REF));
-            L->deletes++;
-            if (!o) L->unknown_refs++;
-            else order_gone(s, o);
-        } else if (t == 'U') {
-            ref_slot *o = ref_find(s, be64(m + O_REF));
-            uint64_t fresh = be64(m + O_U_NEW);
-            see_price(L, be32(m + O_U_PRICE));
-            L->replaces++;
-            if (!o) L->unknown_refs++;
-            else {
-                order_gone(s, o);
-                if (fresh && !ref_find(s, fresh)) order_added(s, L, fresh, be32(m + O_U_SHARES), locate);
-            }
+            break;
+        }
         }
     }
     return LOB_OK;

@@ -1,0 +1,144 @@
+"""Pass 1 (the C scan, lobreplay._coreapi.ItchScan) against a naive Python scan
+of tests/itch_ref.py's decoded messages: every per-locate figure, on generated
+days, days with injected faults and the real samples."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lobreplay import _coreapi as core
+from lobreplay.itch.faults import FAULTS, inject
+from lobreplay.itch.reader import ItchFile
+from tests.conftest import SHARED_ITCH
+from tests.itch_ref import read_messages
+
+FIELDS = ("min_price", "max_price", "price_gcd", "messages", "adds", "deletes", "replaces", "executions",
+          "cancels", "executed_shares", "unknown_refs", "live", "peak_live", "first_ts", "last_ts")
+
+
+def naive_scan(data: bytes) -> dict[int, dict]:
+    out: dict[int, dict] = {}
+    live: dict[int, list] = {}  # ref -> [shares, locate]
+
+    def loc(m):
+        return out.setdefault(m["stock_locate"], {
+            "prices": [], "messages": 0, "adds": 0, "deletes": 0, "replaces": 0, "executions": 0, "cancels": 0,
+            "executed_shares": 0, "unknown_refs": 0, "live": 0, "peak_live": 0, "first_ts": -1, "last_ts": 0})
+
+    def add(L, ref, shares, locate):
+        if ref and ref not in live:
+            live[ref] = [shares, locate]
+            L["live"] += 1
+            L["peak_live"] = max(L["peak_live"], L["live"])
+
+    def gone(ref):
+        out[live.pop(ref)[1]]["live"] -= 1
+
+    for m in read_messages(data, allow_partial=True):
+        t = m["type"]
+        if t is None or m.get("unknown"):
+            continue
+        L = loc(m)
+        L["messages"] += 1
+        if L["first_ts"] < 0:
+            L["first_ts"] = m["timestamp"]
+        L["last_ts"] = m["timestamp"]
+        if t in "AF":
+            L["prices"].append(m["price"])
+            L["adds"] += 1
+            add(L, m["order_ref"], m["shares"], m["stock_locate"])
+        elif t in "ECX":
+            q = m["cancelled_shares"] if t == "X" else m["executed_shares"]
+            if t == "X":
+                L["cancels"] += 1
+            else:
+                L["executions"] += 1
+                L["executed_shares"] += q
+            o = live.get(m["order_ref"])
+            if o is None:
+                L["unknown_refs"] += 1
+            elif q >= o[0]:
+                gone(m["order_ref"])
+            else:
+                o[0] -= q
+        elif t == "D":
+            L["deletes"] += 1
+            if m["order_ref"] in live:
+                gone(m["order_ref"])
+            else:
+                L["unknown_refs"] += 1
+        elif t == "U":
+            L["prices"].append(m["price"])
+            L["replaces"] += 1
+            if m["order_ref"] in live:
+                gone(m["order_ref"])
+                add(L, m["new_order_ref"], m["shares"], m["stock_locate"])
+            else:
+                L["unknown_refs"] += 1
+    for L in out.values():
+        p = L.pop("prices")
+        L["min_price"] = min(p) if p else np.iinfo(np.int64).max
+        L["max_price"] = max(p) if p else np.iinfo(np.int64).min
+        L["price_gcd"] = math.gcd(*p) if p else 0
+    return out
+
+
+def c_scan(path: str, chunk_bytes: int) -> np.ndarray:
+    scan = core.ItchScan()
+    for c in ItchFile(path, chunk_bytes=chunk_bytes, allow_truncated=True).chunks():
+        scan.feed(c.buf, c.offsets, c.types, c.n, None)
+    return scan.stats()
+
+
+def check(path: str, chunk_bytes: int = 1 << 17) -> tuple[int, int]:
+    """Asserts the two scans agree; returns (messages, adds) seen."""
+    want = naive_scan(open(path, "rb").read())
+    got = c_scan(path, chunk_bytes)
+    assert set(np.flatnonzero(got["messages"]).tolist()) == {k for k, v in want.items() if v["messages"]}
+    for locate, w in want.items():
+        assert {f: int(got[f][locate]) for f in FIELDS} == w, f"locate {locate}"
+    return sum(w["messages"] for w in want.values()), sum(w["adds"] for w in want.values())
+
+
+def test_scan_agrees_on_a_generated_day(synthetic_day):
+    assert check(synthetic_day.path)[1] > 1000
+
+
+@pytest.mark.parametrize("kind", sorted(FAULTS))
+def test_scan_agrees_on_injected_faults(synthetic_day, tmp_path, kind):
+    dst = tmp_path / f"20191230.{kind}.itch"
+    inject(kind, synthetic_day, dst, seed=3)
+    check(str(dst))
+
+
+def test_scan_agrees_with_repeated_and_odd_prices(tmp_path):
+    """Prices repeated (the scan skips a repeat), 0, odd ticks and a duplicate reference."""
+    import struct
+
+    def msg(t, locate, ts, body):
+        payload = struct.pack(">cHH", t.encode(), locate, 0) + ts.to_bytes(6, "big") + body
+        return struct.pack(">H", len(payload)) + payload
+
+    def a(locate, ts, ref, px, shares=100):
+        return msg("A", locate, ts, struct.pack(">QcI8sI", ref, b"B", shares, b"XYZ     ", px))
+
+    data = b"".join([
+        a(5, 1, 1, 0), a(5, 2, 2, 0), a(5, 3, 3, 1500), a(5, 4, 4, 1500), a(5, 5, 5, 2250), a(5, 6, 5, 2250),
+        a(7, 7, 10, 99), msg("U", 7, 8, struct.pack(">QQII", 10, 11, 50, 99)),
+        msg("U", 7, 9, struct.pack(">QQII", 11, 12, 50, 33)), msg("X", 5, 10, struct.pack(">QI", 3, 100)),
+        msg("E", 5, 11, struct.pack(">QIQ", 4, 40, 1)), msg("D", 5, 12, struct.pack(">Q", 99)),
+    ])
+    p = tmp_path / "odd.itch"
+    p.write_bytes(data)
+    check(str(p))
+    st = c_scan(str(p), 1 << 17)
+    assert (st["min_price"][5], st["price_gcd"][5], st["peak_live"][5]) == (0, 750, 5)
+    assert (st["price_gcd"][7], st["peak_live"][7], st["live"][7]) == (33, 1, 1)
+
+
+@pytest.mark.parametrize("name", ["nasdaq_20191230_first1000.itch", "nasdaq_20230822_0930.itch",
+                                  "nasdaq_20230822_by_type.itch"])
+def test_scan_agrees_on_real_samples(name):
+    assert check(str(SHARED_ITCH / name))[0] > 0
