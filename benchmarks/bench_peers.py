@@ -376,8 +376,9 @@ def report(days: list[Day], cfgs: list[dict], results: dict, status: dict, prep:
         L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         base = results.get((day.name, "book"))
         base_ok = [m for m in (base or []) if m["rc"] == 0]
-        b_wall = statistics.median(m["messages"] / m["wall"] for m in base_ok) if base_ok else None
-        b_in = statistics.median(m["messages"] / m["inproc"] for m in base_ok) if base_ok else None
+        # the baseline as its own row computes it: messages over the median time
+        b_wall = base_ok[0]["messages"] / statistics.median(m["wall"] for m in base_ok) if base_ok else None
+        b_in = base_ok[0]["messages"] / statistics.median(m["inproc"] for m in base_ok) if base_ok else None
         for c in cfgs:
             runs = results.get((day.name, c["label"]))
             if c["needs"] and status.get(c["needs"]):
@@ -433,6 +434,10 @@ def report(days: list[Day], cfgs: list[dict], results: dict, status: dict, prep:
             L.append(f"| {c['tool']} | {what} | {n:,} | {fmt_spread(walls)}{f' ({fails} failed)' if fails else ''} | "
                      f"{n / wall / 1e6:.2f} | {wall / n * 1e9:,.0f} | {inproc:.2f} | {n / inproc / 1e6:.2f} | "
                      f"{rss:,.0f} | {ratio} | {agree_s} |")
+        for c in cfgs:
+            for k, m in enumerate(results.get((day.name, c["label"]), [])):
+                if m["rc"] != 0:
+                    L.append(f"- run {k + 1} of {c['tool']} ({c['what']}) FAILED (exit {m['rc']}): {tail(m['log'], 3)}")
         lob = [m for m in results.get((day.name, "book"), []) if m["rc"] == 0]
         loa = [m for m in results.get((day.name, "all"), []) if m["rc"] == 0]
         if lob:
@@ -544,6 +549,9 @@ def main() -> int:
                           file=sys.stderr, flush=True)
                 results.setdefault((day.name, c["label"]), []).append(m)
     cmd = ARGS.command or " ".join(shlex.quote(a) for a in [rel(sys.executable), rel(__file__), *sys.argv[1:]])
+    if source_note() != source:
+        source += (" -- **lobreplay's sources changed during this run** (the checkout is shared): its rows may "
+                   "mix builds; now: " + source_note())
     loads = [m["load"] for rs in results.values() for m in rs]
     if loads:
         machine += f"; 1-minute load average {min(loads):.2f}-{max(loads):.2f} (median {statistics.median(loads):.2f}) before the runs"
