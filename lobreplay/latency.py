@@ -16,50 +16,64 @@ def _lows(counts: np.ndarray) -> np.ndarray:
 def percentile(counts: np.ndarray, q: float) -> int:
     """The q-th percentile (0..100) of a histogram, as the lowest value of the bucket
     holding the sample of that rank (HDR's 'value at percentile', bucket-quantised)."""
-    total = int(counts.sum())
-    if total == 0:
-        return 0
-    rank = max(1, int(np.ceil(q / 100.0 * total)))
-    idx = int(np.searchsorted(np.cumsum(counts, dtype=np.uint64), rank))
-    return int(_lows(counts)[idx])
+    return int(summaries(np.asarray(counts), (q,))[f"p{q:g}"])
+
+
+def summaries(counts: np.ndarray, percentiles=PERCENTILES) -> dict[str, np.ndarray]:
+    """count, the percentiles and max (ns) of many histograms at once: counts has the
+    buckets on its last axis; each figure has the shape of the other axes (0 where
+    a histogram is empty). Percentiles are bucket-quantised, as in `percentile`."""
+    counts = np.asarray(counts).astype(np.uint64, copy=False)
+    lows = _lows(counts[(0,) * (counts.ndim - 1)] if counts.ndim > 1 else counts)
+    cum = np.cumsum(counts, axis=-1, dtype=np.uint64)
+    total = cum[..., -1] if counts.shape[-1] else np.zeros(counts.shape[:-1], np.uint64)
+    out = {"count": total.astype(np.int64)}
+    for q in percentiles:
+        rank = np.maximum(1, np.ceil(q / 100.0 * total.astype(np.float64))).astype(np.uint64)
+        idx = np.minimum((cum < rank[..., None]).sum(axis=-1), counts.shape[-1] - 1)  # searchsorted, left
+        out[f"p{q:g}"] = np.where(total > 0, lows[idx], 0).astype(np.int64)
+    last = counts.shape[-1] - 1 - np.argmax(counts[..., ::-1] > 0, axis=-1)
+    out["max"] = np.where(total > 0, lows[last], 0).astype(np.int64)
+    return out
 
 
 def summarize(counts: np.ndarray) -> dict:
     """count, p50, p90, p99, p99.9, p99.99 and max (ns) of one histogram."""
-    nz = np.flatnonzero(counts)
-    out = {"count": int(counts.sum())}
-    for q in PERCENTILES:
-        out[f"p{q:g}"] = percentile(counts, q)
-    out["max"] = int(_lows(counts)[nz[-1]]) if len(nz) else 0
-    return out
+    return {k: int(v) for k, v in summaries(np.asarray(counts)).items()}
 
 
 ROW_KEYS = ("scope", "locate", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "max_ns")
+_FIGURES = ("count", "p50", "p90", "p99", "p99.9", "max")
+
+
+def _rows(scopes: list, locates: list, kinds: list[str], hists: np.ndarray) -> list[dict]:
+    """Rows for hists shaped (scopes, kinds + ALL, buckets): per scope, each kind with
+    samples, then ALL."""
+    hists = np.concatenate([hists, hists.sum(axis=1, keepdims=True)], axis=1)
+    s = summaries(hists)
+    names = list(kinds) + ["ALL"]
+    return [dict(zip(ROW_KEYS, (scopes[i], locates[i], names[k], *(int(s[f][i, k]) for f in _FIGURES))))
+            for i in range(hists.shape[0]) for k in range(hists.shape[1]) if s["count"][i, k] > 0]
 
 
 def summary_rows(scope, locate, hists: dict) -> list[dict]:
     """Latency report rows of one scope: one per event kind with samples, then ALL."""
-    hists = dict(hists)
-    hists["ALL"] = sum(hists.values())
-    rows = []
-    for name, h in hists.items():
-        if np.any(h):
-            s = summarize(np.asarray(h))
-            rows.append(dict(zip(ROW_KEYS, (scope, locate, name, s["count"], s["p50"], s["p90"], s["p99"],
-                                            s["p99.9"], s["max"]))))
-    return rows
+    return _rows([scope], [locate], list(hists), np.stack([np.asarray(h, np.uint64) for h in hists.values()])[None])
 
 
 def report_rows(session, books) -> dict[str, list]:
     """The rows of a latency report: per event kind and ALL, for the whole session
     (scope "ALL", from its fine histograms) and for each book (scope = its name, from
-    the book's coarse histogram). books: (name, instrument id) pairs."""
+    the book's coarse histogram), all books summarised in one pass.
+    books: (name, instrument id) pairs."""
     from .events import Kind
 
+    kinds = [k.name for k in Kind]
     rows = summary_rows("ALL", None, {k.name: session.histogram(k) for k in Kind})
-    for name, instrument in books:
-        rows += summary_rows(name, instrument,
-                             {k.name: session.book_histogram(instrument, k).astype(np.uint64) for k in Kind})
+    if books:
+        names, ids = zip(*books)
+        per_book = np.stack([np.stack([session.book_histogram(i, k) for k in Kind]) for i in ids]).astype(np.uint64)
+        rows += _rows(list(names), list(ids), kinds, per_book)
     return {key: [r[key] for r in rows] for key in ROW_KEYS}
 
 
