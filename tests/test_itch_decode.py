@@ -118,31 +118,6 @@ def test_sha256_over_many_chunks_is_the_files(synthetic_day, tmp_path):
         assert f.sha256 == hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
-def test_read_ahead_gives_the_same_chunks_and_stops_with_the_caller(synthetic_day, tmp_path):
-    import threading
-    def walk(**kw):
-        f = ItchFile(synthetic_day.path, chunk_bytes=1 << 17)
-        # copy what a chunk holds before asking for the next: its buffer is then reused
-        out = [(c.base, c.first_message, c.types.tobytes(), bytes(c.buf[c.offsets].tobytes())) for c in f.chunks(**kw)]
-        return out, f.stats
-    (a, sa), (b, sb) = walk(ahead=True), walk(ahead=False)
-    assert len(a) > 3 and a == b and sa == sb
-    before = threading.active_count()
-    f = ItchFile(synthetic_day.path, chunk_bytes=1 << 17)
-    for i, _ in enumerate(f.chunks()):
-        if i == 1:
-            break
-    assert threading.active_count() == before  # the reader thread is gone
-    # an error after some chunks comes after them
-    cut = tmp_path / "cut.itch"
-    cut.write_bytes(open(synthetic_day.path, "rb").read()[: 5 * (1 << 17) + 5])
-    seen = []
-    with pytest.raises(InputError, match="truncated"):
-        for c in ItchFile(str(cut), chunk_bytes=1 << 17).chunks():
-            seen.append(c.n)
-    assert sum(seen) > 0 and len(seen) >= 4
-
-
 @pytest.mark.parametrize("chunk_bytes", [1 << 17, 1 << 18 + 3, 1 << 22])
 def test_chunk_boundaries_do_not_matter(synthetic_day, chunk_bytes):
     f = ItchFile(synthetic_day.path, chunk_bytes=chunk_bytes)

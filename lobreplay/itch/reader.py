@@ -12,9 +12,7 @@ import gzip
 import hashlib
 import io
 import os
-import queue
 import struct
-import threading
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -122,40 +120,27 @@ class ItchFile:
 
     # ---- chunks ----
 
-    def chunks(self, *, ahead: bool = True) -> Iterator[Chunk]:
+    def chunks(self) -> Iterator[Chunk]:
         """Complete messages in chunks of about chunk_bytes. Raises InputError on
         a corrupt frame, on a file that is not ITCH, and (at the end, after every
-        complete message has been yielded) on a partial last message.
-
-        A chunk's buffer is valid until the next one is asked for. With ahead,
-        one thread reads, decompresses and frames the next chunk while the
-        caller works on this one (file reads, zlib, the C framing and hashlib
-        release the GIL), from three buffers used in turn."""
+        complete message has been yielded) on a partial last message."""
         self.stats = ReadStats()
         if self.framing == "pcap":
             payload = next(self._stream())
             yield from self._frame_bytes(iter([payload]), len(payload))
             self._finish_hash()
             return
-        if ahead:
-            yield from _read_ahead(self._binaryfile(buffers=3), f"{self.name} reader")
-        else:
-            yield from self._binaryfile(buffers=1)
-
-    def _binaryfile(self, buffers: int) -> Iterator[Chunk]:
         with self._open() as f:
-            yield from self._frame_stream(f, buffers)
+            yield from self._frame_stream(f)
             self._finish_hash()
 
     def _frame_bytes(self, pieces: Iterator[bytes], total: int) -> Iterator[Chunk]:
         buf = np.frombuffer(b"".join(pieces), np.uint8)
         yield from self._walk(buf, len(buf), 0, final=True)
 
-    def _frame_stream(self, f: BinaryIO, buffers: int = 1) -> Iterator[Chunk]:
+    def _frame_stream(self, f: BinaryIO) -> Iterator[Chunk]:
         cap = self.chunk_bytes + MAX_FRAME
-        bufs = [np.empty(cap, np.uint8) for _ in range(buffers)]
-        turn = 0
-        buf = bufs[0]
+        buf = np.empty(cap, np.uint8)
         view = memoryview(buf)
         have = 0     # valid bytes in buf
         base = 0     # stream offset of buf[0]
@@ -180,10 +165,7 @@ class ItchFile:
                 return
             if consumed == 0 and rest >= cap:
                 raise InputError(f"{self.path}: no complete frame in {rest:,} bytes at stream offset {base:,}")
-            turn = (turn + 1) % buffers  # the next buffer takes the partial message
-            bufs[turn][:rest] = buf[consumed:have]
-            buf = bufs[turn]
-            view = memoryview(buf)
+            buf[:rest] = buf[consumed:have]
             base += consumed
             have = rest
 
@@ -297,50 +279,6 @@ def _udp_payload(frame: bytes) -> bytes | None:
     udp = p + ihl
     length = int.from_bytes(frame[udp + 4:udp + 6], "big")
     return frame[udp + 8:udp + length]
-
-
-def _read_ahead(chunks: Iterator[Chunk], name: str) -> Iterator[Chunk]:
-    """The chunks of `chunks`, produced on a thread one chunk ahead of the caller
-    (a queue of one: the producer works on a third buffer while the caller holds
-    one and the queue one). Its exceptions reach the caller in order, after the
-    chunks before them; a caller that stops early stops the thread."""
-    q: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-    end = object()
-
-    def put(item) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                pass
-        return False
-
-    def produce() -> None:
-        try:
-            for c in chunks:
-                if not put((c, None)):
-                    return
-            put((end, None))
-        except BaseException as e:  # handed to the caller, raised there
-            put((None, e))
-        finally:
-            chunks.close()
-
-    t = threading.Thread(target=produce, name=name, daemon=True)
-    t.start()
-    try:
-        while True:
-            c, err = q.get()
-            if err is not None:
-                raise err
-            if c is end:
-                return
-            yield c
-    finally:
-        stop.set()
-        t.join()
 
 
 class _CountingReader(io.RawIOBase):
