@@ -173,3 +173,152 @@ int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *off
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
 size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
                        const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index);
+
+/* l2.h */
+#define LOB_L2D_UNKNOWN_SYMBOL ...
+#define LOB_L2D_END_ID_MISMATCH ...
+#define LOB_L2D_INCOMPLETE_MESSAGE ...
+#define LOB_L2D_ORPHAN_RECORD ...
+#define LOB_L2D_MALFORMED_LEVEL ...
+#define LOB_L2D_UNPAIRED_TICKER ...
+#define LOB_L2D_UNKNOWN_KIND ...
+#define LOB_L2D_UPDATE_BEFORE_SNAPSHOT ...
+#define LOB_L2D_UNSYNCED_UPDATE_SKIPPED ...
+#define LOB_L2D_NO_BOOK ...
+#define LOB_L2D_PRICE_NOT_IN_BOOK ...
+#define LOB_L2D_CROSSED_BY_BID_UPDATE ...
+#define LOB_L2D_CROSSED_BY_ASK_UPDATE ...
+#define LOB_L2D_CROSSED_BY_SNAPSHOT ...
+#define LOB_L2D_GAP ...
+#define LOB_L2D_RESYNC_WITHOUT_SNAPSHOT ...
+#define LOB_L2D_RESYNC_ID_MISMATCH ...
+#define LOB_L2D_REJECTED ...
+#define LOB_L2D_CORE ...
+
+typedef struct lob_l2_record {
+    int64_t recv_ns;
+    int64_t exch_ns;
+    uint64_t first_id;
+    uint64_t last_id;
+    uint64_t prev_id;
+    int64_t price;
+    int64_t qty;
+    uint8_t kind;
+    uint8_t side;
+    uint16_t symbol;
+    uint32_t flags;
+} lob_l2_record;
+
+typedef struct lob_l2_scan lob_l2_scan;
+typedef struct lob_l2_scan_symbol {
+    uint64_t prices;
+    uint64_t peak;
+    uint64_t live;
+    uint32_t has_book;
+    uint32_t reserved;
+} lob_l2_scan_symbol;
+lob_l2_scan *lob_l2_scan_new(int *status);
+void lob_l2_scan_free(lob_l2_scan *s);
+int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n);
+void lob_l2_scan_symbols(const lob_l2_scan *s, lob_l2_scan_symbol *out);
+size_t lob_l2_scan_levels(const lob_l2_scan *s, uint16_t *symbols, int64_t *prices, size_t cap);
+
+typedef struct lob_l2_config {
+    uint32_t n_symbols;
+    uint32_t ticker_history;
+    uint32_t compare_tickers;
+    uint32_t reserved;
+    size_t n_levels;
+    const uint16_t *symbol;
+    const int64_t *real;
+    const int64_t *core;
+    const uint64_t *id;
+    const uint8_t *has_book;
+    const uint8_t *ladder;
+    const int64_t *band_low;
+    const int64_t *tick;
+} lob_l2_config;
+
+typedef struct lob_l2_bbo {
+    int64_t record;
+    int64_t recv_ns;
+    int64_t exch_ns;
+    uint64_t update_id;
+    int64_t bid_price, bid_qty, ask_price, ask_qty;
+    uint32_t symbol;
+    uint32_t reserved;
+} lob_l2_bbo;
+
+typedef struct lob_l2_desync {
+    int64_t record;
+    int64_t recv_ns;
+    int64_t exch_ns;
+    uint64_t first_id;
+    uint64_t last_id;
+    int64_t price;
+    int64_t qty;
+    int64_t other_price;
+    int64_t other_qty;
+    uint32_t symbol;
+    uint32_t detail;
+    uint16_t cause;
+    uint8_t side;
+    uint8_t reserved[5];
+} lob_l2_desync;
+
+typedef struct lob_l2_trade {
+    int64_t record;
+    int64_t recv_ns;
+    int64_t exch_ns;
+    uint64_t trade_id;
+    int64_t price;
+    int64_t qty;
+    uint32_t symbol;
+    uint8_t side;
+    uint8_t reserved[3];
+} lob_l2_trade;
+
+typedef struct lob_l2_mismatch {
+    int64_t record;
+    int64_t recv_ns;
+    uint64_t update_id;
+    uint64_t ticker_id;
+    int64_t book[4];
+    int64_t ticker[4];
+    uint32_t symbol;
+    uint32_t reserved;
+} lob_l2_mismatch;
+
+typedef struct lob_l2_outputs {
+    lob_l2_bbo *bbo;
+    size_t bbo_cap, n_bbo;
+    lob_l2_desync *desyncs;
+    size_t desync_cap, n_desync;
+    lob_l2_trade *trades;
+    size_t trade_cap, n_trade;
+    lob_l2_mismatch *mismatches;
+    size_t mismatch_cap, n_mismatch;
+    size_t need_bbo, need_desync, need_trade, need_mismatch;
+} lob_l2_outputs;
+
+typedef struct lob_l2_counts {
+    uint64_t messages_applied, snapshots_applied, levels_applied, levels_skipped;
+    uint64_t events[6];
+    uint64_t unchanged_levels, zero_qty_unknown_level;
+    uint64_t skipped_before_snapshot, skipped_unsynced;
+    uint64_t trades, tickers, bbo_changes;
+    uint64_t core_calls;
+    uint64_t crossing_events;
+    uint64_t points, comparable, matches, price_matches;
+    uint64_t no_ticker, unresolved_at_gap, unresolved_at_end;
+} lob_l2_counts;
+
+typedef struct lob_l2 lob_l2;
+lob_l2 *lob_l2_new(lob_session *session, const lob_l2_config *cfg, int *status);
+void lob_l2_free(lob_l2 *r);
+int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_index, size_t *pos,
+                lob_l2_outputs *out);
+int lob_l2_finish(lob_l2 *r, lob_l2_outputs *out);
+void lob_l2_counts_get(const lob_l2 *r, lob_l2_counts *out);
+void lob_l2_symbols(const lob_l2 *r, uint8_t *state, int64_t *snapshot_id, uint64_t *last_u,
+                    uint64_t *messages, uint64_t *skipped);

@@ -434,3 +434,153 @@ def itch_events(buf, offsets, types, n, select, events, ts, msg_index) -> int:
     return lib.lob_itch_events(_buf("uint8_t[]", buf), _buf("uint32_t[]", offsets), _buf("uint8_t[]", types), n,
                                sel, _buf("lob_event[]", events, True), _buf("int64_t[]", ts, True),
                                _buf("uint32_t[]", msg_index, True))
+
+
+# ---- L2 replay of .lobc records (csrc/l2.h) ----
+
+def _struct_dtype_arrays(cname: str) -> np.dtype:
+    """struct_dtype for structs that also have fixed-size array fields."""
+    names, formats, offsets = [], [], []
+    for name, f in ffi.typeof(cname).fields:
+        t = f.type
+        names.append(name)
+        formats.append((_CTYPE_TO_NUMPY[t.item.cname], t.length) if t.kind == "array" else _CTYPE_TO_NUMPY[t.cname])
+        offsets.append(f.offset)
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": ffi.sizeof(cname)})
+
+
+L2_RECORD_DTYPE = struct_dtype("lob_l2_record")
+L2_SCAN_SYMBOL_DTYPE = struct_dtype("lob_l2_scan_symbol")
+L2_BBO_DTYPE = struct_dtype("lob_l2_bbo")
+L2_DESYNC_DTYPE = _struct_dtype_arrays("lob_l2_desync")
+L2_TRADE_DTYPE = _struct_dtype_arrays("lob_l2_trade")
+L2_MISMATCH_DTYPE = _struct_dtype_arrays("lob_l2_mismatch")
+L2_ROWS = (("bbo", L2_BBO_DTYPE, "lob_l2_bbo[]"), ("desyncs", L2_DESYNC_DTYPE, "lob_l2_desync[]"),
+           ("trades", L2_TRADE_DTYPE, "lob_l2_trade[]"), ("mismatches", L2_MISMATCH_DTYPE, "lob_l2_mismatch[]"))
+
+
+class L2Scan:
+    """Pass 1 of the L2 replay (lob_l2_scan): per symbol whether it has a book, its distinct
+    level prices and the peak number of live levels."""
+
+    def __init__(self):
+        st = ffi.new("int *")
+        ptr = lib.lob_l2_scan_new(st)
+        if ptr == ffi.NULL:
+            raise_for_status(st[0], "creating an L2 scan")
+        self.ptr = ffi.gc(ptr, lib.lob_l2_scan_free)
+
+    def feed(self, records: np.ndarray) -> None:
+        check_array(records, L2_RECORD_DTYPE, "records")
+        raise_for_status(lib.lob_l2_scan_feed(self.ptr, _buf("lob_l2_record[]", records), len(records)),
+                         "L2 first pass")
+
+    def symbols(self) -> np.ndarray:
+        out = np.zeros(65536, L2_SCAN_SYMBOL_DTYPE)
+        lib.lob_l2_scan_symbols(self.ptr, _buf("lob_l2_scan_symbol[]", out, True))
+        return out
+
+    def levels(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every distinct (symbol, price), unsorted."""
+        n = lib.lob_l2_scan_levels(self.ptr, ffi.NULL, ffi.NULL, 0)
+        sym = np.zeros(n, np.uint16)
+        price = np.zeros(n, np.int64)
+        lib.lob_l2_scan_levels(self.ptr, _buf("uint16_t[]", sym, True), _buf("int64_t[]", price, True), n)
+        return sym, price
+
+
+class L2Core:
+    """Pass 2 of the L2 replay (lob_l2): records in, report rows out, one C call per
+    range of records; owns the output arrays (grown when a step needs more room)."""
+
+    def __init__(self, session: CoreSession, *, n_symbols: int, symbol, real, core, order_id, has_book, ladder,
+                 band_low, tick, ticker_history: int, compare_tickers: bool):
+        arrays = {"symbol": (symbol, np.uint16, "uint16_t[]"), "real": (real, np.int64, "int64_t[]"),
+                  "core": (core, np.int64, "int64_t[]"), "id": (order_id, np.uint64, "uint64_t[]"),
+                  "has_book": (has_book, np.uint8, "uint8_t[]"), "ladder": (ladder, np.uint8, "uint8_t[]"),
+                  "band_low": (band_low, np.int64, "int64_t[]"), "tick": (tick, np.int64, "int64_t[]")}
+        cfg = ffi.new("lob_l2_config *")
+        cfg.n_symbols, cfg.ticker_history, cfg.compare_tickers = n_symbols, ticker_history, int(compare_tickers)
+        cfg.n_levels = len(symbol)
+        keep = []
+        for name, (a, dt, ct) in arrays.items():
+            a = np.ascontiguousarray(a, dt)
+            check_array(a, np.dtype(dt), name, length=n_symbols if name in ("has_book", "ladder", "band_low", "tick")
+                        else len(symbol))
+            b = _buf(ct, a)
+            keep.append((a, b))
+            setattr(cfg, name, b)
+        st = ffi.new("int *")
+        ptr = lib.lob_l2_new(session.ptr, cfg, st)  # copies the arrays
+        if ptr == ffi.NULL:
+            raise_for_status(st[0], "creating the L2 replay")
+        self.ptr = ffi.gc(ptr, lib.lob_l2_free)
+        self._session = session  # the books must outlive the replay
+        self.n_symbols = n_symbols
+        self._out = ffi.new("lob_l2_outputs *")
+        self._pos = ffi.new("size_t *")
+        self._arrays = {}
+        for name, dt, _ in L2_ROWS:
+            self._grow(name, dt, 1024)
+
+    def _grow(self, name: str, dt: np.dtype, n: int) -> None:
+        a = np.zeros(n, dt)  # written once now: no page fault inside the timed core calls
+        self._arrays[name] = a
+        ct = dict((nm, c) for nm, _, c in L2_ROWS)[name]
+        b = _buf(ct, a, True)
+        setattr(self._out, name, b)
+        setattr(self._out, {"bbo": "bbo_cap", "desyncs": "desync_cap", "trades": "trade_cap",
+                            "mismatches": "mismatch_cap"}[name], n)
+        self._arrays[name + "_cdata"] = b
+
+    def _run(self, call) -> dict[str, np.ndarray]:
+        """Call until done, draining the rows after each call; grow what a step needs."""
+        out = self._out
+        parts = {name: [] for name, _, _ in L2_ROWS}
+        while True:
+            rc = call()
+            for name, field in (("bbo", "n_bbo"), ("desyncs", "n_desync"), ("trades", "n_trade"),
+                                ("mismatches", "n_mismatch")):
+                k = getattr(out, field)
+                if k:
+                    parts[name].append(self._arrays[name][:k].copy())
+            if rc == lib.LOB_OK:
+                break
+            if rc != lib.LOB_EEXECFULL:
+                raise_for_status(rc, "L2 replay")
+            for name, dt, _ in L2_ROWS:
+                need = getattr(out, "need_" + {"desyncs": "desync", "trades": "trade", "mismatches": "mismatch"}
+                               .get(name, name))
+                if need > len(self._arrays[name]):
+                    self._grow(name, dt, max(need, 2 * len(self._arrays[name])))
+        return {name: (np.concatenate(p) if len(p) > 1 else p[0]) if p else np.empty(0, dt)
+                for (name, dt, _), p in zip(L2_ROWS, parts.values())}
+
+    def feed(self, records: np.ndarray, first_index: int) -> dict[str, np.ndarray]:
+        """Replay one range of records (a whole number of groups); rows by table."""
+        check_array(records, L2_RECORD_DTYPE, "records")
+        rec = _buf("lob_l2_record[]", records)
+        n = len(records)
+        self._pos[0] = 0
+        return self._run(lambda: lib.lob_l2_feed(self.ptr, rec, n, first_index, self._pos, self._out))
+
+    def finish(self) -> dict[str, np.ndarray]:
+        return self._run(lambda: lib.lob_l2_finish(self.ptr, self._out))
+
+    def counts(self) -> dict:
+        c = ffi.new("lob_l2_counts *")
+        lib.lob_l2_counts_get(self.ptr, c)
+        out = {}
+        for name, f in ffi.typeof("lob_l2_counts").fields:
+            v = getattr(c, name)
+            out[name] = [v[i] for i in range(f.type.length)] if f.type.kind == "array" else v
+        return out
+
+    def symbols(self) -> dict[str, np.ndarray]:
+        n = self.n_symbols
+        out = {"state": np.zeros(n, np.uint8), "snapshot_id": np.zeros(n, np.int64), "last_u": np.zeros(n, np.uint64),
+               "messages": np.zeros(n, np.uint64), "skipped": np.zeros(n, np.uint64)}
+        lib.lob_l2_symbols(self.ptr, _buf("uint8_t[]", out["state"], True), _buf("int64_t[]", out["snapshot_id"], True),
+                           _buf("uint64_t[]", out["last_u"], True), _buf("uint64_t[]", out["messages"], True),
+                           _buf("uint64_t[]", out["skipped"], True))
+        return out

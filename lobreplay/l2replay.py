@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from . import __version__, lobc
 from .errors import InputError
-from .itch.replay import prepare_output, symbols_of
+from .itch.replay import prepare_output
 from .l2 import MAX_GRID_LEVELS, L2Replay, scan
 from .latency import report_rows
 from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter
@@ -77,6 +77,14 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
+def _symbols_of(names: list[str], sym: np.ndarray) -> pa.DictionaryArray:
+    """The symbol of each row, dictionary-encoded with only the symbols present (an index
+    beyond the file's symbols is named by its number)."""
+    present, idx = np.unique(np.asarray(sym), return_inverse=True)
+    dictionary = pa.array([names[s] if s < len(names) else str(s) for s in present.tolist()], pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(idx.reshape(-1).astype(np.int32)), dictionary)
+
+
 def _side_str(side: np.ndarray) -> np.ndarray:
     return np.array(["", "B", "S"], object)[np.select([side == ord("B"), side == ord("S")], [1, 2], 0)]
 
@@ -129,10 +137,10 @@ class LobcReplay:
         pass1_s = time.perf_counter() - t0
         has_tickers = bool((recs["kind"] == lobc.TICKER_BID).any())
         rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers)
-        symtab = pa.array(names + [str(i) for i in range(len(names), 65536)], pa.string())
+        symtab = names
         t1 = time.perf_counter()
-        for lo in range(0, len(recs), cfg.chunk_records):
-            self._write(rp.feed(recs[lo:lo + cfg.chunk_records]), reports, symtab)
+        for rows in rp.feed_all(recs, cfg.chunk_records):
+            self._write(rows, reports, symtab)
         self._write(rp.finish(), reports, symtab)
         pass2_s = time.perf_counter() - t1
         if "latency" in reports:
@@ -158,7 +166,7 @@ class LobcReplay:
             "zero_qty_unknown_level": c.zero_qty_unknown_level,
             "desyncs": int(sum(c.desyncs.values())), "desyncs_by_cause": dict(sorted(c.desyncs.items())),
             "trades": c.trades, "bbo_changes": c.bbo_changes,
-            "rollbacks": c.rollbacks, "sequential_messages": c.sequential_messages,
+            "crossing_events": c.crossing_events,
             "bookticker": st,
             "pass1": {"seconds": round(pass1_s, 3)},
             "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(c.core_seconds, 3),
@@ -170,7 +178,7 @@ class LobcReplay:
     def _write(self, rows: dict, reports: ReportSet, symtab) -> None:
         def common(r):
             return {"recv_ns": r["recv_ns"], "ts": r["recv_ns"].astype("datetime64[ns]"), "record": r["record"],
-                    "symbol": symbols_of(symtab, r["symbol"])}
+                    "symbol": _symbols_of(symtab, r["symbol"])}
 
         if "bbo" in rows and "bbo" in reports:
             r = rows["bbo"]

@@ -1,0 +1,1009 @@
+/*
+ * l2.c -- L2 replay of .lobc records (l2.h, docs/l2.md).
+ *
+ * Pass 1 (lob_l2_scan_*) keeps a hash map of (symbol, price) levels. Pass 2
+ * (lob_l2_*) walks the records once, in order: structure checks, trades,
+ * bookTicker history, and for each whole message the level entries, turned
+ * into events from a mirror of every level's quantity (mq, indexed by level
+ * key = 2 * g + is_ask) and applied with lob_session_apply, one call per
+ * message. The call gets no desync array, so an event that meets stale levels
+ * stops it before that event (LOB_EEXECFULL); that event is then applied alone
+ * with a desync array, the stale levels it removed are zeroed in the mirror,
+ * and the rest of the message is computed again from the mirror.
+ */
+#include "l2.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NSYM 65536u
+#define ID_SHIFT 48
+#define ID_LEVEL_MASK ((UINT64_C(1) << ID_SHIFT) - 1)
+enum { ST_NONE = 0, ST_SYNCED = 1, ST_GAPPED = 2 };
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+static inline uint64_t level_hash(uint16_t sym, int64_t price)
+{
+    return mix64((uint64_t)price * UINT64_C(0x9E3779B97F4A7C15) + sym);
+}
+
+static inline int is_level_kind(uint8_t k) { return k == LOB_L2_DIFF_LEVEL || k == LOB_L2_SNAPSHOT_LEVEL; }
+
+static inline int valid_level(const lob_l2_record *x)
+{
+    return (x->side == 'B' || x->side == 'S') && x->price > 0 && x->qty >= 0;
+}
+
+/* Grow *p (of *cap elements of size sz) to at least need elements. 0 on failure. */
+static int grow(void **p, size_t *cap, size_t need, size_t sz)
+{
+    if (need <= *cap) return 1;
+    size_t c = *cap ? *cap : 16;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, c * sz);
+    if (!q) return 0;
+    *p = q;
+    *cap = c;
+    return 1;
+}
+
+/* ==================================================================== pass 1 */
+
+typedef struct scan_entry {
+    int64_t price;
+    uint16_t symbol;
+    uint8_t live[2]; /* bid, ask */
+    uint8_t used;
+    uint8_t pad[3];
+} scan_entry;
+
+struct lob_l2_scan {
+    scan_entry *tab;
+    size_t mask, used;
+    lob_l2_scan_symbol *sym; /* [NSYM] */
+};
+
+lob_l2_scan *lob_l2_scan_new(int *status)
+{
+    lob_l2_scan *s = calloc(1, sizeof *s);
+    if (s) {
+        s->mask = 1023;
+        s->tab = calloc(s->mask + 1, sizeof *s->tab);
+        s->sym = calloc(NSYM, sizeof *s->sym);
+    }
+    if (!s || !s->tab || !s->sym) {
+        lob_l2_scan_free(s);
+        if (status) *status = LOB_ENOMEM;
+        return NULL;
+    }
+    if (status) *status = LOB_OK;
+    return s;
+}
+
+void lob_l2_scan_free(lob_l2_scan *s)
+{
+    if (!s) return;
+    free(s->tab);
+    free(s->sym);
+    free(s);
+}
+
+static int scan_rehash(lob_l2_scan *s)
+{
+    size_t nm = 2 * (s->mask + 1) - 1;
+    scan_entry *t = calloc(nm + 1, sizeof *t);
+    if (!t) return 0;
+    for (size_t i = 0; i <= s->mask; i++) {
+        if (!s->tab[i].used) continue;
+        size_t h = (size_t)level_hash(s->tab[i].symbol, s->tab[i].price) & nm;
+        while (t[h].used) h = (h + 1) & nm;
+        t[h] = s->tab[i];
+    }
+    free(s->tab);
+    s->tab = t;
+    s->mask = nm;
+    return 1;
+}
+
+int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n)
+{
+    if (!s || (n && !rec)) return LOB_EARG;
+    for (size_t i = 0; i < n; i++) {
+        const lob_l2_record *x = &rec[i];
+        uint8_t k = x->kind;
+        if (k == LOB_L2_SNAPSHOT_BEGIN || k == LOB_L2_DIFF_BEGIN) {
+            s->sym[x->symbol].has_book = 1;
+            continue;
+        }
+        if (!is_level_kind(k) || !valid_level(x)) continue;
+        if (2 * (s->used + 1) > s->mask + 1 && !scan_rehash(s)) return LOB_ENOMEM;
+        size_t h = (size_t)level_hash(x->symbol, x->price) & s->mask;
+        scan_entry *e;
+        for (;;) {
+            e = &s->tab[h];
+            if (!e->used) {
+                e->used = 1;
+                e->price = x->price;
+                e->symbol = x->symbol;
+                s->used++;
+                s->sym[x->symbol].prices++;
+                break;
+            }
+            if (e->price == x->price && e->symbol == x->symbol) break;
+            h = (h + 1) & s->mask;
+        }
+        int side = x->side == 'S';
+        uint8_t live = x->qty > 0;
+        if (live != e->live[side]) {
+            lob_l2_scan_symbol *y = &s->sym[x->symbol];
+            e->live[side] = live;
+            if (live) {
+                if (++y->live > y->peak) y->peak = y->live;
+            } else {
+                y->live--;
+            }
+        }
+    }
+    return LOB_OK;
+}
+
+void lob_l2_scan_symbols(const lob_l2_scan *s, lob_l2_scan_symbol *out)
+{
+    memcpy(out, s->sym, NSYM * sizeof *out);
+}
+
+size_t lob_l2_scan_levels(const lob_l2_scan *s, uint16_t *symbols, int64_t *prices, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i <= s->mask; i++) {
+        if (!s->tab[i].used) continue;
+        if (k < cap) {
+            symbols[k] = s->tab[i].symbol;
+            prices[k] = s->tab[i].price;
+        }
+        k++;
+    }
+    return k;
+}
+
+/* ==================================================================== pass 2 */
+
+typedef struct point {
+    uint64_t u;
+    int64_t top[4];
+    int64_t record, recv_ns;
+} point;
+
+typedef struct tick {
+    uint64_t u;
+    int64_t top[4];
+} tick;
+
+typedef struct symstate {
+    uint8_t state, has_book, ladder, touched;
+    uint32_t count;          /* levels of the book */
+    size_t base;             /* its first level g */
+    int64_t band_low, tick;
+    int has_snapshot;
+    uint64_t snapshot_id;
+    uint64_t last_u;
+    int64_t last_bbo[4];
+    uint64_t messages, skipped;
+    point *pts;
+    size_t npts, cappts;
+    tick *hist;              /* ring, sorted by u from hhead */
+    size_t hhead, hlen, hcap;
+} symstate;
+
+typedef struct entry {
+    int64_t key;             /* 2 * g + is_ask */
+    int64_t q;               /* the level's new quantity */
+    size_t pos;              /* record position (a snapshot's zeros: its BEGIN) */
+    int64_t prev0;           /* the mirror before the message */
+    uint8_t dead;            /* superseded by a later entry of the same level */
+} entry;
+
+typedef struct hslot {
+    int64_t price;
+    uint32_t g;
+    uint16_t symbol;
+    uint16_t used;
+} hslot;
+
+struct lob_l2 {
+    lob_session *session;
+    uint32_t nsym, hist_max;
+    int compare;
+    size_t g;
+    uint16_t *gsym;
+    int64_t *real, *core;
+    uint64_t *id;
+    int64_t *mq;             /* [2g] level quantities as the book has them */
+    uint32_t *stamp, *slot;  /* [2g] dedup of a message's entries */
+    uint32_t serial;
+    hslot *htab;             /* (symbol, price) -> g */
+    size_t hmask;
+    symstate *sym;           /* [nsym] */
+    uint32_t *touched;       /* symbols with new tickers or points since the last resolution */
+    size_t ntouched;
+    size_t total_pts;
+    entry *ent;
+    size_t ent_cap;
+    uint32_t *order;
+    size_t order_cap;
+    lob_event *ev;
+    lob_result *res;
+    uint32_t *ev_entry;
+    size_t ev_cap;
+    lob_desync *dbuf;
+    size_t dcap;
+    int owner;               /* the last BEGIN/END of the range: OWN_* */
+    lob_l2_counts c;
+};
+
+enum { OWN_NONE = 0, OWN_BAD_BEGIN = 1, OWN_END = 2 };
+
+void lob_l2_free(lob_l2 *r)
+{
+    if (!r) return;
+    if (r->sym) {
+        for (uint32_t s = 0; s < r->nsym; s++) {
+            free(r->sym[s].pts);
+            free(r->sym[s].hist);
+        }
+    }
+    free(r->sym);
+    free(r->gsym);
+    free(r->real);
+    free(r->core);
+    free(r->id);
+    free(r->mq);
+    free(r->stamp);
+    free(r->slot);
+    free(r->htab);
+    free(r->touched);
+    free(r->ent);
+    free(r->order);
+    free(r->ev);
+    free(r->res);
+    free(r->ev_entry);
+    free(r->dbuf);
+    free(r);
+}
+
+lob_l2 *lob_l2_new(lob_session *session, const lob_l2_config *cfg, int *status)
+{
+    int st = LOB_ENOMEM;
+    if (!session || !cfg || cfg->n_symbols == 0 || cfg->n_symbols > NSYM || cfg->n_levels >= (UINT64_C(1) << 31) ||
+        (cfg->n_levels && (!cfg->symbol || !cfg->real || !cfg->core || !cfg->id)) || !cfg->has_book ||
+        !cfg->ladder || !cfg->band_low || !cfg->tick) {
+        if (status) *status = LOB_EARG;
+        return NULL;
+    }
+    size_t g = cfg->n_levels, nk = 2 * g + 1;
+    lob_l2 *r = calloc(1, sizeof *r);
+    if (!r) goto fail;
+    r->session = session;
+    r->nsym = cfg->n_symbols;
+    r->hist_max = cfg->ticker_history;
+    r->compare = cfg->compare_tickers != 0;
+    r->g = g;
+    r->gsym = malloc((g + 1) * sizeof *r->gsym);
+    r->real = malloc((g + 1) * sizeof *r->real);
+    r->core = malloc((g + 1) * sizeof *r->core);
+    r->id = malloc((g + 1) * sizeof *r->id);
+    r->mq = calloc(nk, sizeof *r->mq);
+    r->stamp = calloc(nk, sizeof *r->stamp);
+    r->slot = calloc(nk, sizeof *r->slot);
+    r->sym = calloc(r->nsym, sizeof *r->sym);
+    r->touched = malloc(r->nsym * sizeof *r->touched);
+    r->hmask = 15;
+    while (r->hmask + 1 < 2 * g) r->hmask = 2 * r->hmask + 1;
+    r->htab = calloc(r->hmask + 1, sizeof *r->htab);
+    if (!r->gsym || !r->real || !r->core || !r->id || !r->mq || !r->stamp || !r->slot || !r->sym || !r->touched ||
+        !r->htab)
+        goto fail;
+    if (g) {
+        memcpy(r->gsym, cfg->symbol, g * sizeof *r->gsym);
+        memcpy(r->real, cfg->real, g * sizeof *r->real);
+        memcpy(r->core, cfg->core, g * sizeof *r->core);
+        memcpy(r->id, cfg->id, g * sizeof *r->id);
+    }
+    uint32_t max_cap = 0;
+    for (uint32_t s = 0; s < r->nsym; s++) {
+        symstate *S = &r->sym[s];
+        S->has_book = cfg->has_book[s] != 0;
+        S->ladder = cfg->ladder[s] != 0;
+        S->band_low = cfg->band_low[s];
+        S->tick = cfg->tick[s] > 0 ? cfg->tick[s] : 1;
+        if (S->has_book) {
+            lob_book *b = lob_session_book(session, s);
+            if (!b) {
+                st = LOB_EARG;
+                goto fail;
+            }
+            int64_t lo, hi, tk;
+            uint32_t cap;
+            lob_book_info(b, &lo, &hi, &tk, &cap);
+            if (cap > max_cap) max_cap = cap;
+        }
+    }
+    for (size_t i = 0; i < g; i++) {
+        uint16_t s = r->gsym[i];
+        if (s >= r->nsym || (i && (s < r->gsym[i - 1] || (s == r->gsym[i - 1] && r->real[i] <= r->real[i - 1])))) {
+            st = LOB_EARG; /* not grouped by symbol and sorted by price */
+            goto fail;
+        }
+        symstate *S = &r->sym[s];
+        if (!S->count) S->base = i;
+        S->count++;
+        size_t h = (size_t)level_hash(s, r->real[i]) & r->hmask;
+        while (r->htab[h].used) h = (h + 1) & r->hmask;
+        r->htab[h] = (hslot){r->real[i], (uint32_t)i, s, 1};
+    }
+    r->dcap = (size_t)max_cap + 8;
+    r->dbuf = malloc(r->dcap * sizeof *r->dbuf);
+    if (!r->dbuf) goto fail;
+    if (status) *status = LOB_OK;
+    return r;
+fail:
+    lob_l2_free(r);
+    if (status) *status = st;
+    return NULL;
+}
+
+static inline long level_of(const lob_l2 *r, uint16_t sym, int64_t price)
+{
+    size_t h = (size_t)level_hash(sym, price) & r->hmask;
+    for (;;) {
+        const hslot *e = &r->htab[h];
+        if (!e->used) return -1;
+        if (e->price == price && e->symbol == sym) return (long)e->g;
+        h = (h + 1) & r->hmask;
+    }
+}
+
+/* The level key of a synthetic order id (-1 if it is not one of ours). */
+static int64_t key_of_id(const lob_l2 *r, uint64_t id)
+{
+    uint64_t s1 = id >> ID_SHIFT;
+    if (s1 == 0 || s1 > r->nsym) return -1;
+    const symstate *S = &r->sym[s1 - 1];
+    int64_t cp = S->band_low + (int64_t)((id & ID_LEVEL_MASK) >> 1) * S->tick;
+    size_t lo = S->base, hi = S->base + S->count;
+    while (lo < hi) { /* lower bound of cp among the symbol's core prices */
+        size_t m = lo + (hi - lo) / 2;
+        if (r->core[m] < cp) lo = m + 1;
+        else hi = m;
+    }
+    if (lo >= S->base + S->count) return -1;
+    return (int64_t)(2 * lo + (id & 1));
+}
+
+/* ---- output rows ---- */
+
+typedef struct ctx {
+    lob_l2 *r;
+    const lob_l2_record *rec;
+    int64_t first;
+    lob_l2_outputs *out;
+} ctx;
+
+static lob_l2_desync *desync_row(ctx *x, size_t pos, uint16_t cause)
+{
+    const lob_l2_record *y = &x->rec[pos];
+    lob_l2_desync *d = &x->out->desyncs[x->out->n_desync++];
+    memset(d, 0, sizeof *d);
+    d->record = x->first + (int64_t)pos;
+    d->recv_ns = y->recv_ns;
+    d->exch_ns = y->exch_ns;
+    d->first_id = y->first_id;
+    d->last_id = y->last_id;
+    d->price = y->price;
+    d->qty = y->qty;
+    d->symbol = y->symbol;
+    d->side = y->side;
+    d->cause = cause;
+    return d;
+}
+
+static void top_of(const lob_l2 *r, uint16_t s, int64_t top[4])
+{
+    const symstate *S = &r->sym[s];
+    lob_book *b = lob_session_book(r->session, s);
+    for (int side = 0; side < 2; side++) {
+        int64_t p = 0, q = 0;
+        uint32_t cnt;
+        if (b && lob_book_best(b, side ? LOB_SELL : LOB_BUY, &p, &q, &cnt) && q > 0) {
+            if (S->ladder) {
+                int64_t k = p < 0 ? 0 : p;
+                if (S->count == 0) p = 0;
+                else p = r->real[S->base + (size_t)(k >= (int64_t)S->count ? S->count - 1 : k)];
+            }
+        } else {
+            p = q = 0;
+        }
+        top[2 * side] = p;
+        top[2 * side + 1] = q;
+    }
+}
+
+static void touch(lob_l2 *r, uint16_t s)
+{
+    if (!r->sym[s].touched) {
+        r->sym[s].touched = 1;
+        r->touched[r->ntouched++] = s;
+    }
+}
+
+/* ---- bookTicker history and comparison points ---- */
+
+static inline tick *hist_at(symstate *S, size_t i) { return &S->hist[(S->hhead + i) & (S->hcap - 1)]; }
+
+static int hist_add(lob_l2 *r, symstate *S, uint64_t u, const int64_t top[4])
+{
+    if (S->hlen + 1 > S->hcap) {
+        size_t nc = S->hcap ? 2 * S->hcap : 64;
+        tick *h = malloc(nc * sizeof *h);
+        if (!h) return 0;
+        for (size_t i = 0; i < S->hlen; i++) h[i] = *hist_at(S, i);
+        free(S->hist);
+        S->hist = h;
+        S->hcap = nc;
+        S->hhead = 0;
+    }
+    size_t at = S->hlen;
+    if (S->hlen && hist_at(S, S->hlen - 1)->u > u) { /* out of order: after the last one <= u */
+        size_t lo = 0, hi = S->hlen;
+        while (lo < hi) {
+            size_t m = lo + (hi - lo) / 2;
+            if (hist_at(S, m)->u <= u) lo = m + 1;
+            else hi = m;
+        }
+        at = lo;
+        for (size_t i = S->hlen; i > at; i--) *hist_at(S, i) = *hist_at(S, i - 1);
+    }
+    tick *t = hist_at(S, at);
+    t->u = u;
+    memcpy(t->top, top, sizeof t->top);
+    S->hlen++;
+    if (r->hist_max && S->hlen > r->hist_max) { /* keep the last hist_max (by u) */
+        S->hhead = (S->hhead + 1) & (S->hcap - 1);
+        S->hlen--;
+    }
+    return 1;
+}
+
+/* Compare the pending points of s that a later ticker makes final. */
+static void resolve(ctx *x, uint16_t s)
+{
+    lob_l2 *r = x->r;
+    symstate *S = &r->sym[s];
+    if (!S->npts || !S->hlen) return;
+    uint64_t maxu = hist_at(S, S->hlen - 1)->u;
+    size_t keep = 0;
+    for (size_t i = 0; i < S->npts; i++) {
+        point *p = &S->pts[i];
+        if (p->u >= maxu) {
+            S->pts[keep++] = *p;
+            continue;
+        }
+        size_t lo = 0, hi = S->hlen; /* the last ticker with u' <= u */
+        while (lo < hi) {
+            size_t m = lo + (hi - lo) / 2;
+            if (hist_at(S, m)->u <= p->u) lo = m + 1;
+            else hi = m;
+        }
+        r->total_pts--;
+        if (lo == 0) {
+            r->c.no_ticker++;
+            continue;
+        }
+        const tick *t = hist_at(S, lo - 1);
+        int eq[4];
+        for (int f = 0; f < 4; f++) eq[f] = t->top[f] == p->top[f];
+        r->c.comparable++;
+        if (eq[0] && eq[2]) r->c.price_matches++;
+        if (eq[0] && eq[1] && eq[2] && eq[3]) {
+            r->c.matches++;
+            continue;
+        }
+        lob_l2_mismatch *m = &x->out->mismatches[x->out->n_mismatch++];
+        memset(m, 0, sizeof *m);
+        m->record = p->record;
+        m->recv_ns = p->recv_ns;
+        m->update_id = p->u;
+        m->ticker_id = t->u;
+        memcpy(m->book, p->top, sizeof m->book);
+        memcpy(m->ticker, t->top, sizeof m->ticker);
+        m->symbol = s;
+    }
+    S->npts = keep;
+}
+
+static void resolve_touched(ctx *x)
+{
+    lob_l2 *r = x->r;
+    for (size_t i = 0; i < r->ntouched; i++) {
+        uint16_t s = (uint16_t)r->touched[i];
+        r->sym[s].touched = 0;
+        resolve(x, s);
+    }
+    r->ntouched = 0;
+}
+
+static void drop_points(ctx *x, uint16_t s, uint64_t *counter)
+{
+    symstate *S = &x->r->sym[s];
+    resolve(x, s);
+    *counter += S->npts;
+    x->r->total_pts -= S->npts;
+    S->npts = 0;
+}
+
+/* ---- applying one message ---- */
+
+/* Room for n events (and their results and entry indexes). 0 on failure. */
+static int ensure_events(lob_l2 *r, size_t n)
+{
+    if (n <= r->ev_cap) return 1;
+    size_t c = r->ev_cap ? r->ev_cap : 64;
+    while (c < n) c *= 2;
+    lob_event *ev = realloc(r->ev, c * sizeof *ev);
+    if (ev) r->ev = ev;
+    lob_result *res = realloc(r->res, c * sizeof *res);
+    if (res) r->res = res;
+    uint32_t *ee = realloc(r->ev_entry, c * sizeof *ee);
+    if (ee) r->ev_entry = ee;
+    if (!ev || !res || !ee) return 0;
+    r->ev_cap = c;
+    return 1;
+}
+
+/* Events for order[k0..): from the mirror as it is now. */
+static size_t build_events(lob_l2 *r, size_t k0, size_t nord, uint16_t s)
+{
+    size_t ne = 0;
+    for (size_t k = k0; k < nord; k++) {
+        const entry *e = &r->ent[r->order[k]];
+        int64_t prev = r->mq[e->key], q = e->q;
+        uint8_t kind;
+        if (prev == 0 && q > 0) kind = LOB_NEW;
+        else if (prev > 0 && q == 0) kind = LOB_CANCEL;
+        else if (q > 0 && q < prev) kind = LOB_REDUCE;
+        else if (prev > 0 && q > prev) kind = LOB_REPLACE;
+        else continue;
+        size_t g = (size_t)(e->key >> 1);
+        lob_event *ev = &r->ev[ne];
+        ev->id = r->id[g] | (uint64_t)(e->key & 1);
+        ev->new_id = kind == LOB_REPLACE ? ev->id : 0;
+        ev->price = r->core[g];
+        ev->qty = kind == LOB_REDUCE ? prev - q : q;
+        ev->instrument = s;
+        ev->kind = kind;
+        ev->side = (e->key & 1) ? LOB_SELL : LOB_BUY;
+        ev->tif = LOB_GTC;
+        ev->flags = kind == LOB_CANCEL ? 0 : LOB_F_FEED;
+        r->ev_entry[ne] = (uint32_t)k;
+        ne++;
+    }
+    return ne;
+}
+
+/* After event i of the batch was applied (or rejected). */
+static void event_done(ctx *x, size_t i, size_t begin)
+{
+    lob_l2 *r = x->r;
+    const lob_event *ev = &r->ev[i];
+    const entry *e = &r->ent[r->order[r->ev_entry[i]]];
+    r->c.events[ev->kind]++;
+    int st = r->res[i].status;
+    if (st == LOB_OK) {
+        r->mq[e->key] = e->q;
+        return;
+    }
+    lob_l2_desync *d = desync_row(x, begin, LOB_L2D_REJECTED);
+    d->detail = (uint32_t)st;
+    uint8_t side;
+    int64_t p, q;
+    lob_book *b = lob_session_book(r->session, ev->instrument);
+    r->mq[e->key] = (b && lob_book_find(b, ev->id, &side, &p, &q)) ? q : 0;
+}
+
+static void crossed_rows(ctx *x, size_t nd, size_t begin, int snapshot)
+{
+    lob_l2 *r = x->r;
+    for (size_t i = 0; i < nd; i++) {
+        const lob_desync *d = &r->dbuf[i];
+        int64_t stale = key_of_id(r, d->order_id);
+        if (stale >= 0) r->mq[stale] = 0;
+        if (d->cause != LOB_D_CROSSED) {
+            lob_l2_desync *row = desync_row(x, begin, LOB_L2D_CORE);
+            row->detail = d->cause;
+            continue;
+        }
+        int64_t inc = key_of_id(r, d->found_id);
+        int ask = inc >= 0 ? (int)(inc & 1) : (int)(d->found_id & 1);
+        lob_l2_desync *row = desync_row(x, begin, snapshot ? LOB_L2D_CROSSED_BY_SNAPSHOT
+                                                          : ask ? LOB_L2D_CROSSED_BY_ASK_UPDATE
+                                                                : LOB_L2D_CROSSED_BY_BID_UPDATE);
+        row->side = ask ? 'S' : 'B';
+        row->price = inc >= 0 ? r->real[inc >> 1] : 0;
+        row->qty = d->expected_qty;
+        row->other_price = stale >= 0 ? r->real[stale >> 1] : 0;
+        row->other_qty = d->found_qty;
+    }
+}
+
+/* Apply the whole message rec[begin .. end] (END at end) of symbol s. */
+static int apply_message(ctx *x, size_t begin, size_t end, int snapshot)
+{
+    lob_l2 *r = x->r;
+    const lob_l2_record *rec = x->rec;
+    uint16_t s = rec[begin].symbol;
+    symstate *S = &r->sym[s];
+    uint8_t lk = (uint8_t)(rec[begin].kind + 1);
+    if (++r->serial == 0) {
+        memset(r->stamp, 0, (2 * r->g + 1) * sizeof *r->stamp);
+        r->serial = 1;
+    }
+    uint32_t serial = r->serial;
+    size_t zeros = snapshot ? S->count * 2 : 0;
+    if (!grow((void **)&r->ent, &r->ent_cap, end - begin + zeros, sizeof *r->ent) ||
+        !grow((void **)&r->order, &r->order_cap, end - begin + zeros, sizeof *r->order))
+        return LOB_ENOMEM;
+    size_t ne = 0;
+    for (size_t p = begin + 1; p < end; p++) {
+        const lob_l2_record *y = &rec[p];
+        if (y->symbol != s || y->kind != lk || !valid_level(y)) continue; /* reported by the caller */
+        long g = level_of(r, s, y->price);
+        if (g < 0) {
+            desync_row(x, p, LOB_L2D_PRICE_NOT_IN_BOOK);
+            continue;
+        }
+        int64_t key = 2 * (int64_t)g + (y->side == 'S');
+        if (r->stamp[key] == serial) r->ent[r->slot[key]].dead = 1;
+        r->stamp[key] = serial;
+        r->slot[key] = (uint32_t)ne;
+        r->ent[ne++] = (entry){key, y->qty, p, r->mq[key], 0};
+    }
+    size_t nord = 0;
+    if (snapshot) { /* every live level the snapshot does not hold goes to zero, first, in key order */
+        for (size_t key = 2 * S->base; key < 2 * (S->base + S->count); key++) {
+            if (r->mq[key] > 0 && r->stamp[key] != serial) {
+                r->ent[ne] = (entry){(int64_t)key, 0, begin, r->mq[key], 0};
+                r->order[nord++] = (uint32_t)ne++;
+            }
+        }
+    }
+    size_t nz = nord;
+    for (int phase = 0; phase < 2; phase++) {
+        for (size_t i = 0; i < ne - nz; i++) {
+            const entry *e = &r->ent[i];
+            if (e->dead) continue;
+            int ph = e->q > 0 && e->q >= e->prev0;
+            if (ph == phase) r->order[nord++] = (uint32_t)i;
+        }
+    }
+    for (size_t k = 0; k < nord; k++) {
+        const entry *e = &r->ent[r->order[k]];
+        r->c.levels_applied++;
+        if (e->q == e->prev0 && e->q > 0) r->c.unchanged_levels++;
+        if (e->q == 0 && e->prev0 == 0) r->c.zero_qty_unknown_level++;
+    }
+    if (!ensure_events(r, nord)) return LOB_ENOMEM;
+    size_t k0 = 0;
+    while (k0 < nord) {
+        size_t nev = build_events(r, k0, nord, s);
+        if (!nev) break;
+        lob_outputs o;
+        memset(&o, 0, sizeof o);
+        o.results = r->res;
+        int rc = lob_session_apply(r->session, r->ev, nev, &o);
+        r->c.core_calls++;
+        for (size_t i = 0; i < o.n_done; i++) event_done(x, i, begin);
+        if (rc == LOB_OK) break;
+        if (rc != LOB_EEXECFULL) return rc;
+        /* event n_done meets stale levels: alone, with room for what it removes */
+        size_t i = o.n_done;
+        lob_outputs o1;
+        memset(&o1, 0, sizeof o1);
+        o1.results = &r->res[i];
+        o1.desyncs = r->dbuf;
+        o1.desync_cap = r->dcap;
+        rc = lob_session_apply(r->session, &r->ev[i], 1, &o1);
+        r->c.core_calls++;
+        if (rc != LOB_OK) return rc == LOB_EEXECFULL ? LOB_ENOMEM : rc;
+        r->c.crossing_events++;
+        event_done(x, i, begin);
+        crossed_rows(x, o1.n_desync, begin, snapshot);
+        k0 = r->ev_entry[i] + 1;
+    }
+    /* the message's top of book, bbo row, comparison point */
+    int64_t top[4];
+    top_of(r, s, top);
+    const lob_l2_record *b = &rec[begin];
+    uint64_t u = snapshot ? b->first_id : b->last_id;
+    if (memcmp(top, S->last_bbo, sizeof top)) {
+        lob_l2_bbo *o = &x->out->bbo[x->out->n_bbo++];
+        memset(o, 0, sizeof *o);
+        o->record = x->first + (int64_t)end;
+        o->recv_ns = b->recv_ns;
+        o->exch_ns = b->exch_ns;
+        o->update_id = u;
+        o->bid_price = top[0];
+        o->bid_qty = top[1];
+        o->ask_price = top[2];
+        o->ask_qty = top[3];
+        o->symbol = s;
+        r->c.bbo_changes++;
+        memcpy(S->last_bbo, top, sizeof top);
+    }
+    S->last_u = u;
+    S->messages++;
+    if (r->compare) {
+        if (!grow((void **)&S->pts, &S->cappts, S->npts + 1, sizeof *S->pts)) return LOB_ENOMEM;
+        point *p = &S->pts[S->npts++];
+        p->u = u;
+        memcpy(p->top, top, sizeof top);
+        p->record = x->first + (int64_t)end;
+        p->recv_ns = b->recv_ns;
+        r->total_pts++;
+        r->c.points++;
+        touch(r, s);
+    }
+    if (!snapshot) r->c.messages_applied++;
+    return LOB_OK;
+}
+
+/* ---- the record walk ---- */
+
+static int room(lob_l2_outputs *o, size_t b, size_t d, size_t t, size_t m)
+{
+    int ok = o->bbo_cap - o->n_bbo >= b && o->desync_cap - o->n_desync >= d && o->trade_cap - o->n_trade >= t &&
+             o->mismatch_cap - o->n_mismatch >= m;
+    if (!ok) {
+        o->need_bbo = b;
+        o->need_desync = d;
+        o->need_trade = t;
+        o->need_mismatch = m;
+    }
+    return ok;
+}
+
+static size_t live_of(const lob_l2 *r, uint16_t s)
+{
+    lob_book *b = r->sym[s].has_book ? lob_session_book(r->session, s) : NULL;
+    return b ? lob_book_order_count(b) : 0;
+}
+
+/* A whole group rec[i .. j] (BEGIN .. END): its structure rows, then the message. */
+static int group(ctx *x, size_t i, size_t j)
+{
+    lob_l2 *r = x->r;
+    const lob_l2_record *rec = x->rec;
+    uint16_t s = rec[i].symbol;
+    int snapshot = rec[i].kind == LOB_L2_SNAPSHOT_BEGIN;
+    for (size_t p = i + 1; p < j; p++) {
+        const lob_l2_record *y = &rec[p];
+        if (y->symbol >= r->nsym) {
+            desync_row(x, p, LOB_L2D_UNKNOWN_SYMBOL);
+        } else if (y->symbol != s) { /* another symbol's level inside the message */
+            desync_row(x, p, LOB_L2D_ORPHAN_RECORD);
+            r->c.levels_skipped++;
+        } else if (!valid_level(y)) {
+            desync_row(x, p, LOB_L2D_MALFORMED_LEVEL);
+        }
+    }
+    if (rec[j].first_id != rec[i].first_id) desync_row(x, j, LOB_L2D_END_ID_MISMATCH);
+    symstate *S = &r->sym[s];
+    if (snapshot) {
+        if (!S->has_book) {
+            desync_row(x, i, LOB_L2D_NO_BOOK);
+            return LOB_OK;
+        }
+        int rc = apply_message(x, i, j, 1);
+        if (rc != LOB_OK) return rc;
+        S->has_snapshot = 1;
+        S->snapshot_id = rec[i].first_id;
+        r->c.snapshots_applied++;
+        if (S->state == ST_NONE) S->state = ST_SYNCED;
+        resolve(x, s);
+        return LOB_OK;
+    }
+    if (S->state == ST_SYNCED && S->has_book) return apply_message(x, i, j, 0);
+    if (S->state == ST_NONE) {
+        r->c.skipped_before_snapshot++;
+        S->skipped++;
+        desync_row(x, i, LOB_L2D_UPDATE_BEFORE_SNAPSHOT);
+    } else if (S->state == ST_GAPPED) {
+        r->c.skipped_unsynced++;
+        S->skipped++;
+        desync_row(x, i, LOB_L2D_UNSYNCED_UPDATE_SKIPPED);
+    } else {
+        desync_row(x, i, LOB_L2D_NO_BOOK);
+    }
+    return LOB_OK;
+}
+
+static void control(ctx *x, size_t i)
+{
+    lob_l2 *r = x->r;
+    const lob_l2_record *y = &x->rec[i];
+    uint16_t s = y->symbol;
+    symstate *S = &r->sym[s];
+    if (y->kind == LOB_L2_GAP) {
+        lob_l2_desync *d = desync_row(x, i, LOB_L2D_GAP);
+        d->detail = y->flags;
+        S->state = ST_GAPPED;
+        S->has_snapshot = 0;
+        drop_points(x, s, &r->c.unresolved_at_gap);
+        S->hlen = 0;
+        S->hhead = 0;
+    } else { /* RESYNC */
+        if (!S->has_snapshot) desync_row(x, i, LOB_L2D_RESYNC_WITHOUT_SNAPSHOT);
+        else if (S->snapshot_id != y->first_id) desync_row(x, i, LOB_L2D_RESYNC_ID_MISMATCH);
+        if (S->has_book) S->state = ST_SYNCED;
+    }
+}
+
+int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_index, size_t *pos,
+                lob_l2_outputs *out)
+{
+    if (!r || !pos || !out || (n && !rec) || *pos > n) return LOB_EARG;
+    out->n_bbo = out->n_desync = out->n_trade = out->n_mismatch = 0;
+    out->need_bbo = out->need_desync = out->need_trade = out->need_mismatch = 0;
+    ctx x = {r, rec, first_index, out};
+    size_t i = *pos;
+    uint32_t nsym = r->nsym;
+    if (i == 0) r->owner = OWN_NONE;
+    int rc = LOB_OK;
+    while (i < n) {
+        const lob_l2_record *y = &rec[i];
+        uint16_t s = y->symbol;
+        uint8_t k = y->kind;
+        if (s >= nsym) {
+            if (!room(out, 0, 1, 0, 0)) goto full;
+            desync_row(&x, i++, LOB_L2D_UNKNOWN_SYMBOL);
+            continue;
+        }
+        switch (k) {
+        case LOB_L2_SNAPSHOT_BEGIN:
+        case LOB_L2_DIFF_BEGIN: {
+            uint8_t lk = (uint8_t)(k + 1);
+            size_t j = i + 1;
+            while (j < n && (rec[j].symbol >= nsym || rec[j].kind == lk)) j++;
+            if (!(j < n && rec[j].kind == k + 2 && rec[j].symbol == s)) {
+                if (!room(out, 0, 1, 0, 0)) goto full;
+                desync_row(&x, i++, LOB_L2D_INCOMPLETE_MESSAGE);
+                r->owner = OWN_BAD_BEGIN;
+                continue;
+            }
+            size_t glen = j - i + 1, live = live_of(r, s);
+            if (k == LOB_L2_SNAPSHOT_BEGIN) {
+                if (!room(out, 1, 5 * glen + 3 * live + 8, 0, r->total_pts + 1)) goto full;
+                resolve_touched(&x);
+            } else if (!room(out, 1, 5 * glen + 3 * live + 8, 0, 0)) {
+                goto full;
+            }
+            rc = group(&x, i, j);
+            if (rc != LOB_OK) goto done;
+            r->owner = OWN_END;
+            i = j + 1;
+            continue;
+        }
+        case LOB_L2_SNAPSHOT_LEVEL:
+        case LOB_L2_DIFF_LEVEL:
+            if (r->owner == OWN_BAD_BEGIN) { /* a level of an incomplete message: not applied */
+                r->c.levels_skipped++;
+            } else {
+                if (!room(out, 0, 1, 0, 0)) goto full;
+                desync_row(&x, i, LOB_L2D_ORPHAN_RECORD);
+                r->c.levels_skipped++;
+            }
+            i++;
+            continue;
+        case LOB_L2_SNAPSHOT_END:
+        case LOB_L2_DIFF_END:
+            if (!room(out, 0, 1, 0, 0)) goto full;
+            desync_row(&x, i++, LOB_L2D_ORPHAN_RECORD);
+            r->owner = OWN_END;
+            continue;
+        case LOB_L2_TRADE: {
+            if (!room(out, 0, 0, 1, 0)) goto full;
+            lob_l2_trade *t = &out->trades[out->n_trade++];
+            memset(t, 0, sizeof *t);
+            t->record = first_index + (int64_t)i;
+            t->recv_ns = y->recv_ns;
+            t->exch_ns = y->exch_ns;
+            t->trade_id = y->first_id;
+            t->price = y->price;
+            t->qty = y->qty;
+            t->symbol = s;
+            t->side = y->side;
+            r->c.trades++;
+            i++;
+            continue;
+        }
+        case LOB_L2_TICKER_BID: {
+            size_t j = i + 1;
+            while (j < n && rec[j].symbol >= nsym) j++;
+            if (j < n && rec[j].kind == LOB_L2_TICKER_ASK && rec[j].symbol == s && rec[j].first_id == y->first_id) {
+                if (!room(out, 0, j - i, 0, 0)) goto full;
+                for (size_t p = i + 1; p < j; p++) desync_row(&x, p, LOB_L2D_UNKNOWN_SYMBOL);
+                int64_t top[4] = {y->price, y->qty, rec[j].price, rec[j].qty};
+                if (!hist_add(r, &r->sym[s], y->first_id, top)) {
+                    rc = LOB_ENOMEM;
+                    goto done;
+                }
+                r->c.tickers++;
+                touch(r, s);
+                i = j + 1;
+            } else {
+                if (!room(out, 0, 1, 0, 0)) goto full;
+                desync_row(&x, i++, LOB_L2D_UNPAIRED_TICKER);
+            }
+            continue;
+        }
+        case LOB_L2_TICKER_ASK:
+            if (!room(out, 0, 1, 0, 0)) goto full;
+            desync_row(&x, i++, LOB_L2D_UNPAIRED_TICKER);
+            continue;
+        case LOB_L2_GAP:
+        case LOB_L2_RESYNC:
+            if (!room(out, 0, 1, 0, r->total_pts)) goto full;
+            resolve_touched(&x);
+            control(&x, i++);
+            continue;
+        default:
+            if (!room(out, 0, 1, 0, 0)) goto full;
+            desync_row(&x, i++, LOB_L2D_UNKNOWN_KIND);
+            continue;
+        }
+    }
+    /* the end of the range ends a segment */
+    if (!room(out, 0, 0, 0, r->total_pts)) goto full;
+    resolve_touched(&x);
+    *pos = n;
+    return LOB_OK;
+full:
+    rc = LOB_EEXECFULL;
+done:
+    *pos = i;
+    return rc;
+}
+
+int lob_l2_finish(lob_l2 *r, lob_l2_outputs *out)
+{
+    if (!r || !out) return LOB_EARG;
+    out->n_bbo = out->n_desync = out->n_trade = out->n_mismatch = 0;
+    out->need_bbo = out->need_desync = out->need_trade = out->need_mismatch = 0;
+    if (!room(out, 0, 0, 0, r->total_pts)) return LOB_EEXECFULL;
+    ctx x = {r, NULL, 0, out};
+    for (uint32_t s = 0; s < r->nsym; s++) drop_points(&x, (uint16_t)s, &r->c.unresolved_at_end);
+    return LOB_OK;
+}
+
+void lob_l2_counts_get(const lob_l2 *r, lob_l2_counts *out) { *out = r->c; }
+
+void lob_l2_symbols(const lob_l2 *r, uint8_t *state, int64_t *snapshot_id, uint64_t *last_u, uint64_t *messages,
+                    uint64_t *skipped)
+{
+    for (uint32_t s = 0; s < r->nsym; s++) {
+        const symstate *S = &r->sym[s];
+        if (state) state[s] = S->state;
+        if (snapshot_id) snapshot_id[s] = S->has_snapshot ? (int64_t)S->snapshot_id : -1;
+        if (last_u) last_u[s] = S->last_u;
+        if (messages) messages[s] = S->messages;
+        if (skipped) skipped[s] = S->skipped;
+    }
+}
