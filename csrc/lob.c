@@ -32,17 +32,37 @@ _Static_assert(sizeof(lob_desync) == 64, "lob_desync must be 64 bytes");
 
 /* ---- allocation accounting ------------------------------------------ */
 
-static _Atomic uint64_t alloc_count;
+/* Every allocation and free in this file goes through lob_calloc / lob_free,
+ * which count calls and bytes (lob_alloc_stats). Frees are sized by the
+ * caller, which knows what it allocated. */
+static _Atomic uint64_t alloc_count, alloc_bytes, free_count, free_bytes;
 
 static void *lob_calloc(size_t n, size_t size)
 {
     atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&alloc_bytes, (uint64_t)n * size, memory_order_relaxed);
     return calloc(n, size);
+}
+
+static void lob_free(void *p, size_t n, size_t size)
+{
+    if (!p) return;
+    atomic_fetch_add_explicit(&free_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&free_bytes, (uint64_t)n * size, memory_order_relaxed);
+    free(p);
 }
 
 uint64_t lob_alloc_count(void)
 {
     return atomic_load_explicit(&alloc_count, memory_order_relaxed);
+}
+
+void lob_alloc_stats(uint64_t *allocs, uint64_t *bytes, uint64_t *frees, uint64_t *bytes_freed)
+{
+    if (allocs) *allocs = atomic_load_explicit(&alloc_count, memory_order_relaxed);
+    if (bytes) *bytes = atomic_load_explicit(&alloc_bytes, memory_order_relaxed);
+    if (frees) *frees = atomic_load_explicit(&free_count, memory_order_relaxed);
+    if (bytes_freed) *bytes_freed = atomic_load_explicit(&free_bytes, memory_order_relaxed);
 }
 
 const char *lob_strerror(int status)
@@ -55,7 +75,7 @@ const char *lob_strerror(int status)
     case LOB_EFULL: return "book full: no room for another resting order";
     case LOB_EQTY: return "bad quantity";
     case LOB_EPRICE: return "price not on the book's tick grid";
-    case LOB_EKIND: return "unknown event kind, side or time in force";
+    case LOB_EKIND: return "unknown event kind, side, time in force or flag, or a bad participant";
     case LOB_EINSTRUMENT: return "no book for this instrument";
     case LOB_EEXECFULL: return "execution array full";
     case LOB_EARG: return "bad argument";
@@ -88,6 +108,9 @@ typedef struct slot {
     uint32_t order;       /* NIL: empty slot */
 } slot_t;
 
+enum { HIST_KINDS = 6 }; /* latency histograms per kind; index 0 collects events of an unknown kind */
+enum { BOOK_HIST = LOB_BOOK_HIST_BUCKETS };
+
 struct lob_book {
     int64_t low, high, tick;
     uint64_t tick_inv;            /* floor(2^64 / tick) + 1: exact division of 32-bit offsets */
@@ -101,6 +124,10 @@ struct lob_book {
     uint32_t *hist;               /* per-kind coarse latency histograms, when timing is on (else NULL) */
     uint64_t slot_mask;
     int tag_shift;                /* home = tag >> tag_shift */
+    int owners_used;              /* a non-zero participant has rested since creation/clear */
+    uint32_t *owner;              /* participant per order record, beside the pool so that a record
+                                     stays 32 bytes; written only once owners_used is set (until
+                                     then every entry is 0), read only by STP orders */
 };
 
 /* ---- occupancy bitmap ------------------------------------------------ */
@@ -272,7 +299,8 @@ lob_book *lob_book_new(int64_t band_low, int64_t band_high, int64_t tick,
     b->bits2 = lob_calloc(b->nwords2, sizeof *b->bits2);
     b->orders = lob_calloc(capacity, sizeof *b->orders);
     b->slots = lob_calloc(nslots, sizeof *b->slots);
-    if (!b->levels || !b->bits || !b->bits2 || !b->orders || !b->slots) goto fail;
+    b->owner = lob_calloc(capacity, sizeof *b->owner);
+    if (!b->levels || !b->bits || !b->bits2 || !b->orders || !b->slots || !b->owner) goto fail;
     lob_book_clear(b);
     if (status) *status = LOB_OK;
     return b;
@@ -285,13 +313,14 @@ fail:
 void lob_book_free(lob_book *b)
 {
     if (!b) return;
-    free(b->levels);
-    free(b->bits);
-    free(b->bits2);
-    free(b->orders);
-    free(b->slots);
-    free(b->hist);
-    free(b);
+    lob_free(b->levels, b->nlevels, sizeof *b->levels);
+    lob_free(b->bits, b->nwords, sizeof *b->bits);
+    lob_free(b->bits2, b->nwords2, sizeof *b->bits2);
+    lob_free(b->orders, b->capacity, sizeof *b->orders);
+    lob_free(b->slots, b->slot_mask + 1, sizeof *b->slots);
+    lob_free(b->owner, b->capacity, sizeof *b->owner);
+    lob_free(b->hist, (size_t)HIST_KINDS * BOOK_HIST, sizeof *b->hist);
+    lob_free(b, 1, sizeof *b);
 }
 
 void lob_book_clear(lob_book *b)
@@ -313,6 +342,8 @@ void lob_book_clear(lob_book *b)
         b->orders[i].slot = NIL;
     }
     for (uint64_t i = 0; i <= b->slot_mask; i++) b->slots[i].order = NIL;
+    if (b->owners_used) memset(b->owner, 0, (size_t)b->capacity * sizeof *b->owner);
+    b->owners_used = 0;
     b->free_head = 0;
     b->live = 0;
     b->best_bid = b->best_ask = -1;
@@ -336,8 +367,8 @@ static inline int64_t level_price(const lob_book *b, int64_t li) { return b->low
 /* Take an order record from the free list, append it to level li and index
  * it in slot `slot`, an empty slot that index_probe returned for this id with
  * no removal from the index since. */
-static void order_rest(lob_book *b, uint64_t id, uint8_t side, uint32_t li, int64_t qty,
-                       uint32_t tag, uint32_t slot)
+static inline uint32_t order_rest(lob_book *b, uint64_t id, uint8_t side, uint32_t li, int64_t qty,
+                                  uint32_t tag, uint32_t slot)
 {
     uint32_t oi = b->free_head;
     order_t *o = &b->orders[oi];
@@ -363,6 +394,17 @@ static void order_rest(lob_book *b, uint64_t id, uint8_t side, uint32_t li, int6
         if ((int64_t)li > b->best_bid) b->best_bid = li;
     } else if (b->best_ask < 0 || (int64_t)li < b->best_ask) {
         b->best_ask = li;
+    }
+    return oi;
+}
+
+/* Record the participant of order record oi, which has just rested. Needed when
+ * it has one or the book has seen participants: until then every entry is 0. */
+static inline void set_owner(lob_book *b, uint32_t oi, uint32_t part)
+{
+    if (part | (uint32_t)b->owners_used) {
+        b->owner[oi] = part;
+        if (part) b->owners_used = 1;
     }
 }
 
@@ -400,7 +442,7 @@ static void order_remove(lob_book *b, uint32_t oi)
 /* How much opposite quantity crosses a limit (level index lim; a market
  * order passes the far end of the band), stopping once `want` is reached,
  * and how many resting orders that many shares would touch. */
-static void crossing(const lob_book *b, uint8_t side, int64_t lim, int64_t want,
+static inline __attribute__((always_inline)) void crossing(const lob_book *b, uint8_t side, int64_t lim, int64_t want,
                      int64_t *avail, uint64_t *touched)
 {
     int64_t got = 0;
@@ -529,6 +571,14 @@ int64_t lob_book_level_orders(const lob_book *b, int64_t price, uint64_t *ids, i
     return L->count;
 }
 
+int lob_book_participant(const lob_book *b, uint64_t id, uint32_t *participant)
+{
+    uint32_t oi = index_find(b, id);
+    if (oi == NIL) return 0;
+    if (participant) *participant = b->owners_used ? b->owner[oi] : 0;
+    return 1;
+}
+
 int lob_book_find(const lob_book *b, uint64_t id, uint8_t *side, int64_t *price, int64_t *qty)
 {
     uint32_t oi = index_find(b, id);
@@ -631,7 +681,35 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
 
 /* ---- sessions -------------------------------------------------------------- */
 
-enum { HIST_KINDS = 6 }; /* index 0 collects events of an unknown kind */
+/* What check_event learns about an event that passes. */
+typedef struct plan {
+    uint8_t side;      /* NEW/REPLACE: side of the incoming order */
+    uint8_t ext;       /* NEW/REPLACE: order flags, a participant, or a book that has seen
+                          participants (whose every resting order needs its entry in b->owner):
+                          apply_ext instead of the plain path */
+    int64_t lim;       /* NEW/REPLACE: limit level (MARKET: the far end of the band) */
+    uint32_t old;      /* CANCEL/REDUCE/REPLACE: order index of id */
+    uint32_t tag;      /* NEW: hash tag of id */
+    uint32_t slot;     /* NEW: the empty slot where id would be indexed */
+} plan_t;
+
+/* Where one batch writes executions and desyncs. Kept in locals of the batch
+ * loop (not in lob_outputs, whose counters the compiler would have to reload
+ * after every store to an execution, as they may alias). */
+typedef struct sink {
+    lob_exec *execs;
+    lob_desync *desyncs;
+    size_t n_exec, exec_cap, n_desync, desync_cap;
+} sink_t;
+
+/* What lob_session_apply hands to apply_ext and gets back: kept in the session, so
+ * that the batch loop's own plan, sink and result never have their address taken
+ * (which makes the compiler keep them in memory on the plain path as well). */
+typedef struct ext_io {
+    plan_t plan;
+    sink_t sink;
+    lob_result r;
+} ext_io_t;
 
 struct lob_session {
     uint32_t max_instrument;
@@ -640,6 +718,7 @@ struct lob_session {
     uint64_t book_bytes; /* memory of all books */
     lob_book **books;
     uint64_t *hist; /* HIST_KINDS x LOB_HIST_BUCKETS */
+    ext_io_t ext;
 };
 
 lob_session *lob_session_new(uint32_t max_instrument, int *status)
@@ -671,9 +750,9 @@ void lob_session_free(lob_session *s)
     if (!s) return;
     if (s->books)
         for (uint64_t i = 0; i <= s->max_instrument; i++) lob_book_free(s->books[i]);
-    free(s->books);
-    free(s->hist);
-    free(s);
+    lob_free(s->books, (size_t)s->max_instrument + 1, sizeof *s->books);
+    lob_free(s->hist, (size_t)HIST_KINDS * LOB_HIST_BUCKETS, sizeof *s->hist);
+    lob_free(s, 1, sizeof *s);
 }
 
 int lob_session_add_book(lob_session *s, uint32_t instrument, int64_t band_low, int64_t band_high,
@@ -760,8 +839,6 @@ uint64_t lob_hist_lowest(uint32_t idx)
     uint32_t e = k / HALF + 1;
     return (uint64_t)(HALF + k % HALF) << e;
 }
-
-enum { BOOK_HIST = LOB_BOOK_HIST_BUCKETS };
 
 int lob_session_set_timing(lob_session *s, int on)
 {
@@ -850,25 +927,36 @@ static inline int bbo_differs(const lob_bbo *a, const lob_bbo *b)
            a->ask_qty != b->ask_qty || a->bid_count != b->bid_count || a->ask_count != b->ask_count;
 }
 
-/* What check_event learns about an event that passes. */
-typedef struct plan {
-    uint8_t side;      /* NEW/REPLACE: side of the incoming order */
-    int64_t lim;       /* NEW/REPLACE: limit level (MARKET: the far end of the band) */
-    uint32_t old;      /* CANCEL/REDUCE/REPLACE: order index of id */
-    uint32_t tag;      /* NEW: hash tag of id */
-    uint32_t slot;     /* NEW: the empty slot where id would be indexed */
-} plan_t;
+#define KNOWN_FLAGS (LOB_F_FEED | LOB_F_PRICE | LOB_F_NOCHECK | LOB_F_NOTIONAL | LOB_F_STP_CANCEL_BOTH)
+#define ORDER_FLAGS (LOB_F_NOTIONAL | LOB_F_STP_CANCEL_BOTH)
+
+/* The order flags are checked strictly (lob.h): STP on a NEW or REPLACE without
+ * FEED, NOTIONAL on a MARKET NEW. */
+__attribute__((noinline)) static int order_flags_ok(const lob_event *e)
+{
+    if (e->kind != LOB_NEW && e->kind != LOB_REPLACE) return 0;
+    if ((e->flags & LOB_F_STP_CANCEL_BOTH) && (e->flags & LOB_F_FEED)) return 0;
+    if (e->flags & LOB_F_NOTIONAL) return e->kind == LOB_NEW && e->tif == LOB_MARKET;
+    return 1;
+}
 
 /* Checks an event against its book before anything changes (the order of the
  * checks is part of the contract: see docs/core.md). Returns a status. */
 static inline int check_event(const lob_book *b, const lob_event *e, plan_t *p)
 {
     int found;
-    if (e->flags & ~(LOB_F_FEED | LOB_F_PRICE | LOB_F_NOCHECK)) return LOB_EKIND; /* reserved bits */
+    if (e->flags & ~(LOB_F_FEED | LOB_F_PRICE | LOB_F_NOCHECK)) { /* reserved bits, or order flags */
+        if ((e->flags & ~KNOWN_FLAGS) || !order_flags_ok(e)) return LOB_EKIND;
+        p->ext = 1;
+    }
     switch (e->kind) {
     case LOB_NEW:
         if ((e->side != LOB_BUY && e->side != LOB_SELL) || e->tif > LOB_MARKET) return LOB_EKIND;
         if ((e->flags & LOB_F_FEED) && e->tif != LOB_GTC) return LOB_EKIND; /* a feed order rests */
+        if (__builtin_expect(e->new_id | (uint64_t)b->owners_used, 0)) {
+            if (e->new_id > UINT32_MAX) return LOB_EKIND; /* the participant */
+            p->ext = 1;
+        }
         if (e->qty <= 0) return LOB_EQTY;
         p->side = e->side;
         if (e->tif == LOB_MARKET) {
@@ -902,6 +990,7 @@ static inline int check_event(const lob_book *b, const lob_event *e, plan_t *p)
         if (p->old == NIL) return LOB_EUNKNOWN_ID;
         if (e->new_id != e->id && index_find(b, e->new_id) != NIL) return LOB_EDUP_ID;
         p->side = b->levels[b->orders[p->old].level].side;
+        if (b->owners_used) p->ext = 1;
         return LOB_OK;
     default:
         return LOB_EKIND;
@@ -918,15 +1007,6 @@ static inline int crosses(const lob_book *b, uint8_t side, int64_t lim)
 {
     return side == LOB_BUY ? (b->best_ask >= 0 && b->best_ask <= lim) : (b->best_bid >= 0 && b->best_bid >= lim);
 }
-
-/* Where one batch writes executions and desyncs. Kept in locals of the batch
- * loop (not in lob_outputs, whose counters the compiler would have to reload
- * after every store to an execution, as they may alias). */
-typedef struct sink {
-    lob_exec *execs;
-    lob_desync *desyncs;
-    size_t n_exec, exec_cap, n_desync, desync_cap;
-} sink_t;
 
 static inline void add_desync(sink_t *out, uint32_t cause, uint64_t order_id, uint64_t found_id,
                               int64_t exp_qty, int64_t found_qty, int64_t exp_price, int64_t found_price,
@@ -947,7 +1027,7 @@ static inline void add_desync(sink_t *out, uint32_t cause, uint64_t order_id, ui
 
 /* LOB_F_FEED NEW/REPLACE: remove the opposite orders the incoming order meets
  * (stale, since the feed says it rests), one desync each. */
-static void clear_crossing(lob_book *b, const lob_event *e, const plan_t *p, uint64_t incoming,
+static inline __attribute__((always_inline)) void clear_crossing(lob_book *b, const lob_event *e, const plan_t *p, uint64_t incoming,
                            sink_t *out, size_t i)
 {
     for (;;) {
@@ -996,6 +1076,154 @@ static void apply_exec(lob_book *b, const lob_event *e, const plan_t *p, sink_t 
         b->levels[o->level].total -= e->qty;
         r->resting = o->qty;
     }
+}
+
+/* ---- STP and notional orders ---------------------------------------------------- */
+
+/* What a walk of an STP or notional order did (or, dry, would do). */
+typedef struct walk {
+    int64_t filled;    /* shares traded */
+    size_t records;    /* executions and STP records */
+    int stopped;       /* cancel-incoming STP stopped it */
+} walk_t;
+
+static inline void put_record(sink_t *out, uint64_t maker, uint64_t taker, int64_t px, int64_t qty,
+                              int64_t maker_remaining, size_t i, uint32_t instrument)
+{
+    lob_exec *x = &out->execs[out->n_exec++];
+    x->maker_id = maker;
+    x->taker_id = taker;
+    x->price = px;
+    x->qty = qty;
+    x->maker_remaining = maker_remaining;
+    x->event_index = (uint32_t)i;
+    x->instrument = instrument;
+}
+
+/* Match an incoming order with self-trade prevention (stp: its LOB_F_STP_* bits,
+ * participant part != 0) and/or a notional budget (qty is then the budget), up
+ * to level lim; see lob.h. With dry set it changes nothing and writes nothing:
+ * it says what the real walk will do, which decides FOK, EFULL and room first.
+ * Orders are visited in priority order; a dry walk follows the links past the
+ * orders a real one would remove, so both see the same sequence. */
+static walk_t walk_ext(lob_book *b, uint8_t side, int64_t lim, uint64_t taker, int64_t qty, int notional,
+                       uint32_t part, int stp, int dry, sink_t *out, size_t i, uint32_t instrument)
+{
+    walk_t w = {0, 0, 0};
+    int64_t left = qty; /* shares, or budget (notional) */
+    int64_t li = side == LOB_BUY ? b->best_ask : b->best_bid;
+    while (li >= 0 && (side == LOB_BUY ? li <= lim : li >= lim)) {
+        int64_t px = level_price(b, li);
+        level_t *L = &b->levels[li];
+        for (uint32_t oi = L->head, nx; oi != NIL; oi = nx) {
+            order_t *o = &b->orders[oi];
+            nx = o->next;
+            int64_t want = notional ? (px > 0 ? left / px : 0) : left; /* shares it can take here */
+            if (want <= 0) return w;
+            if (stp && b->owner[oi] == part) {
+                uint64_t mid = o->id;
+                int64_t mq = o->qty;
+                if (stp & LOB_F_STP_CANCEL_RESTING) {
+                    if (!dry) {
+                        put_record(out, mid, taker, px, -mq, 0, i, instrument);
+                        order_remove(b, oi);
+                    }
+                    w.records++;
+                }
+                if (stp & LOB_F_STP_CANCEL_INCOMING) {
+                    if (!dry) put_record(out, mid, taker, px, 0, (stp & LOB_F_STP_CANCEL_RESTING) ? 0 : mq, i,
+                                         instrument);
+                    w.records++;
+                    w.stopped = 1;
+                    return w;
+                }
+                continue;
+            }
+            int64_t q = o->qty < want ? o->qty : want;
+            if (!dry) {
+                put_record(out, o->id, taker, px, q, o->qty - q, i, instrument);
+                if (q == o->qty) {
+                    order_remove(b, oi);
+                } else {
+                    o->qty -= q;
+                    L->total -= q;
+                }
+            }
+            w.records++;
+            w.filled += q;
+            left -= notional ? q * px : q; /* q * px <= left: no overflow */
+        }
+        li = side == LOB_BUY ? find_ge(b, li + 1) : find_le(b, li - 1);
+    }
+    return w;
+}
+
+/* A NEW or REPLACE that has order flags or a participant, or meets a book that has
+ * seen participants (plan.ext): the rules of the plain path in lob_session_apply,
+ * plus participants, STP and notional budgets, decided with a dry walk. A reject
+ * goes to the result's status. FEED orders (no order flags) are done as on the
+ * plain path, only keeping their participant. */
+__attribute__((noinline)) /* off the plain path: keeps the batch loop as it was */
+static int apply_ext(lob_book *b, const lob_event *e, ext_io_t *io, size_t i)
+{
+    plan_t p = io->plan;
+    sink_t sk = io->sink;
+    lob_result *r = &io->r;
+    *r = (lob_result){0, 0, 0, LOB_OK};
+    /* NEW: the participant is new_id (checked); REPLACE keeps the old order's */
+    uint32_t part = e->kind == LOB_NEW ? (uint32_t)e->new_id : (b->owners_used ? b->owner[p.old] : 0);
+    int feed = (e->flags & LOB_F_FEED) != 0;
+    int notional = (e->flags & LOB_F_NOTIONAL) != 0;
+    int stp = part ? (e->flags & LOB_F_STP_CANCEL_BOTH) : 0;
+    int replace = e->kind == LOB_REPLACE;
+    int fok = !replace && e->tif == LOB_FOK;
+    int rests = replace || e->tif == LOB_GTC;
+    int full = !replace && e->tif == LOB_GTC && b->live == b->capacity;
+    int trades = crosses(b, p.side, p.lim);
+    size_t room = sk.exec_cap - sk.n_exec;
+    if (trades && feed) { /* it meets stale orders: one desync each */
+        int64_t avail;
+        uint64_t touched;
+        crossing(b, p.side, p.lim, INT64_MAX, &avail, &touched);
+        if (touched > sk.desync_cap - sk.n_desync) return LOB_EEXECFULL;
+    } else if (trades && (fok || full || room < (size_t)b->live + 1)) {
+        walk_t d = walk_ext(b, p.side, p.lim, 0, e->qty, notional, part, stp, 1, &sk, i, e->instrument);
+        if (d.records > room) return LOB_EEXECFULL;
+        if (fok && d.filled < e->qty) return LOB_OK; /* killed: nothing changes */
+        if (full && !d.stopped && d.filled < e->qty) {
+            r->status = LOB_EFULL;
+            return LOB_OK;
+        }
+    }
+    if (!trades && full) {
+        r->status = LOB_EFULL;
+        return LOB_OK;
+    }
+    if (!trades && fok) return LOB_OK;
+    uint64_t taker = e->id;
+    if (replace) {
+        order_remove(b, p.old);
+        taker = e->new_id;
+    }
+    walk_t w = {0, 0, 0};
+    if (trades && feed) {
+        clear_crossing(b, e, &p, taker, &sk, i);
+    } else if (trades) {
+        size_t n0 = sk.n_exec;
+        w = walk_ext(b, p.side, p.lim, taker, e->qty, notional, part, stp, 0, &sk, i, e->instrument);
+        r->n_exec = (uint32_t)(sk.n_exec - n0);
+        r->filled = w.filled;
+    }
+    io->sink = sk;
+    int64_t left = notional ? 0 : e->qty - w.filled;
+    if (left > 0 && rests && !w.stopped) {
+        int found;
+        p.tag = id_tag(taker);
+        p.slot = index_probe(b, taker, p.tag, &found);
+        set_owner(b, order_rest(b, taker, p.side, (uint32_t)p.lim, left, p.tag, p.slot), part);
+        r->resting = left;
+    }
+    return LOB_OK;
 }
 
 /* Prefetching. With many books (an ITCH day has thousands) most of an event's
@@ -1096,7 +1324,7 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
         lob_result r = {0, 0, 0, LOB_OK};
         lob_book *b = event_book(s, e);
         lob_bbo before = {0};
-        plan_t p = {0, 0, NIL, 0, 0};
+        plan_t p = {0, 0, 0, NIL, 0, 0};
         if (!b) {
             r.status = LOB_EINSTRUMENT;
             goto done;
@@ -1112,6 +1340,18 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
         r.status = check_event(b, e, &p);
         if (r.status != LOB_OK) goto done;
         if (e->kind == LOB_NEW || e->kind == LOB_REPLACE) {
+            if (__builtin_expect(p.ext, 0)) { /* participants, STP, notional: see plan_t */
+                s->ext.plan = p;
+                s->ext.sink = sk;
+                if (apply_ext(b, e, &s->ext, i) != LOB_OK) {
+                    rc = LOB_EEXECFULL;
+                    break;
+                }
+                r = s->ext.r;
+                sk.n_exec = s->ext.sink.n_exec;
+                sk.n_desync = s->ext.sink.n_desync;
+                goto done;
+            }
             int trades = crosses(b, p.side, p.lim);
             int feed = (e->flags & LOB_F_FEED) != 0;
             int fok = e->kind == LOB_NEW && e->tif == LOB_FOK;
@@ -1160,7 +1400,7 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
                     p.tag = id_tag(taker);
                     p.slot = index_probe(b, taker, p.tag, &found);
                 }
-                order_rest(b, taker, p.side, (uint32_t)p.lim, left, p.tag, p.slot);
+                order_rest(b, taker, p.side, (uint32_t)p.lim, left, p.tag, p.slot); /* no participant here */
                 r.resting = left;
             }
         } else if (e->kind == LOB_CANCEL) {

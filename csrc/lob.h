@@ -16,7 +16,7 @@
  *  - Trades print at the resting (maker) order's price. The book is never
  *    left crossed.
  *  - Library code never prints, exits or aborts, and keeps no mutable global
- *    state except the allocation counter (an atomic). One book/session must
+ *    state except the allocation counters (atomics). One book/session must
  *    not be used from two threads at once.
  */
 #ifndef LOB_H
@@ -49,7 +49,7 @@ typedef enum lob_status {
 
 /* Event kinds (lob_event.kind). */
 enum {
-    LOB_NEW = 1,      /* id, side, price, qty, tif */
+    LOB_NEW = 1,      /* id, side, price, qty, tif; new_id = participant (0 .. 2^32-1, 0: none) */
     LOB_CANCEL = 2,   /* id */
     LOB_REDUCE = 3,   /* id, qty = shares to remove (1..remaining); keeps priority */
     LOB_REPLACE = 4,  /* id = old id, new_id, price, qty; same side, GTC, back of queue; may trade */
@@ -65,9 +65,51 @@ enum {
                             desync each) and it rests without trading.
                             REDUCE: by more than remains removes the order (a LOB_D_QTY desync). */
     LOB_F_PRICE = 2,     /* EXEC: price holds the feed's execution price (ITCH C) */
-    LOB_F_NOCHECK = 4    /* EXEC: not an aggressor's fill (a cross, at the cross price): skip the
+    LOB_F_NOCHECK = 4,   /* EXEC: not an aggressor's fill (a cross, at the cross price): skip the
                             priority and price checks */
+    /* Order flags. Unlike the three above (ignored where they mean nothing), these are
+     * checked strictly: anywhere else they are LOB_EKIND. */
+    LOB_F_NOTIONAL = 8,  /* MARKET NEW only: qty is a budget in price x quantity units (see below) */
+    LOB_F_STP_CANCEL_RESTING = 16,   /* NEW/REPLACE without FEED: self-trade prevention (below) */
+    LOB_F_STP_CANCEL_INCOMING = 32,
+    LOB_F_STP_CANCEL_BOTH = 48       /* = RESTING | INCOMING */
 };
+
+/* Notional market orders (NEW, tif LOB_MARKET, LOB_F_NOTIONAL). qty is a budget B > 0 in
+ * price x quantity units; price is ignored. The order walks the opposite side as any market
+ * order does (best price first, front of the queue first) and takes from each maker
+ * min(maker's size, floor(budget left / maker's price)) shares, paying price x shares out of
+ * the budget. It stops at the first maker it cannot afford one share of (also any maker at
+ * a price <= 0), or when the side is empty; it does not skip ahead to cheaper makers (a sell
+ * order, walking down the bids, stops at the first bid above the budget left). So at most
+ * one maker is filled partly, the last. result.filled = shares bought or sold;
+ * result.resting = 0 (nothing rests; the unspent budget is qty minus the sum of price x qty
+ * of the event's trades, which never exceeds qty). No overflow is possible: shares <=
+ * floor(left / price), so price x shares <= left <= INT64_MAX. */
+
+/* Self-trade prevention (STP). A NEW's new_id is its participant id (0: none; above
+ * 2^32-1: LOB_EKIND); the order keeps it while it rests. A REPLACE keeps the old order's
+ * participant. An incoming NEW/REPLACE with a non-zero participant P and an STP flag does
+ * not trade with a resting order of participant P that it would otherwise trade with next:
+ *   LOB_F_STP_CANCEL_RESTING:  that resting order is cancelled; matching goes on;
+ *   LOB_F_STP_CANCEL_INCOMING: the incoming order stops there; what it has not filled is
+ *                              cancelled (a GTC/REPLACE remainder does not rest);
+ *   LOB_F_STP_CANCEL_BOTH:     both.
+ * The resting side's flags do not matter: the incoming order's instruction decides. With
+ * participant 0 the STP flags change nothing. STP with FEED is LOB_EKIND.
+ * Each STP action writes one record to the executions, in order with the trades, telling
+ * it apart from a trade by its qty (trades have qty > 0):
+ *   qty = -n (n > 0): resting order maker_id (n shares, at price) was cancelled by STP;
+ *                     maker_remaining = 0.
+ *   qty = 0:          the incoming order was stopped by STP at resting order maker_id
+ *                     (price = its price; maker_remaining = its size afterwards: 0 with BOTH,
+ *                     which writes the qty = -n record for it first).
+ * taker_id, event_index and instrument are filled as for a trade; n_exec counts these records.
+ * FOK with STP: the fill check simulates the walk with STP (orders cancel-resting would
+ * cancel do not count; cancel-incoming stops the count at the first own order), and a killed
+ * FOK changes nothing (no STP cancellations either). A GTC NEW on a full book is LOB_EFULL
+ * when its remainder would rest, decided the same way (a remainder STP cancels does not
+ * rest). */
 
 /* An EXEC is checked against price-time priority: the synthetic aggressor the
  * feed does not publish takes the opposite side from the best price, front of
@@ -103,7 +145,7 @@ enum {
 /* One input event: 40 bytes, little-endian, shared with numpy. */
 typedef struct lob_event {
     uint64_t id;          /* order id (REPLACE: the old id) */
-    uint64_t new_id;      /* REPLACE: the new id; otherwise ignored */
+    uint64_t new_id;      /* REPLACE: the new id; NEW: the participant (STP); otherwise ignored */
     int64_t price;        /* limit price in feed units */
     int64_t qty;          /* NEW/REPLACE: size; REDUCE: shares removed */
     uint32_t instrument;  /* book key, 0 .. max_instrument */
@@ -118,7 +160,7 @@ typedef struct lob_exec {
     uint64_t maker_id;        /* resting order */
     uint64_t taker_id;        /* incoming order (REPLACE: the new id) */
     int64_t price;            /* the maker's price */
-    int64_t qty;              /* shares traded */
+    int64_t qty;              /* shares traded (> 0); <= 0: an STP record (see above) */
     int64_t maker_remaining;  /* maker's size after this trade (0: it left the book) */
     uint32_t event_index;     /* index of the event in its batch */
     uint32_t instrument;
@@ -129,7 +171,7 @@ typedef struct lob_result {
     int64_t filled;    /* shares this event traded as the incoming order */
     int64_t resting;   /* shares of the event's order left on the book afterwards
                           (CANCEL: 0; REDUCE: what remains) */
-    uint32_t n_exec;   /* executions this event wrote */
+    uint32_t n_exec;   /* executions this event wrote (STP records included) */
     int32_t status;    /* lob_status; non-zero means rejected, nothing changed */
 } lob_result;
 
@@ -200,6 +242,9 @@ int64_t lob_book_level_orders(const lob_book *b, int64_t price, uint64_t *ids,
 /* Look up a live order: returns 1 and fills side/price/qty, or 0 if not live. */
 int lob_book_find(const lob_book *b, uint64_t id, uint8_t *side, int64_t *price,
                   int64_t *qty);
+/* The participant of a live order (0: none): returns 1 and fills *participant
+ * (if non-NULL), or 0 if the id is not live. */
+int lob_book_participant(const lob_book *b, uint64_t id, uint32_t *participant);
 /* Check every structural invariant (links both ways, level totals and counts,
  * bitmaps vs emptiness, cached best vs reality, index vs lists, free list,
  * not crossed). Returns LOB_OK, or LOB_ECORRUPT with a description in msg
@@ -261,7 +306,8 @@ typedef struct lob_outputs {
  * next event could write more executions or desyncs than there is room left
  * for: the batch stops before that event (which is untouched) and n_done says
  * how many were applied; drain and call again from there. Room for the live
- * order count plus three rows in each array always suffices for one event.
+ * order count plus three rows in each array always suffices for one event
+ * (an STP order writes at most one record per resting order plus one).
  * Feed events (EXEC, and FEED-flagged orders that meet stale orders or reduce
  * by too much) need the desync array: without one they stop the batch with
  * LOB_EEXECFULL. LOB_EARG if s, out or a needed array is NULL. */
@@ -314,9 +360,14 @@ int64_t lob_clock_ns(void);
 
 /* ---- allocation accounting ------------------------------------------ */
 
-/* Number of heap allocations the core has made in this process (every
- * malloc/calloc the core does goes through one counting wrapper). */
+/* Every allocation and free the core (lob.c) makes goes through two counting
+ * wrappers: calls and bytes, process-wide, relaxed atomics. Creating sessions and
+ * books and turning timing on allocate; lob_session_apply never does. */
+/* Number of heap allocations the core has made in this process. */
 uint64_t lob_alloc_count(void);
+/* All four counters (any pointer may be NULL): allocations, bytes allocated,
+ * frees (of non-NULL blocks) and bytes freed, since the process started. */
+void lob_alloc_stats(uint64_t *allocs, uint64_t *bytes, uint64_t *frees, uint64_t *bytes_freed);
 
 #ifdef __cplusplus
 }

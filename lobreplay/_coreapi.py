@@ -219,7 +219,7 @@ class CoreSession:
         return rc, out.n_done, out.n_exec, out.n_desync, out.n_depth
 
     def apply_one(self, kind: int, order_id: int, new_id: int, price: int, qty: int, instrument: int,
-                  side: int, tif: int):
+                  side: int, tif: int, flags: int = 0):
         """One event through the same batch call, without numpy (the interactive
         path). Returns (status, filled, resting, executions as an EXEC_DTYPE array)."""
         if self._one is None:
@@ -227,7 +227,7 @@ class CoreSession:
         ev, res, ex = self._one
         e = ev[0]
         e.id, e.new_id, e.price, e.qty = order_id, new_id, price, qty
-        e.instrument, e.kind, e.side, e.tif = instrument, kind, side, tif
+        e.instrument, e.kind, e.side, e.tif, e.flags = instrument, kind, side, tif, flags
         out = self._out
         while True:
             out.results, out.execs, out.exec_cap = res, ex, len(ex)
@@ -317,6 +317,12 @@ class CoreBook:
             return None
         return side[0], p[0], q[0]
 
+    def participant(self, order_id: int):
+        part = ffi.new("uint32_t *")
+        if not lib.lob_book_participant(self.ptr, order_id, part):
+            return None
+        return part[0]
+
     def validate(self) -> None:
         msg = ffi.new("char[512]")
         st = lib.lob_book_validate(self.ptr, msg, 512)
@@ -364,6 +370,14 @@ def hist_index(value_ns: int) -> int:
 
 def alloc_count() -> int:
     return lib.lob_alloc_count()
+
+
+def alloc_stats() -> dict:
+    """The core's allocation counters since the process started: allocations, bytes
+    allocated, frees, bytes freed (every allocation and free in lob.c is counted)."""
+    v = [ffi.new("uint64_t *") for _ in range(4)]
+    lib.lob_alloc_stats(*v)
+    return dict(zip(("allocs", "bytes", "frees", "bytes_freed"), (p[0] for p in v)))
 
 
 CONSTANTS = {n: getattr(lib, n) for n in dir(lib) if n.startswith("LOB_") and isinstance(getattr(lib, n), int)}

@@ -79,6 +79,10 @@ class BookView:
         """(side, price, qty) of a live order, or None."""
         return self._b.find(order_id)
 
+    def participant(self, order_id: int) -> int | None:
+        """The participant (self-trade prevention) of a live order, 0 for none; None if not live."""
+        return self._b.participant(order_id)
+
     def validate(self) -> None:
         """Check every structural invariant; raises CorruptBookError."""
         self._b.validate()
@@ -241,9 +245,16 @@ class Fill:
 
     @property
     def trades(self) -> list[tuple[int, int, int]]:
-        """(maker_id, price, qty) of each trade."""
-        return list(zip(self.execs["maker_id"].tolist(), self.execs["price"].tolist(),
-                        self.execs["qty"].tolist()))
+        """(maker_id, price, qty) of each trade (not the STP records)."""
+        x = self.execs[self.execs["qty"] > 0]
+        return list(zip(x["maker_id"].tolist(), x["price"].tolist(), x["qty"].tolist()))
+
+    @property
+    def stp(self) -> list[tuple[int, int, int]]:
+        """(maker_id, price, qty) of each self-trade prevention record: qty = -n, resting
+        order maker_id (n shares) cancelled; qty = 0, this order stopped at maker_id."""
+        x = self.execs[self.execs["qty"] <= 0]
+        return list(zip(x["maker_id"].tolist(), x["price"].tolist(), x["qty"].tolist()))
 
 
 class OrderBook(BookView):
@@ -255,15 +266,20 @@ class OrderBook(BookView):
         self.session.add_book(0, band_low, band_high, tick, capacity)
         super().__init__(self.session.book(0)._b, 0)
 
-    def _apply(self, kind, order_id, *, new_id=0, side=0, price=0, qty=0, tif=0) -> Fill:
-        st, filled, resting, execs = self.session._s.apply_one(kind, order_id, new_id, price, qty, 0, side, tif)
+    def _apply(self, kind, order_id, *, new_id=0, side=0, price=0, qty=0, tif=0, flags=0) -> Fill:
+        st, filled, resting, execs = self.session._s.apply_one(kind, order_id, new_id, price, qty, 0, side, tif,
+                                                               int(flags))
         if st:
             raise core.exception_for(st, f"{Kind(kind).name} order {order_id}")
         return Fill(filled, resting, execs)
 
-    def new(self, order_id: int, side, price: int, qty: int, tif=TIF.GTC) -> Fill:
-        """Add an order (GTC/IOC/FOK limit, or MARKET, whose price is ignored)."""
-        return self._apply(Kind.NEW, order_id, side=as_side(side), price=price, qty=qty, tif=as_tif(tif))
+    def new(self, order_id: int, side, price: int, qty: int, tif=TIF.GTC, *, participant: int = 0,
+            flags: int = 0) -> Fill:
+        """Add an order (GTC/IOC/FOK limit, or MARKET, whose price is ignored).
+        participant (0: none) and flags (Flag.STP_*, Flag.NOTIONAL with MARKET: qty is then
+        a budget in price x quantity): self-trade prevention and notional orders, docs/core.md."""
+        return self._apply(Kind.NEW, order_id, new_id=participant, side=as_side(side), price=price, qty=qty,
+                           tif=as_tif(tif), flags=flags)
 
     def cancel(self, order_id: int) -> Fill:
         return self._apply(Kind.CANCEL, order_id)
@@ -272,10 +288,11 @@ class OrderBook(BookView):
         """Remove qty shares from a live order, keeping its place in the queue."""
         return self._apply(Kind.REDUCE, order_id, qty=qty)
 
-    def replace(self, order_id: int, new_id: int, price: int, qty: int) -> Fill:
+    def replace(self, order_id: int, new_id: int, price: int, qty: int, *, flags: int = 0) -> Fill:
         """Retire order_id; rest new_id on the same side at price/qty, at the back
-        of the queue (it trades first if it crosses)."""
-        return self._apply(Kind.REPLACE, order_id, new_id=new_id, price=price, qty=qty)
+        of the queue (it trades first if it crosses). It keeps the old order's
+        participant; flags may carry an STP mode (Flag.STP_*)."""
+        return self._apply(Kind.REPLACE, order_id, new_id=new_id, price=price, qty=qty, flags=flags)
 
     def __repr__(self) -> str:
         return (f"OrderBook(band {self.band_low}..{self.band_high} tick {self.tick}, "

@@ -24,8 +24,10 @@ Side.__doc__ = "Sides, ASCII 'B' and 'S' (lob_event.side)."
 TIF = enum.IntEnum("TIF", {n: CONSTANTS[f"LOB_{n}"] for n in ("GTC", "IOC", "FOK", "MARKET")})
 TIF.__doc__ = "Time in force of a NEW order (lob_event.tif)."
 
-Flag = enum.IntFlag("Flag", {n: CONSTANTS[f"LOB_F_{n}"] for n in ("FEED", "PRICE", "NOCHECK")})
-Flag.__doc__ = "Event flags (lob_event.flags) for feed replays: see docs/core.md."
+Flag = enum.IntFlag("Flag", {n: CONSTANTS[f"LOB_F_{n}"] for n in (
+    "FEED", "PRICE", "NOCHECK", "NOTIONAL", "STP_CANCEL_RESTING", "STP_CANCEL_INCOMING", "STP_CANCEL_BOTH")})
+Flag.__doc__ = ("Event flags (lob_event.flags): FEED, PRICE, NOCHECK for feed replays; NOTIONAL (a MARKET "
+                "NEW whose qty is a budget) and STP_* (self-trade prevention): see docs/core.md.")
 
 Cause = enum.IntEnum("Cause", {n: CONSTANTS[f"LOB_D_{n}"] for n in ("FILL_ORDER", "QTY", "CROSSED", "EXEC_PRICE")})
 Cause.__doc__ = "Desync causes found by the core (lob_desync.cause)."

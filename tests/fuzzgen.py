@@ -92,6 +92,7 @@ BUY, SELL = rb.BUY, rb.SELL
 NEW, CANCEL, REDUCE, REPLACE, EXEC = rb.NEW, rb.CANCEL, rb.REDUCE, rb.REPLACE, rb.EXEC
 GTC, IOC, FOK, MARKET = rb.GTC, rb.IOC, rb.FOK, rb.MARKET
 FEED, PRICE, NOCHECK = rb.FEED, rb.PRICE, rb.NOCHECK
+NOTIONAL, STP_RESTING, STP_INCOMING, STP_BOTH = rb.NOTIONAL, rb.STP_RESTING, rb.STP_INCOMING, rb.STP_BOTH
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -167,7 +168,8 @@ def _status_name(s):
 
 
 def fmt_flags(flags: int) -> str:
-    names = [n for n, bit in (("FEED", FEED), ("PRICE", PRICE), ("NOCHECK", NOCHECK)) if flags & bit]
+    names = [n for n, bit in (("FEED", FEED), ("PRICE", PRICE), ("NOCHECK", NOCHECK), ("NOTIONAL", NOTIONAL),
+                              ("STP_RESTING", STP_RESTING), ("STP_INCOMING", STP_INCOMING)) if flags & bit]
     if flags & ~rb.KNOWN_FLAGS:
         names.append(hex(flags & ~rb.KNOWN_FLAGS))
     return "|".join(names)
@@ -179,7 +181,7 @@ def fmt_event(ev) -> str:
     sd = chr(side) if 32 < side < 127 else str(side)
     t = rb.TIF_NAMES.get(tif, str(tif))
     if kind == NEW:
-        body = f"id={oid} side={sd} price={price} qty={qty} tif={t}"
+        body = f"id={oid} side={sd} price={price} qty={qty} tif={t}" + (f" participant={new_id}" if new_id else "")
     elif kind == CANCEL:
         body = f"id={oid}"
     elif kind == REDUCE:
@@ -558,6 +560,35 @@ class StreamGen:
             return R.randrange(1, 8)
         return 0
 
+    def _participant(self, chaos: bool = True):
+        """A NEW's participant (new_id): mostly 0 or one of a few ids, so that
+        orders meet their own; in chaos also the largest one and too large ones (EKIND)."""
+        R = self.R
+        r = R.random()
+        if r < 0.45:
+            return 0
+        if not chaos or r < 0.97:
+            return R.randint(1, 3)
+        return R.choice((UINT32_MAX, UINT32_MAX + 1, R.getrandbits(64)))
+
+    def _stp(self, p: float):
+        """An STP mode (flag bits) with probability p."""
+        R = self.R
+        return R.choice((STP_RESTING, STP_INCOMING, STP_BOTH)) if R.random() < p else 0
+
+    def _budget(self, st: _Inst, side):
+        """A notional budget: a few times the opposite best price (+- a little), or anything."""
+        R = self.R
+        opp = st.book.best_price(SELL if side == BUY else BUY)
+        r = R.random()
+        if opp is not None and opp > 0 and r < 0.75:
+            b = opp * R.choice((1, 2, 3, R.randint(1, 40))) + R.choice((0, 0, -1, 1, R.randrange(opp)))
+        elif r < 0.9:
+            b = R.randint(1, 10**6)
+        else:
+            b = R.choice((INT64_MAX, 2**62, 1, 0, -5))
+        return min(INT64_MAX, max(INT64_MIN, b))
+
     def _clamp(self, p):
         return min(INT64_MAX, max(INT64_MIN, p))
 
@@ -696,8 +727,17 @@ class StreamGen:
                 avail = st.book.crossing_qty(side, limit)
                 if avail > 0:
                     qty = avail + R.choice((-1, 0, 0, 1))
-            return (oid, R.getrandbits(64) if R.random() < 0.2 else 0, price, qty,
-                    inst, NEW, side, tif, flags)
+            participant = self._participant()
+            if not feed:
+                flags |= self._stp(0.35)
+            elif R.random() < 0.03:
+                flags |= self._stp(1.0)  # STP with FEED: EKIND
+            if tif == MARKET and side in (BUY, SELL) and R.random() < 0.4:
+                flags |= NOTIONAL
+                qty = self._budget(st, side)
+            elif R.random() < 0.01:
+                flags |= NOTIONAL  # on another tif: EKIND
+            return (oid, participant, price, qty, inst, NEW, side, tif, flags)
         if 0.74 <= r < 0.86:
             return self._exec_event(st, inst)
         side, tif = self._junk_side_tif()
@@ -733,6 +773,11 @@ class StreamGen:
         price = self._chaos_price(st)
         if R.random() < 0.12:
             flags |= FEED
+            o = st.book.orders.get(oid)
+            if o is not None and R.random() < 0.6:
+                price = self._crossing_price(st, o.side)
+        elif R.random() < 0.3:
+            flags |= self._stp(1.0)
             o = st.book.orders.get(oid)
             if o is not None and R.random() < 0.6:
                 price = self._crossing_price(st, o.side)
@@ -841,7 +886,8 @@ class StreamGen:
                     price = self._feed_price(st, side)
                 else:
                     price = self._real_price(st, side, R.random() < 0.1)
-                return (oid, new_id, price, self._real_qty(), inst, REPLACE, 0, 0, feed)
+                flags = feed or self._stp(0.3)
+                return (oid, new_id, price, self._real_qty(), inst, REPLACE, 0, 0, flags)
             c = 0.18 + 0.34 * min(1.5, live / st.target)
             if r < c:
                 return (self._target_id(st, 0.99), 0, 0, 0, inst, CANCEL, 0, 0, 0)
@@ -853,25 +899,30 @@ class StreamGen:
         side = BUY if R.random() < 0.5 else SELL
         u = R.random()
         qty = self._real_qty()
+        part = self._participant(False)
         if feed:  # a feed publishes resting orders only; aggressors show as EXECs
             if u < 0.996:
-                return (oid, 0, self._feed_price(st, side), qty, inst, NEW, side, GTC, FEED)
+                return (oid, part, self._feed_price(st, side), qty, inst, NEW, side, GTC, FEED)
             if u < 0.9993:  # a stale book: the feed's order meets orders it does not have
                 return (oid, 0, self._real_price(st, side, True), qty, inst, NEW, side, GTC, FEED)
             ev = self._start_burst(st, inst, sweep=True)
             if ev is not None:
                 return ev
             return (oid, 0, self._feed_price(st, side), qty, inst, NEW, side, GTC, FEED)
+        stp = self._stp(0.5) if part else 0  # self-trade prevention on orders that may meet their own
         if u < 0.70:
-            return (oid, 0, self._real_price(st, side, False), qty, inst, NEW, side, GTC, 0)
+            return (oid, part, self._real_price(st, side, False), qty, inst, NEW, side, GTC, stp)
         if u < 0.78:
-            return (oid, 0, self._real_price(st, side, True), qty, inst, NEW, side, GTC, 0)
+            return (oid, part, self._real_price(st, side, True), qty, inst, NEW, side, GTC, stp)
         if u < 0.89:
-            return (oid, 0, self._real_price(st, side, True), qty, inst, NEW, side, IOC, 0)
+            return (oid, part, self._real_price(st, side, True), qty, inst, NEW, side, IOC, stp)
         if u < 0.95:
-            return (oid, 0, self._real_price(st, side, True), qty, inst, NEW, side, FOK, 0)
+            return (oid, part, self._real_price(st, side, True), qty, inst, NEW, side, FOK, stp)
+        if u < 0.975:  # a notional market order: a budget of a few shares' worth at the mid
+            budget = (st.low + st.tick * st.mid) * self._real_qty() + R.randrange(1000)
+            return (oid, part, 0, budget, inst, NEW, side, MARKET, NOTIONAL | stp)
         if u < 0.9997:
-            return (oid, 0, R.choice((0, INT64_MAX, st.low)), qty, inst, NEW, side, MARKET, 0)
+            return (oid, part, R.choice((0, INT64_MAX, st.low)), qty, inst, NEW, side, MARKET, stp)
         # a sweep: most of (or more than) the opposite side in one event
         opp = st.book.levels[SELL if side == BUY else BUY]
         total = sum(o.qty for q in opp.values() for o in q)
@@ -1193,6 +1244,9 @@ def compare_books(core, ref: rb.RefSession, config: EpochConfig, dead_ids=lambda
             cf, rf = v.find(oid), rbk.find(oid)
             if cf != rf:
                 return Mismatch("book", None, inst, [f"instrument {inst} find({oid}): core={cf} ref={rf}"])
+            cp, rp = v.participant(oid), rbk.participant(oid)
+            if cp != rp:
+                return Mismatch("book", None, inst, [f"instrument {inst} participant({oid}): core={cp} ref={rp}"])
         # an empty level inside the band reports no orders
         for _ in range(2):
             p = spec.low + spec.tick * R.randrange(spec.nlev)
@@ -1422,19 +1476,21 @@ def explain(source, div: Divergence, minimize_seconds: float = 60.0, prefix_limi
     mine = (lambda e: True) if inst is None else (lambda e: e[4] == inst)
     prefix = []  # every earlier event of the instrument (fallback candidate)
     snapshot = config.make_ref().snapshot()
+    parts = {}
     if c.start > 0:
         for ch in source.chunks():
             if len(prefix) < prefix_limit:
                 prefix += [e for e in ch.events if mine(e)]
             if ch.start + len(ch.events) == c.start:
                 snapshot = source.ref.snapshot()  # state at the failing chunk's start
+                parts = source.ref.participants()
                 break
         else:
             return
     loaded = []
     for i, snap in snapshot.items():
         if inst is None or i == inst:
-            loaded += [(oid, 0, price, qty, i, NEW, side, GTC, 0)
+            loaded += [(oid, parts.get(i, {}).get(oid, 0), price, qty, i, NEW, side, GTC, 0)
                        for oid, side, price, qty in rb.load_events(snap)]
     upto = m.index + 1 if m.index is not None else len(c.events)
     own = [e for e in c.events[:upto] if mine(e)]

@@ -16,9 +16,11 @@ and reports filled = resting = 0, no executions and no desyncs:
 
   1. no book for the instrument (or instrument > max_instrument)  EINSTRUMENT
   2. kind not NEW/CANCEL/REDUCE/REPLACE/EXEC, or a flag bit
-     outside FEED | PRICE | NOCHECK                                EKIND
-  3. NEW: side not 'B'/'S', tif not GTC/IOC/FOK/MARKET, or FEED
-     with a tif other than GTC                                      EKIND
+     outside FEED | PRICE | NOCHECK | NOTIONAL | STP bits;
+     NOTIONAL on anything but a MARKET NEW; STP bits on anything but
+     a NEW or REPLACE, or with FEED                                 EKIND
+  3. NEW: side not 'B'/'S', tif not GTC/IOC/FOK/MARKET, FEED
+     with a tif other than GTC, or new_id (the participant) > 2^32-1 EKIND
   4. NEW/REDUCE/REPLACE/EXEC: qty <= 0                             EQTY
   5. NEW (not MARKET) and REPLACE: price outside [low, high]        EBAND
                                    price off the tick grid          EPRICE
@@ -33,7 +35,29 @@ and reports filled = resting = 0, no executions and no desyncs:
      partially on a full book is EFULL even if its makers leave)
 
 Flags that mean nothing for a kind (PRICE on a NEW, FEED on a CANCEL, ...) are
-accepted and ignored.
+accepted and ignored -- except the order flags (NOTIONAL, STP_*), checked strictly.
+
+Participants and self-trade prevention (STP): a NEW's new_id is its participant
+(0: none), kept while the order rests; a REPLACE (also FEED) keeps the old
+order's.  An incoming NEW/REPLACE with participant P != 0 and STP bits does not
+trade with a resting order of P it would otherwise trade with next: RESTING
+cancels that resting order and goes on, INCOMING stops the incoming order (its
+remainder is dropped, even a GTC's), BOTH does both.  Each such action is an
+"execution" tuple with qty <= 0: (resting id, taker, price, -its qty, 0) for a
+cancelled resting order; (resting id, taker, price, 0, its qty afterwards) for
+the incoming order stopped there.
+
+Notional MARKET orders (NOTIONAL): qty is a budget; from each maker in
+priority order it takes min(maker qty, budget left // maker price) shares and
+pays price x shares; it stops at the first maker where that is 0 (or whose
+price is <= 0).  filled = shares, resting = 0.
+
+These "extended" orders (STP with a participant, or NOTIONAL) are done here in
+two steps: list the opposite orders the order could meet, in priority order;
+walk that list to decide the actions (trade, cancel, stop); then apply them.
+FOK and EFULL are decided from the same action list before anything changes
+(FOK: the shares traded by the plan >= qty; EFULL: a GTC on a full book whose
+plan leaves a remainder that is not stopped by STP).
 
 Matching walks the opposite side best price first, FIFO within a price, and
 prints every trade at the maker's price.  A GTC remainder rests at the back of
@@ -119,7 +143,13 @@ KIND_NAMES = {NEW: "NEW", CANCEL: "CANCEL", REDUCE: "REDUCE", REPLACE: "REPLACE"
 FEED = 1
 PRICE = 2
 NOCHECK = 4
-KNOWN_FLAGS = FEED | PRICE | NOCHECK
+NOTIONAL = 8
+STP_RESTING = 16
+STP_INCOMING = 32
+STP_BOTH = STP_RESTING | STP_INCOMING
+ORDER_FLAGS = NOTIONAL | STP_BOTH
+KNOWN_FLAGS = FEED | PRICE | NOCHECK | ORDER_FLAGS
+MAX_PARTICIPANT = 2**32 - 1
 
 # desync causes
 FILL_ORDER = 1
@@ -145,13 +175,14 @@ class RefError(AssertionError):
 
 
 class Order:
-    __slots__ = ("id", "side", "price", "qty")
+    __slots__ = ("id", "side", "price", "qty", "participant")
 
-    def __init__(self, oid: int, side: int, price: int, qty: int):
+    def __init__(self, oid: int, side: int, price: int, qty: int, participant: int = 0):
         self.id = oid
         self.side = side
         self.price = price
         self.qty = qty
+        self.participant = participant
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Order(id={self.id}, side={chr(self.side)}, price={self.price}, qty={self.qty})"
@@ -219,6 +250,10 @@ class RefBook:
             return None
         return (o.side, o.price, o.qty)
 
+    def participant(self, oid: int):
+        o = self.orders.get(oid)
+        return None if o is None else o.participant
+
     def bbo(self):
         """(bid_price, bid_qty, ask_price, ask_qty, bid_count, ask_count); empty side -> 0s."""
         b = self.best(BUY)
@@ -274,8 +309,8 @@ class RefBook:
         if not q:
             del self.levels[o.side][o.price]
 
-    def _rest(self, oid: int, side: int, price: int, qty: int) -> None:
-        o = Order(oid, side, price, qty)
+    def _rest(self, oid: int, side: int, price: int, qty: int, participant: int = 0) -> None:
+        o = Order(oid, side, price, qty, participant)
         self.orders[oid] = o
         self.levels[side].setdefault(price, []).append(o)
 
@@ -319,6 +354,53 @@ class RefBook:
                 del opp[p]
         return qty - remaining, execs
 
+    def _plan(self, side: int, limit, qty: int, notional: bool, participant: int, stp: int):
+        """What an extended order (STP and/or NOTIONAL) would do, without doing it.
+        Returns (actions, filled, stopped); actions are ("trade", order, shares),
+        ("cancel", order) and ("stop", order), in order."""
+        opp_side = SELL if side == BUY else BUY
+        opp = self.levels[opp_side]
+        prices = sorted((p for p in opp if self._crosses(side, limit, p)), reverse=(opp_side == BUY))
+        makers = [o for p in prices for o in opp[p]]  # every order it could meet, priority order
+        actions, filled, stopped = [], 0, False
+        left = qty  # shares, or the budget
+        for o in makers:
+            if notional:
+                can = min(o.qty, left // o.price) if o.price > 0 else 0
+            else:
+                can = min(o.qty, left)
+            if can == 0:
+                break
+            if stp and o.participant == participant:
+                if stp & STP_RESTING:
+                    actions.append(("cancel", o))
+                if stp & STP_INCOMING:
+                    actions.append(("stop", o))
+                    stopped = True
+                    break
+                continue
+            actions.append(("trade", o, can))
+            filled += can
+            left -= can * o.price if notional else can
+        return actions, filled, stopped
+
+    def _do(self, actions, taker_id: int):
+        """Carry out a plan; the execution tuples (STP records have qty <= 0)."""
+        execs = []
+        for a in actions:
+            o = a[1]
+            if a[0] == "trade":
+                o.qty -= a[2]
+                execs.append((o.id, taker_id, o.price, a[2], o.qty))
+                if o.qty == 0:
+                    self._remove(o)
+            elif a[0] == "cancel":
+                execs.append((o.id, taker_id, o.price, -o.qty, 0))
+                self._remove(o)
+            else:  # stop: the resting order stays unless cancelled just before
+                execs.append((o.id, taker_id, o.price, 0, o.qty if o.id in self.orders else 0))
+        return execs
+
     # ---- the event -------------------------------------------------------
 
     def _price_status(self, price: int) -> int:
@@ -328,7 +410,7 @@ class RefBook:
             return EPRICE
         return OK
 
-    def _rest_feed(self, oid: int, side: int, price: int, qty: int):
+    def _rest_feed(self, oid: int, side: int, price: int, qty: int, participant: int = 0):
         """A FEED order rests whole: every opposite order it crosses is stale
         and removed first (best price first, FIFO), one CROSSED desync each."""
         opp_side = SELL if side == BUY else BUY
@@ -340,7 +422,7 @@ class RefBook:
             stale = self.levels[opp_side][p][0]
             desyncs.append((stale.id, oid, qty, stale.qty, price, stale.price, CROSSED))
             self._remove(stale)
-        self._rest(oid, side, price, qty)
+        self._rest(oid, side, price, qty, participant)
         return desyncs
 
     def _exec(self, o: Order, qty: int, price: int, flags: int):
@@ -369,12 +451,20 @@ class RefBook:
 
     def apply(self, kind, oid, new_id, price, qty, side, tif, flags=0):
         """Apply one event. Returns (status, filled, resting, execs, desyncs)."""
-        # 2./3. kind and flag bits, then side/tif of a NEW
+        # 2./3. kind and flag bits, then side/tif/participant of a NEW
         if kind not in (NEW, CANCEL, REDUCE, REPLACE, EXEC) or flags & ~KNOWN_FLAGS:
             return (EKIND, 0, 0, [], [])
         feed = bool(flags & FEED)
+        if flags & ORDER_FLAGS:
+            if kind not in (NEW, REPLACE):
+                return (EKIND, 0, 0, [], [])
+            if flags & STP_BOTH and feed:
+                return (EKIND, 0, 0, [], [])
+            if flags & NOTIONAL and not (kind == NEW and tif == MARKET):
+                return (EKIND, 0, 0, [], [])
         if kind == NEW and (
             side not in (BUY, SELL) or tif not in (GTC, IOC, FOK, MARKET) or (feed and tif != GTC)
+            or new_id > MAX_PARTICIPANT
         ):
             return (EKIND, 0, 0, [], [])
         # 4. quantity
@@ -415,20 +505,43 @@ class RefBook:
                 self._remove(o)
             return (OK, 0, o.qty, [], [])
 
+        stp = flags & STP_BOTH
+        notional = bool(flags & NOTIONAL)
+
         if kind == REPLACE:
             old = self.orders[oid]
             side = old.side
+            participant = old.participant  # a replace keeps the participant
             self._remove(old)
             if feed:
-                return (OK, 0, qty, [], self._rest_feed(new_id, side, price, qty))
-            filled, execs = self._match(new_id, side, price, qty)
-            resting = qty - filled
+                return (OK, 0, qty, [], self._rest_feed(new_id, side, price, qty, participant))
+            if stp and participant:
+                actions, filled, stopped = self._plan(side, price, qty, False, participant, stp)
+                execs = self._do(actions, new_id)
+            else:
+                (filled, execs), stopped = self._match(new_id, side, price, qty), False
+            resting = 0 if stopped else qty - filled
             if resting > 0:
-                self._rest(new_id, side, price, resting)
+                self._rest(new_id, side, price, resting, participant)
             return (OK, filled, resting, execs, [])
 
         # NEW
+        participant = new_id
+        if not participant:
+            stp = 0  # no participant: the STP bits change nothing
         limit = None if tif == MARKET else price
+        if notional or stp:
+            actions, filled, stopped = self._plan(side, limit, qty, notional, participant, stp)
+            if tif == FOK and filled < qty:
+                return (OK, 0, 0, [], [])  # killed: nothing changes, no STP either
+            if tif == GTC and len(self.orders) >= self.capacity and not stopped and filled < qty:
+                return (EFULL, 0, 0, [], [])
+            execs = self._do(actions, oid)
+            resting = 0
+            if tif == GTC and filled < qty and not stopped:
+                resting = qty - filled
+                self._rest(oid, side, price, resting, participant)
+            return (OK, filled, resting, execs, [])
         if tif == FOK and self.crossing_qty(side, limit) < qty:
             return (OK, 0, 0, [], [])  # killed: all or nothing
         if feed:
@@ -436,7 +549,7 @@ class RefBook:
             # unless it meets a stale order, whose removal makes room for it
             if len(self.orders) >= self.capacity and self.crossing_qty(side, limit) == 0:
                 return (EFULL, 0, 0, [], [])
-            return (OK, 0, qty, [], self._rest_feed(oid, side, price, qty))
+            return (OK, 0, qty, [], self._rest_feed(oid, side, price, qty, participant))
         if (
             tif == GTC
             and len(self.orders) >= self.capacity
@@ -447,7 +560,7 @@ class RefBook:
         resting = 0
         if tif == GTC and filled < qty:
             resting = qty - filled
-            self._rest(oid, side, price, resting)
+            self._rest(oid, side, price, resting, participant)
         return (OK, filled, resting, execs, [])
 
 
@@ -487,6 +600,11 @@ class RefSession:
 
     def snapshot(self):
         return {i: b.snapshot() for i, b in self.books.items()}
+
+    def participants(self):
+        """{instrument: {order id: participant}} for the live orders with one."""
+        return {i: {o.id: o.participant for o in b.orders.values() if o.participant}
+                for i, b in self.books.items()}
 
     def check(self) -> None:
         for b in self.books.values():

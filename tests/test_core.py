@@ -108,6 +108,203 @@ def test_full_book_rejects_only_orders_that_would_rest():
     b.validate()
 
 
+# ---- notional market orders (lob.h: LOB_F_NOTIONAL) -------------------------------
+
+NOTIONAL, MARKET = L.Flag.NOTIONAL, L.TIF.MARKET
+RESTING, INCOMING, BOTH = L.Flag.STP_CANCEL_RESTING, L.Flag.STP_CANCEL_INCOMING, L.Flag.STP_CANCEL_BOTH
+
+
+def _rows(f):
+    return [tuple(int(x) for x in r) for r in f.execs[["maker_id", "taker_id", "price", "qty",
+                                                      "maker_remaining"]].tolist()]
+
+
+def test_notional_buy_spends_its_budget_best_price_first():
+    b = L.OrderBook(100, 200, 1, 16)
+    b.new(1, S, 101, 5)
+    b.new(2, S, 101, 3)
+    b.new(3, S, 102, 10)
+    b.new(4, S, 105, 4)
+    # budget 1000: 5 x 101 = 505 (495 left), 3 x 101 = 303 (192 left), then 192 // 102 = 1 share
+    # of order 3 (90 left), and 90 buys nothing at 102: it stops. 910 spent, 90 unspent.
+    f = b.new(9, B, 0, 1000, MARKET, flags=NOTIONAL)
+    assert (f.filled, f.resting) == (9, 0)
+    assert _rows(f) == [(1, 9, 101, 5, 0), (2, 9, 101, 3, 0), (3, 9, 102, 1, 9)]
+    assert sum(p * q for _, p, q in f.trades) == 910
+    assert b.depth(S) == [(102, 9, 1), (105, 4, 1)] and b.find(9) is None
+    b.validate()
+
+
+def test_notional_sell_stops_at_the_first_bid_it_cannot_afford():
+    b = L.OrderBook(100, 200, 1, 16)
+    b.new(10, B, 150, 2)
+    b.new(11, B, 120, 5)
+    b.new(12, B, 100, 1)
+    # 400: 2 x 150 = 300 (100 left); 100 // 120 = 0 at the next bid: stop, although the
+    # bid at 100 would be affordable (no skipping ahead).
+    f = b.new(9, S, 0, 400, MARKET, flags=NOTIONAL)
+    assert (f.filled, f.resting) == (2, 0) and f.trades == [(10, 150, 2)]
+    assert b.depth(B) == [(120, 5, 1), (100, 1, 1)]
+    f = b.new(8, S, 0, 119, MARKET, flags=NOTIONAL)  # less than one share at the best bid
+    assert (f.filled, f.resting, len(f.execs)) == (0, 0, 0)
+    assert b.depth(B) == [(120, 5, 1), (100, 1, 1)]
+
+
+def test_notional_at_the_top_of_int64_and_at_non_positive_prices():
+    top = 2**63 - 1
+    b = L.OrderBook(top - 1000, top, 1, 8)
+    b.new(1, S, top - 1, 3)
+    # INT64_MAX // (INT64_MAX - 1) = 1 share; no overflow anywhere
+    f = b.new(2, B, 0, top, MARKET, flags=NOTIONAL)
+    assert f.trades == [(1, top - 1, 1)] and b.find(1) == (S, top - 1, 2)
+    n = L.OrderBook(-10, 10, 1, 8)
+    n.new(1, S, -5, 3)
+    n.new(2, S, 3, 3)
+    f = n.new(3, B, 0, 100, MARKET, flags=NOTIONAL)  # the best ask is at -5: a price <= 0 stops it
+    assert (f.filled, len(f.execs)) == (0, 0) and n.order_count == 2
+
+
+@pytest.mark.parametrize("call,exc", [
+    (lambda b: b.new(1, B, 100, 10, "GTC", flags=NOTIONAL), L.BadEventError),
+    (lambda b: b.new(1, B, 100, 10, "IOC", flags=NOTIONAL), L.BadEventError),
+    (lambda b: b.new(1, B, 100, 10, "FOK", flags=NOTIONAL), L.BadEventError),
+    (lambda b: b.new(1, B, 0, 0, MARKET, flags=NOTIONAL), L.BadQuantityError),
+    (lambda b: b.new(1, B, 0, -7, MARKET, flags=NOTIONAL), L.BadQuantityError),
+    (lambda b: b.replace(7, 8, 150, 1, flags=NOTIONAL), L.BadEventError),
+    (lambda b: b.new(1, B, 100, 1, participant=2**32), L.BadEventError),
+    (lambda b: b.new(1, B, 100, 1, participant=2**64 - 1), L.BadEventError),
+    (lambda b: b.new(1, B, 100, 1, flags=RESTING | L.Flag.FEED), L.BadEventError),
+    (lambda b: b.replace(7, 8, 150, 1, flags=BOTH | L.Flag.FEED), L.BadEventError),
+])
+def test_order_flag_rejects(call, exc):
+    b = L.OrderBook(100, 200, 2, 4)
+    b.new(7, S, 150, 3, participant=5)
+    with pytest.raises(exc):
+        call(b)
+    assert b.order_count == 1 and b.find(7) == (S, 150, 3) and b.participant(7) == 5
+
+
+def test_order_flags_on_other_kinds_are_ekind():
+    s = L.Session(0)
+    s.add_book(0, 100, 200, 1, 8)
+    s.apply(events([(1, 3, 150, 5, 0, L.Kind.NEW, S, 0, 0)]))
+    rows = [(1, 0, 0, 0, 0, L.Kind.CANCEL, 0, 0, f) for f in (NOTIONAL, RESTING, INCOMING)]
+    rows += [(1, 0, 0, 1, 0, L.Kind.REDUCE, 0, 0, BOTH), (1, 0, 150, 1, 0, L.Kind.EXEC, 0, 0, RESTING)]
+    out = s.apply(events(rows))
+    assert (out.results["status"] == L.Status.EKIND).all()
+    assert s.book(0).find(1) == (S, 150, 5)
+    assert s.book(0).participant(1) == 3
+    out = s.apply(events([(2, 2**32 - 1, 140, 1, 0, L.Kind.NEW, B, 0, 0)]))  # the largest participant
+    assert out.results["status"].tolist() == [0] and s.book(0).participant(2) == 2**32 - 1
+
+
+# ---- self-trade prevention (lob.h: LOB_F_STP_*) ---------------------------------------
+
+def _stp_book():
+    """Asks: 2 (participant 8) 101 x 3, 1 (participant 7) 101 x 5, 3 (participant 8) 102 x 4."""
+    b = L.OrderBook(100, 200, 1, 16)
+    b.new(2, S, 101, 3, participant=8)
+    b.new(1, S, 101, 5, participant=7)
+    b.new(3, S, 102, 4, participant=8)
+    return b
+
+
+def test_stp_cancel_resting_cancels_own_orders_and_goes_on():
+    b = _stp_book()
+    f = b.new(9, B, 102, 10, participant=7, flags=RESTING)
+    # 3 from order 2; order 1 (own) cancelled; 4 from order 3; 3 left rest at 102
+    assert _rows(f) == [(2, 9, 101, 3, 0), (1, 9, 101, -5, 0), (3, 9, 102, 4, 0)]
+    assert (f.filled, f.resting) == (7, 3) and f.trades == [(2, 101, 3), (3, 102, 4)]
+    assert f.stp == [(1, 101, -5)]
+    assert b.best_bid() == (102, 3, 1) and b.best_ask() is None and b.participant(9) == 7
+    b.validate()
+
+
+def test_stp_cancel_incoming_stops_the_order_there():
+    b = _stp_book()
+    f = b.new(9, B, 102, 10, participant=7, flags=INCOMING)  # GTC: its remainder does not rest
+    assert _rows(f) == [(2, 9, 101, 3, 0), (1, 9, 101, 0, 5)]
+    assert (f.filled, f.resting) == (3, 0) and f.stp == [(1, 101, 0)]
+    assert b.depth(S) == [(101, 5, 1), (102, 4, 1)] and b.find(9) is None and b.best_bid() is None
+
+
+def test_stp_cancel_both():
+    b = _stp_book()
+    f = b.new(9, B, 102, 10, "IOC", participant=7, flags=BOTH)
+    assert _rows(f) == [(2, 9, 101, 3, 0), (1, 9, 101, -5, 0), (1, 9, 101, 0, 0)]
+    assert (f.filled, f.resting) == (3, 0)
+    assert b.depth(S) == [(102, 4, 1)] and b.find(1) is None
+
+
+def test_stp_needs_a_participant_and_the_same_one():
+    b = _stp_book()
+    f = b.new(9, B, 101, 8, participant=0, flags=BOTH)  # no participant: STP bits do nothing
+    assert f.trades == [(2, 101, 3), (1, 101, 5)]
+    b = _stp_book()
+    f = b.new(9, B, 101, 8, participant=5, flags=BOTH)  # nobody's own order here
+    assert f.trades == [(2, 101, 3), (1, 101, 5)] and f.stp == []
+    b = _stp_book()
+    f = b.new(9, B, 101, 8, participant=7)  # own order, but no STP flag: it trades
+    assert f.trades == [(2, 101, 3), (1, 101, 5)]
+
+
+def test_fok_with_stp_counts_only_what_it_would_fill():
+    b = _stp_book()
+    f = b.new(9, B, 102, 6, "FOK", participant=7, flags=INCOMING)  # 3 before its own order: killed
+    assert (f.filled, len(f.execs)) == (0, 0)
+    assert b.depth(S) == [(101, 8, 2), (102, 4, 1)]
+    f = b.new(9, B, 102, 8, "FOK", participant=7, flags=RESTING)  # 3 + 4 = 7 < 8: killed, nothing cancelled
+    assert (f.filled, len(f.execs)) == (0, 0) and b.find(1) == (S, 101, 5)
+    f = b.new(9, B, 102, 6, "FOK", participant=7, flags=RESTING)  # 3 + 4 >= 6: fills, order 1 cancelled
+    assert _rows(f) == [(2, 9, 101, 3, 0), (1, 9, 101, -5, 0), (3, 9, 102, 3, 1)]
+    assert f.filled == 6 and b.depth(S) == [(102, 1, 1)]
+
+
+def test_replace_keeps_the_participant_and_applies_stp():
+    b = L.OrderBook(100, 200, 1, 16)
+    b.new(20, B, 100, 5, participant=7)
+    b.new(1, S, 102, 2, participant=7)
+    b.new(2, S, 103, 2, participant=8)
+    f = b.replace(20, 21, 103, 5, flags=RESTING)
+    assert _rows(f) == [(1, 21, 102, -2, 0), (2, 21, 103, 2, 0)]
+    assert (f.filled, f.resting) == (2, 3) and b.participant(21) == 7 and b.find(20) is None
+    b.new(3, S, 104, 1, participant=7)
+    f = b.replace(21, 22, 104, 5, flags=INCOMING)  # stopped at its own order: nothing rests
+    assert _rows(f) == [(3, 22, 104, 0, 1)] and (f.filled, f.resting) == (0, 0)
+    assert b.order_count == 1 and b.find(22) is None and b.find(21) is None
+
+
+def test_stp_on_a_full_book():
+    b = L.OrderBook(100, 200, 1, 2)
+    b.new(1, S, 101, 5, participant=7)
+    b.new(5, B, 100, 1)
+    f = b.new(9, B, 101, 3, participant=7, flags=INCOMING)  # stopped: nothing would rest, so no EFULL
+    assert _rows(f) == [(1, 9, 101, 0, 5)] and (f.filled, f.resting) == (0, 0)
+    with pytest.raises(L.BookFullError):  # 3 would rest (on the book as it is): nothing changes
+        b.new(9, B, 101, 3, participant=7, flags=RESTING)
+    assert b.find(1) == (S, 101, 5) and b.order_count == 2
+
+
+def test_stp_and_notional_results_do_not_depend_on_exec_capacity():
+    rows = []
+    for i in range(1, 301):
+        rows.append((i, 1 + i % 3, 150 + i % 7, 1 + i % 4, 0, L.Kind.NEW, S, 0, 0))
+    rows.append((1000, 1, 200, 150, 0, L.Kind.NEW, B, L.TIF.IOC, RESTING))
+    rows.append((1001, 2, 0, 40_000, 0, L.Kind.NEW, B, MARKET, NOTIONAL | RESTING))
+    rows.append((1002, 3, 200, 1000, 0, L.Kind.NEW, B, L.TIF.GTC, BOTH))
+    rows.append((1003, 1, 0, 10**9, 0, L.Kind.NEW, B, MARKET, NOTIONAL))
+    ev = events(rows)
+    outs = []
+    for cap in (None, 1, 2, 7):
+        s = L.Session(0)
+        s.add_book(0, 100, 300, 1, 512)
+        outs.append(s.apply(ev, exec_capacity=cap) if cap else s.apply(ev))
+        s.book(0).validate()
+    for o in outs[1:]:
+        assert np.array_equal(o.results, outs[0].results) and np.array_equal(o.execs, outs[0].execs)
+    assert (outs[0].execs["qty"] < 0).sum() > 50 and (outs[0].execs["qty"] == 0).sum() == 1
+
+
 @pytest.mark.parametrize("call,exc", [
     (lambda b: b.new(1, B, 99, 1), L.OutOfBandError),
     (lambda b: b.new(1, B, 201, 1), L.OutOfBandError),
@@ -308,10 +505,30 @@ def test_no_allocation_while_applying():
     s = flow.session()
     s.set_timing(True)
     before = _coreapi.alloc_count()
+    stats = _coreapi.alloc_stats()
     s.apply(flow.events, bbo=True)
-    assert _coreapi.alloc_count() == before
+    assert _coreapi.alloc_count() == before and _coreapi.alloc_stats() == stats
     s.add_book(0, 0, 10, 1, 4)  # creation does allocate, and is counted
     assert _coreapi.alloc_count() > before
+
+
+def test_allocations_and_frees_are_counted_in_calls_and_bytes():
+    gc.collect()
+    a = _coreapi.alloc_stats()
+    s = L.Session(3)
+    s.add_book(1, 0, 1000, 1, 100)
+    s.set_timing(True)
+    b = _coreapi.alloc_stats()
+    # session + its book pointers + its histograms; book + levels + 2 bitmaps + orders + index
+    # + participants; the book's coarse histograms
+    assert b["allocs"] - a["allocs"] == 3 + 7 + 1
+    assert b["bytes"] - a["bytes"] > 1001 * 24 + 100 * 32 + 256 * 8 + 100 * 4 + 6 * 32768 * 8
+    assert b["frees"] == a["frees"]
+    del s
+    gc.collect()
+    c = _coreapi.alloc_stats()
+    assert c["frees"] - b["frees"] == b["allocs"] - a["allocs"]
+    assert c["bytes_freed"] - b["bytes_freed"] == b["bytes"] - a["bytes"]
 
 
 def test_histogram_buckets():

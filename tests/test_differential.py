@@ -87,6 +87,7 @@ B, S = rb.BUY, rb.SELL
 NEW, CANCEL, REDUCE, REPLACE, EXEC = rb.NEW, rb.CANCEL, rb.REDUCE, rb.REPLACE, rb.EXEC
 GTC, IOC, FOK, MARKET = rb.GTC, rb.IOC, rb.FOK, rb.MARKET
 FEED, PRICE, NOCHECK = rb.FEED, rb.PRICE, rb.NOCHECK
+NOTIONAL, STP_RESTING, STP_INCOMING, STP_BOTH = rb.NOTIONAL, rb.STP_RESTING, rb.STP_INCOMING, rb.STP_BOTH
 
 
 def N(oid, side, price, qty, tif=GTC, inst=0, flags=0):
@@ -321,11 +322,42 @@ def _mutant_fill_order_found_qty_of_front(orig):
 
 
 def _mutant_stale_orders_lifo(orig):
-    def _rest_feed(self, oid, side, price, qty):
+    def _rest_feed(self, oid, side, price, qty, participant=0):
         for q in self.levels[S if side == B else B].values():
             q.reverse()  # the stale orders it meets leave (and are reported) newest first
-        return orig(self, oid, side, price, qty)
+        return orig(self, oid, side, price, qty, participant)
     return _rest_feed
+
+
+def _mutant_stp_ignored(orig):
+    def apply(self, kind, oid, new_id, price, qty, side, tif, flags=0):
+        return orig(self, kind, oid, new_id, price, qty, side, tif, flags & ~STP_BOTH if kind == NEW else flags)
+    return apply
+
+
+def _mutant_notional_skips_unaffordable(orig):
+    def _plan(self, side, limit, qty, notional, participant, stp):
+        if not notional:
+            return orig(self, side, limit, qty, notional, participant, stp)
+        # a walk that passes over makers it cannot afford instead of stopping
+        opp = self.levels[S if side == B else B]
+        actions, filled, left = [], 0, qty
+        for p in sorted(opp, reverse=(side == S)):
+            for o in opp[p]:
+                can = min(o.qty, left // o.price) if o.price > 0 else 0
+                if can and not (stp and o.participant == participant):
+                    actions.append(("trade", o, can))
+                    filled += can
+                    left -= can * o.price
+        return actions, filled, False
+    return _plan
+
+
+def _mutant_stopped_gtc_rests(orig):
+    def _plan(self, side, limit, qty, notional, participant, stp):
+        actions, filled, stopped = orig(self, side, limit, qty, notional, participant, stp)
+        return actions, filled, False  # the remainder of a stopped order rests
+    return _plan
 
 
 MUTANTS = {
@@ -340,6 +372,9 @@ MUTANTS = {
     "exec-loses-priority": ("_exec", _mutant_exec_loses_priority, "realistic"),
     "fill-order-found-qty-of-front": ("_exec", _mutant_fill_order_found_qty_of_front, "mixed"),
     "stale-orders-lifo": ("_rest_feed", _mutant_stale_orders_lifo, "realistic"),
+    "stp-ignored": ("apply", _mutant_stp_ignored, "realistic"),
+    "notional-skips-unaffordable": ("_plan", _mutant_notional_skips_unaffordable, "mixed"),
+    "stp-stopped-gtc-rests": ("_plan", _mutant_stopped_gtc_rests, "realistic"),
 }
 
 
@@ -437,7 +472,10 @@ good_tif_st = st.sampled_from([GTC, GTC, GTC, IOC, FOK, MARKET])
 lvl_st = st.tuples(st.integers(-1, 11), st.sampled_from([0, 0, 0, 0, 0, 1]))
 # flags anywhere: mostly none; known bits (meaningful or ignored); unknown bits (EKIND)
 flags_st = st.sampled_from([0, 0, 0, 0, FEED, PRICE, NOCHECK, PRICE | NOCHECK, FEED | PRICE | NOCHECK,
-                            8, 16 | FEED, 128, 255])
+                            NOTIONAL, STP_RESTING, STP_BOTH, NOTIONAL | STP_INCOMING, STP_RESTING | FEED,
+                            64, 128, 255])
+part_st = st.sampled_from([0, 1, 1, 2, 2, 2**32 - 1])  # participants: a few, so orders meet their own
+stp_st = st.sampled_from([0, STP_RESTING, STP_INCOMING, STP_BOTH])
 
 
 def _price(inst, lvl):
@@ -518,6 +556,30 @@ class SessionMachine(RuleBasedStateMachine):
     def new_any(self, oid, side, lvl, qty, tif, inst, flags):
         self._step((oid, 0, _price(inst, lvl), qty, inst, NEW, side, tif, flags))
         return oid
+
+    @rule(target=ids, inst=book_inst_st, side=st.sampled_from([B, S]), k=st.integers(0, 10),
+          qty=st.integers(1, 9), tif=good_tif_st, part=part_st, stp=stp_st)
+    def new_stp(self, inst, side, k, qty, tif, part, stp):
+        """Orders of a few participants, with and without self-trade prevention."""
+        oid = self._fresh()
+        self._step((oid, part, _good_price(inst, k), qty, inst, NEW, side, tif, stp))
+        return oid
+
+    @rule(target=ids, inst=book_inst_st, side=st.sampled_from([B, S]), budget=st.integers(-1, 1500),
+          part=part_st, stp=stp_st)
+    def new_notional(self, inst, side, budget, part, stp):
+        """A market order with a budget (instrument 2's band has prices <= 0)."""
+        oid = self._fresh()
+        self._step((oid, part, 0, budget, inst, NEW, side, MARKET, NOTIONAL | stp))
+        return oid
+
+    @precondition(_any_live)
+    @rule(target=ids, data=st.data(), k=st.integers(0, 10), qty=st.integers(1, 9), stp=stp_st)
+    def replace_stp(self, data, k, qty, stp):
+        inst, oid = self._live(data)
+        nid = self._fresh()
+        self._step((oid, nid, _good_price(inst, k), qty, inst, REPLACE, 0, 0, stp))
+        return nid
 
     @rule(target=ids, inst=book_inst_st, side=st.sampled_from([B, S]), k=st.integers(0, 10),
           qty=st.integers(1, 9))
@@ -644,7 +706,8 @@ class OrderBookMachine(RuleBasedStateMachine):
                fill.execs[["maker_id", "taker_id", "price", "qty", "maker_remaining"]].tolist()]
         assert got == execs
         assert fill.execs["event_index"].tolist() == [0] * len(execs)
-        assert fill.trades == [(e[0], e[2], e[3]) for e in execs]
+        assert fill.trades == [(e[0], e[2], e[3]) for e in execs if e[3] > 0]
+        assert fill.stp == [(e[0], e[2], e[3]) for e in execs if e[3] <= 0]
 
     def _live(self, data):
         return data.draw(st.sampled_from(sorted(self.ref.orders)))
@@ -676,6 +739,22 @@ class OrderBookMachine(RuleBasedStateMachine):
         price = OB_BAND[0] + OB_BAND[2] * (4 - k if side == B else 6 + k)
         self._compare(lambda: self.book.new(oid, side, price, qty),
                       self.ref.apply(NEW, oid, 0, price, qty, side, GTC))
+        return oid
+
+    @rule(target=ids, side=st.sampled_from([B, S]), k=st.integers(0, 10), qty=st.integers(1, 9),
+          tif=st.sampled_from(list(lobreplay.TIF)), part=part_st, stp=stp_st, notional=st.booleans())
+    def new_stp(self, side, k, qty, tif, part, stp, notional):
+        """Participants, STP modes and notional market orders through OrderBook.new."""
+        self.next_id += 1
+        oid = self.next_id
+        price = OB_BAND[0] + OB_BAND[2] * k
+        flags = stp | (NOTIONAL if notional else 0)
+        if notional:
+            qty *= 11  # a budget: prices here are 0..50
+        self._compare(lambda: self.book.new(oid, side, price, qty, tif, participant=part, flags=flags),
+                      self.ref.apply(NEW, oid, part, price, qty, side, int(tif), flags))
+        for o in self.ref.orders.values():
+            assert self.book.participant(o.id) == o.participant
         return oid
 
     @precondition(_any_live)

@@ -64,7 +64,11 @@ def test_enums_take_their_values_from_c():
     lib = _coreapi.lib
     assert [int(k) for k in lobreplay.Kind] == [lib.LOB_NEW, lib.LOB_CANCEL, lib.LOB_REDUCE, lib.LOB_REPLACE,
                                                  lib.LOB_EXEC]
-    assert [int(f) for f in lobreplay.Flag] == [lib.LOB_F_FEED, lib.LOB_F_PRICE, lib.LOB_F_NOCHECK]
+    assert [int(f) for f in lobreplay.Flag] == [lib.LOB_F_FEED, lib.LOB_F_PRICE, lib.LOB_F_NOCHECK,
+                                                 lib.LOB_F_NOTIONAL, lib.LOB_F_STP_CANCEL_RESTING,
+                                                 lib.LOB_F_STP_CANCEL_INCOMING]
+    assert lobreplay.Flag.STP_CANCEL_BOTH == lib.LOB_F_STP_CANCEL_BOTH == \
+        lib.LOB_F_STP_CANCEL_RESTING | lib.LOB_F_STP_CANCEL_INCOMING
     assert [int(c) for c in lobreplay.Cause] == [lib.LOB_D_FILL_ORDER, lib.LOB_D_QTY, lib.LOB_D_CROSSED,
                                                   lib.LOB_D_EXEC_PRICE]
     assert (int(lobreplay.Side.BUY), int(lobreplay.Side.SELL)) == (ord("B"), ord("S"))

@@ -44,8 +44,12 @@ from reference_book import (  # noqa: E402
     PRICE,
     QTY,
     REDUCE,
+    NOTIONAL,
     REPLACE,
     SELL,
+    STP_BOTH,
+    STP_INCOMING,
+    STP_RESTING,
     RefBook,
     RefSession,
 )
@@ -703,7 +707,7 @@ def test_unknown_flag_bits_are_ekind_right_after_the_instrument():
     s.add_book(0, 100, 200, 10, 10)
     run(s, new(1, BUY, 150, 5))
     before = s.snapshot()
-    for bit in (8, 16, 32, 64, 128):
+    for bit in (64, 128):
         for e in (new(2, BUY, 150, 1, flags=bit), new(2, 0, 7, -1, tif=9, flags=bit | FEED),
                   ev(CANCEL, 1, flags=bit), ev(REDUCE, 1, qty=1, flags=bit),
                   ev(REPLACE, 1, new_id=2, price=150, qty=1, flags=bit),
@@ -758,3 +762,81 @@ def test_check_order_with_flags(event, code):
     out = s.apply(event)
     assert out[0] == code and out[5] == []
     assert s.snapshot() == before
+
+
+# ---- order flags: NOTIONAL and self-trade prevention -------------------------------
+
+
+def test_order_flags_are_ekind_where_they_do_not_belong():
+    s = RefSession(1)
+    s.add_book(0, 100, 200, 10, 10)
+    run(s, new(1, BUY, 150, 5))
+    before = s.snapshot()
+    bad = [new(2, BUY, 150, 1, tif=t, flags=NOTIONAL) for t in (GTC, IOC, FOK)]
+    bad += [new(2, BUY, 150, 1, flags=f | FEED) for f in (STP_RESTING, STP_INCOMING, STP_BOTH)]
+    bad += [ev(REPLACE, 1, new_id=2, price=150, qty=1, flags=NOTIONAL),
+            ev(REPLACE, 1, new_id=2, price=150, qty=1, flags=STP_RESTING | FEED)]
+    for f in (NOTIONAL, STP_RESTING, STP_INCOMING):
+        bad += [ev(CANCEL, 1, flags=f), ev(REDUCE, 1, qty=1, flags=f), exe(1, 1, flags=f)]
+    bad += [ev(NEW, 2, 150, 1, new_id=2**32), ev(NEW, 2, 150, 1, new_id=2**64 - 1, flags=FEED)]
+    for e in bad:
+        assert s.apply(e)[0] == EKIND, e
+    assert s.snapshot() == before
+    assert s.apply(ev(NEW, 2, 150, 1, new_id=2**32 - 1))[0] == OK
+    assert s.book(0).participant(2) == 2**32 - 1
+
+
+def test_notional_takes_whole_shares_until_a_maker_it_cannot_afford():
+    s = session(low=100, high=200, tick=1)
+    run(s, new(1, SELL, 101, 5), new(2, SELL, 101, 3), new(3, SELL, 102, 10), new(4, SELL, 105, 4))
+    # 1000: 505 + 303 spent, 192 // 102 = 1 share of order 3, 90 left buys nothing more
+    (out,) = run(s, new(9, BUY, 0, 1000, MARKET, flags=NOTIONAL))
+    assert out[:4] == (OK, 9, 0, [(1, 9, 101, 5, 0), (2, 9, 101, 3, 0), (3, 9, 102, 1, 9)])
+    s = session(low=100, high=200, tick=1)
+    run(s, new(10, BUY, 150, 2), new(11, BUY, 120, 5), new(12, BUY, 100, 1))
+    (out,) = run(s, new(9, SELL, 0, 400, MARKET, flags=NOTIONAL))  # stops at 120, not skipping to 100
+    assert out[:4] == (OK, 2, 0, [(10, 9, 150, 2, 0)])
+    s = session(low=-10, high=10, tick=1)
+    run(s, new(1, SELL, -5, 3), new(2, SELL, 3, 3))
+    (out,) = run(s, new(9, BUY, 0, 100, MARKET, flags=NOTIONAL))  # price <= 0: stops
+    assert out[:4] == (OK, 0, 0, [])
+
+
+def _stp_session():
+    s = session(low=100, high=200, tick=1)
+    run(s, ev(NEW, 2, 101, 3, SELL, new_id=8), ev(NEW, 1, 101, 5, SELL, new_id=7),
+        ev(NEW, 3, 102, 4, SELL, new_id=8))
+    return s
+
+
+def test_stp_modes():
+    s = _stp_session()
+    (out,) = run(s, ev(NEW, 9, 102, 10, BUY, new_id=7, flags=STP_RESTING))
+    assert out[:4] == (OK, 7, 3, [(2, 9, 101, 3, 0), (1, 9, 101, -5, 0), (3, 9, 102, 4, 0)])
+    assert s.book(0).participant(9) == 7
+    s = _stp_session()
+    (out,) = run(s, ev(NEW, 9, 102, 10, BUY, new_id=7, flags=STP_INCOMING))
+    assert out[:4] == (OK, 3, 0, [(2, 9, 101, 3, 0), (1, 9, 101, 0, 5)])
+    assert s.book(0).depth(SELL) == [(101, 5, 1), (102, 4, 1)]
+    s = _stp_session()
+    (out,) = run(s, ev(NEW, 9, 102, 10, BUY, tif=IOC, new_id=7, flags=STP_BOTH))
+    assert out[:4] == (OK, 3, 0, [(2, 9, 101, 3, 0), (1, 9, 101, -5, 0), (1, 9, 101, 0, 0)])
+    s = _stp_session()
+    (out,) = run(s, ev(NEW, 9, 101, 8, BUY, new_id=0, flags=STP_BOTH))  # no participant: no STP
+    assert out[:4] == (OK, 8, 0, [(2, 9, 101, 3, 0), (1, 9, 101, 5, 0)])
+
+
+def test_stp_fok_and_replace():
+    s = _stp_session()
+    (out,) = run(s, ev(NEW, 9, 102, 6, BUY, tif=FOK, new_id=7, flags=STP_INCOMING))
+    assert out[:4] == (OK, 0, 0, [])
+    (out,) = run(s, ev(NEW, 9, 102, 8, BUY, tif=FOK, new_id=7, flags=STP_RESTING))
+    assert out[:4] == (OK, 0, 0, []) and s.book(0).find(1) == (SELL, 101, 5)
+    (out,) = run(s, ev(NEW, 9, 102, 6, BUY, tif=FOK, new_id=7, flags=STP_RESTING))
+    assert out[:4] == (OK, 6, 0, [(2, 9, 101, 3, 0), (1, 9, 101, -5, 0), (3, 9, 102, 3, 1)])
+    s = session(low=100, high=200, tick=1)
+    run(s, ev(NEW, 20, 100, 5, BUY, new_id=7), ev(NEW, 1, 102, 2, SELL, new_id=7),
+        ev(NEW, 2, 103, 2, SELL, new_id=8))
+    (out,) = run(s, ev(REPLACE, 20, 103, 5, new_id=21, flags=STP_RESTING))
+    assert out[:4] == (OK, 2, 3, [(1, 21, 102, -2, 0), (2, 21, 103, 2, 0)])
+    assert s.book(0).participant(21) == 7
