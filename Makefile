@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 N ?= 100000000
 SEED ?= 1
 
-.PHONY: demo test test-browser dev fuzz asan dist bench-core bench-itch bench clean
+.PHONY: demo test test-browser dev fuzz asan dist bench-core bench-hdr bench-itch bench clean
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -61,6 +61,11 @@ fuzz: $(STAMP)
 # The core on the seed workload against a textbook book (benchmarks/RESULTS.md).
 bench-core: $(STAMP)
 	PY=$(VPY) bash benchmarks/run_core.sh
+
+# The core's latency suite: eight scenarios one operation per call, HdrHistogram .hgrm files,
+# allocation counts, open loop (benchmarks/RESULTS.md); outputs in benchmarks/build/hdr/.
+bench-hdr: $(STAMP)
+	$(VPY) benchmarks/bench_hdr.py
 
 # ITCH decode and replay on generated days (benchmarks/RESULTS.md); SIZES=5,50 adds a 50M-message day.
 SIZES ?= 5

@@ -441,9 +441,12 @@ static void order_remove(lob_book *b, uint32_t oi)
 
 /* How much opposite quantity crosses a limit (level index lim; a market
  * order passes the far end of the band), stopping once `want` is reached,
- * and how many resting orders that many shares would touch. */
-static inline __attribute__((always_inline)) void crossing(const lob_book *b, uint8_t side, int64_t lim, int64_t want,
-                     int64_t *avail, uint64_t *touched)
+ * and how many resting orders that many shares would touch. Always inlined
+ * (as is clear_crossing): with apply_ext as a second caller the compiler would
+ * call them out of line from the batch loop, which costs the plain path about
+ * 3 % more instructions (callgrind, seed workload). */
+static inline __attribute__((always_inline)) void crossing(const lob_book *b, uint8_t side, int64_t lim,
+                                                           int64_t want, int64_t *avail, uint64_t *touched)
 {
     int64_t got = 0;
     uint64_t n = 0;
@@ -1027,8 +1030,8 @@ static inline void add_desync(sink_t *out, uint32_t cause, uint64_t order_id, ui
 
 /* LOB_F_FEED NEW/REPLACE: remove the opposite orders the incoming order meets
  * (stale, since the feed says it rests), one desync each. */
-static inline __attribute__((always_inline)) void clear_crossing(lob_book *b, const lob_event *e, const plan_t *p, uint64_t incoming,
-                           sink_t *out, size_t i)
+static inline __attribute__((always_inline)) void clear_crossing(lob_book *b, const lob_event *e, const plan_t *p,
+                                                                 uint64_t incoming, sink_t *out, size_t i)
 {
     for (;;) {
         int64_t li = p->side == LOB_BUY ? b->best_ask : b->best_bid;

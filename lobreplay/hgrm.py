@@ -31,7 +31,8 @@ import pandas as pd
 from ._coreapi import book_bucket_lows, bucket_lows
 from .events import Kind
 
-__all__ = ["write_hgrm", "hgrm_text", "read_hgrm", "export_session_hgrm", "SIGNIFICANT_FIGURES"]
+__all__ = ["write_hgrm", "hgrm_text", "read_hgrm", "export_session_hgrm", "values_histogram", "write_values_hgrm",
+           "SIGNIFICANT_FIGURES"]
 
 SIGNIFICANT_FIGURES = 3
 HIGHEST_TRACKABLE = 1 << 42   # the core clamps at 2^40 ns
@@ -59,12 +60,23 @@ def _histogram(counts, lows):
     return h
 
 
-def hgrm_text(counts, bucket_lows, *, ticks_per_half_distance: int = 5) -> str:
-    """The .hgrm text of a histogram: counts per bucket, and each bucket's lowest value (ns)."""
-    h = _histogram(counts, bucket_lows)
+def _text(h, ticks_per_half_distance: int) -> str:
     buf = io.BytesIO()
     h.output_percentile_distribution(buf, 1, ticks_per_half_distance)
     return buf.getvalue().decode("ascii")
+
+
+def _write(path, text: str) -> Path:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def hgrm_text(counts, bucket_lows, *, ticks_per_half_distance: int = 5) -> str:
+    """The .hgrm text of a histogram: counts per bucket, and each bucket's lowest value (ns)."""
+    return _text(_histogram(counts, bucket_lows), ticks_per_half_distance)
 
 
 def write_hgrm(counts, bucket_lows, path, *, ticks_per_half_distance: int = 5) -> Path:
@@ -73,12 +85,35 @@ def write_hgrm(counts, bucket_lows, path, *, ticks_per_half_distance: int = 5) -
     `counts` and `bucket_lows` go together: `Session.histogram(kind)` with
     `lobreplay._coreapi.bucket_lows()`, or `Session.book_histogram(...)` with
     `book_bucket_lows()`."""
-    path = Path(path)
-    text = hgrm_text(counts, bucket_lows, ticks_per_half_distance=ticks_per_half_distance)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
+    return _write(path, hgrm_text(counts, bucket_lows, ticks_per_half_distance=ticks_per_half_distance))
+
+
+def values_histogram(values, *, lowest: int = 1, highest: int = 10**9,
+                     significant_figures: int = SIGNIFICANT_FIGURES):
+    """Raw values (e.g. ns per operation, as integers) recorded into an `HdrHistogram`
+    trackable from `lowest` to `highest` (default 1 ns .. 1 s) with 3 significant figures:
+    each distinct value once, with its count (the same histogram as one record per value).
+    Returns (histogram, clamped): values above `highest` are recorded as `highest` and
+    counted in `clamped`; negative values are an error."""
+    v = np.asarray(values)
+    if v.dtype.kind not in "iu":
+        raise TypeError(f"values: expected integers, got {v.dtype}")
+    v = v.astype(np.int64, copy=False).ravel()
+    if len(v) and v.min() < 0:
+        raise ValueError("negative value")
+    clamped = int((v > highest).sum())
+    h = _hdr()(lowest, highest, significant_figures)
+    uniq, cnt = np.unique(np.minimum(v, highest), return_counts=True)
+    for x, c in zip(uniq.tolist(), cnt.tolist()):
+        h.record_value(x, c)
+    return h, clamped
+
+
+def write_values_hgrm(values, path, *, lowest: int = 1, highest: int = 10**9,
+                      significant_figures: int = SIGNIFICANT_FIGURES, ticks_per_half_distance: int = 5):
+    """Write raw values as a .hgrm file (see `values_histogram`). Returns (path, histogram, clamped)."""
+    h, clamped = values_histogram(values, lowest=lowest, highest=highest, significant_figures=significant_figures)
+    return _write(path, _text(h, ticks_per_half_distance)), h, clamped
 
 
 def export_session_hgrm(session, out_dir, *, instrument: int | None = None, prefix: str = "latency") -> dict:

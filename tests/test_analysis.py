@@ -300,3 +300,27 @@ def test_hgrm_exact_small_histogram(tmp_path):
     assert hgrm.read_hgrm(p.read_text())[0].equals(df)
     with pytest.raises(ValueError):
         hgrm.write_hgrm(counts[:-1], lows, tmp_path / "bad.hgrm")
+
+
+def test_hgrm_from_raw_values(tmp_path):
+    """Raw values (ns) into a 1 ns .. 1 s, 3-figure HdrHistogram: the same as one record per value."""
+    from hdrh.histogram import HdrHistogram
+
+    from lobreplay import hgrm
+    rng = np.random.default_rng(3)
+    v = np.concatenate([rng.integers(20, 200, 5000), rng.integers(2000, 90_000, 300), [2 * 10**9]])
+    h, clamped = hgrm.values_histogram(v.astype(np.uint32))
+    one = HdrHistogram(1, 10**9, 3)
+    for x in np.minimum(v, 10**9).tolist():
+        one.record_value(x)
+    assert clamped == 1 and h.get_total_count() == len(v) == one.get_total_count()
+    for q in (50, 90, 99, 99.9, 99.99, 100):
+        assert h.get_value_at_percentile(q) == one.get_value_at_percentile(q)
+    path, h2, _ = hgrm.write_values_hgrm(v[:-1], tmp_path / "raw.hgrm")
+    df, foot = hgrm.read_hgrm(path)
+    assert foot["TotalCount"] == len(v) - 1 and foot["Max"] == h2.get_max_value()
+    assert df["value"].iloc[0] == v[:-1].min()
+    with pytest.raises(ValueError):
+        hgrm.values_histogram(np.array([5, -1]))
+    with pytest.raises(TypeError):
+        hgrm.values_histogram(np.array([1.5]))
