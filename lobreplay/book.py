@@ -27,6 +27,9 @@ class BatchResult:
     depth: dict | None = None  # with depth_levels: "event" (index), "prices"/"qtys"/"counts" (rows, 2, N)
 
 
+SCRATCH_ROWS = 1 << 16  # execution and desync rows kept between apply calls (3 + 4 MiB)
+
+
 def _touched(a: np.ndarray) -> np.ndarray:
     a.view(np.uint8).fill(0)
     return a
@@ -150,10 +153,13 @@ class Session:
         else:
             bbo_arr = np.empty(n, BBO_DTYPE) if bbo else None
         if exec_capacity is None:  # reuse scratch buffers; rows are copied out
-            if len(self._scratch) < n:
+            rows = min(max(n, 1), SCRATCH_ROWS)
+            if len(self._scratch) < rows:
                 # written once now, so the core never takes a page fault on them (it would be
-                # timed as the latency of the event that writes there)
-                self._scratch = _touched(np.empty(max(n, 2 * len(self._scratch)), EXEC_DTYPE))
+                # timed as the latency of the event that writes there); capped: a batch with
+                # more executions or desyncs than rows is drained and resumed below
+                self._scratch = _touched(np.empty(min(max(rows, 2 * len(self._scratch)), SCRATCH_ROWS),
+                                                  EXEC_DTYPE))
                 self._scratch_d = _touched(np.empty(len(self._scratch), DESYNC_DTYPE))
             execs, desyncs = self._scratch, self._scratch_d
         else:

@@ -372,6 +372,22 @@ def test_result_does_not_depend_on_exec_capacity(cap):
     np.testing.assert_array_equal(got.bbo, ref.bbo)
 
 
+def test_default_scratch_is_capped_and_drained(monkeypatch):
+    """The session's own execution/desync buffers hold at most SCRATCH_ROWS rows; a batch
+    with more executions is drained and resumed with the same result."""
+    import lobreplay.book as book
+    flow = generate_flow(4000, n_instruments=3, seed=5, resting=200)
+    ref = flow.session().apply(flow.events, bbo=True, exec_capacity=10**6)
+    monkeypatch.setattr(book, "SCRATCH_ROWS", 64)
+    s = flow.session()
+    s._scratch, s._scratch_d = s._scratch[:16], s._scratch_d[:16]  # as if smaller than the cap
+    got = s.apply(flow.events, bbo=True)
+    assert len(ref.execs) > 5 * 64 and len(s._scratch) == 64
+    np.testing.assert_array_equal(got.results, ref.results)
+    np.testing.assert_array_equal(got.execs, ref.execs)
+    np.testing.assert_array_equal(got.bbo, ref.bbo)
+
+
 def test_one_event_larger_than_the_exec_buffer():
     s = L.Session(0)
     s.add_book(0, 0, 1000, 1, 256)
