@@ -70,6 +70,7 @@ struct lob_l2_scan {
     scan_entry *tab;
     size_t mask, used;
     lob_l2_scan_symbol *sym; /* [NSYM] */
+    uint64_t kinds[256];     /* records by kind */
 };
 
 lob_l2_scan *lob_l2_scan_new(int *status)
@@ -120,6 +121,7 @@ int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n)
     for (size_t i = 0; i < n; i++) {
         const lob_l2_record *x = &rec[i];
         uint8_t k = x->kind;
+        s->kinds[k]++;
         if (k == LOB_L2_SNAPSHOT_BEGIN || k == LOB_L2_DIFF_BEGIN) {
             s->sym[x->symbol].has_book = 1;
             continue;
@@ -160,6 +162,8 @@ void lob_l2_scan_symbols(const lob_l2_scan *s, lob_l2_scan_symbol *out)
 {
     memcpy(out, s->sym, NSYM * sizeof *out);
 }
+
+void lob_l2_scan_kinds(const lob_l2_scan *s, uint64_t *out) { memcpy(out, s->kinds, sizeof s->kinds); }
 
 size_t lob_l2_scan_levels(const lob_l2_scan *s, uint16_t *symbols, int64_t *prices, size_t cap)
 {
@@ -212,25 +216,33 @@ typedef struct entry {
     uint8_t dead;            /* superseded by a later entry of the same level */
 } entry;
 
-typedef struct hslot {
-    int64_t price;
-    uint32_t g;
-    uint16_t symbol;
-    uint16_t used;
-} hslot;
+/* A level g: its price in feed units and in the book, its order id (bid; | 1: ask),
+ * its symbol. One cache line holds two. */
+typedef struct level {
+    int64_t real;
+    int64_t core;
+    uint64_t id;
+    uint32_t symbol;
+    uint32_t reserved;
+} level;
+
+/* Per level key (2 * g + is_ask): the quantity the book has, and which entry of the
+ * current message names it (stamp = the message's serial). */
+typedef struct keyinfo {
+    int64_t mq;
+    uint32_t stamp;
+    uint32_t slot;
+} keyinfo;
 
 struct lob_l2 {
     lob_session *session;
     uint32_t nsym, hist_max;
     int compare;
     size_t g;
-    uint16_t *gsym;
-    int64_t *real, *core;
-    uint64_t *id;
-    int64_t *mq;             /* [2g] level quantities as the book has them */
-    uint32_t *stamp, *slot;  /* [2g] dedup of a message's entries */
+    level *lv;               /* [g] */
+    keyinfo *ki;             /* [2g] the mirror of the book's level quantities, and dedup */
     uint32_t serial;
-    hslot *htab;             /* (symbol, price) -> g */
+    uint32_t *htab;          /* (symbol, price) -> g + 1 (0: empty) */
     size_t hmask;
     symstate *sym;           /* [nsym] */
     uint32_t *touched;       /* symbols with new tickers or points since the last resolution */
@@ -262,13 +274,8 @@ void lob_l2_free(lob_l2 *r)
         }
     }
     free(r->sym);
-    free(r->gsym);
-    free(r->real);
-    free(r->core);
-    free(r->id);
-    free(r->mq);
-    free(r->stamp);
-    free(r->slot);
+    free(r->lv);
+    free(r->ki);
     free(r->htab);
     free(r->touched);
     free(r->ent);
@@ -297,27 +304,16 @@ lob_l2 *lob_l2_new(lob_session *session, const lob_l2_config *cfg, int *status)
     r->hist_max = cfg->ticker_history;
     r->compare = cfg->compare_tickers != 0;
     r->g = g;
-    r->gsym = malloc((g + 1) * sizeof *r->gsym);
-    r->real = malloc((g + 1) * sizeof *r->real);
-    r->core = malloc((g + 1) * sizeof *r->core);
-    r->id = malloc((g + 1) * sizeof *r->id);
-    r->mq = calloc(nk, sizeof *r->mq);
-    r->stamp = calloc(nk, sizeof *r->stamp);
-    r->slot = calloc(nk, sizeof *r->slot);
+    r->lv = calloc(g + 1, sizeof *r->lv);
+    r->ki = calloc(nk, sizeof *r->ki);
     r->sym = calloc(r->nsym, sizeof *r->sym);
     r->touched = malloc(r->nsym * sizeof *r->touched);
     r->hmask = 15;
     while (r->hmask + 1 < 2 * g) r->hmask = 2 * r->hmask + 1;
     r->htab = calloc(r->hmask + 1, sizeof *r->htab);
-    if (!r->gsym || !r->real || !r->core || !r->id || !r->mq || !r->stamp || !r->slot || !r->sym || !r->touched ||
-        !r->htab)
-        goto fail;
-    if (g) {
-        memcpy(r->gsym, cfg->symbol, g * sizeof *r->gsym);
-        memcpy(r->real, cfg->real, g * sizeof *r->real);
-        memcpy(r->core, cfg->core, g * sizeof *r->core);
-        memcpy(r->id, cfg->id, g * sizeof *r->id);
-    }
+    if (!r->lv || !r->ki || !r->sym || !r->touched || !r->htab) goto fail;
+    for (size_t i = 0; i < g; i++)
+        r->lv[i] = (level){cfg->real[i], cfg->core[i], cfg->id[i], cfg->symbol[i], 0};
     uint32_t max_cap = 0;
     for (uint32_t s = 0; s < r->nsym; s++) {
         symstate *S = &r->sym[s];
@@ -338,17 +334,18 @@ lob_l2 *lob_l2_new(lob_session *session, const lob_l2_config *cfg, int *status)
         }
     }
     for (size_t i = 0; i < g; i++) {
-        uint16_t s = r->gsym[i];
-        if (s >= r->nsym || (i && (s < r->gsym[i - 1] || (s == r->gsym[i - 1] && r->real[i] <= r->real[i - 1])))) {
+        uint32_t s = r->lv[i].symbol;
+        if (s >= r->nsym ||
+            (i && (s < r->lv[i - 1].symbol || (s == r->lv[i - 1].symbol && r->lv[i].real <= r->lv[i - 1].real)))) {
             st = LOB_EARG; /* not grouped by symbol and sorted by price */
             goto fail;
         }
         symstate *S = &r->sym[s];
         if (!S->count) S->base = i;
         S->count++;
-        size_t h = (size_t)level_hash(s, r->real[i]) & r->hmask;
-        while (r->htab[h].used) h = (h + 1) & r->hmask;
-        r->htab[h] = (hslot){r->real[i], (uint32_t)i, s, 1};
+        size_t h = (size_t)level_hash((uint16_t)s, r->lv[i].real) & r->hmask;
+        while (r->htab[h]) h = (h + 1) & r->hmask;
+        r->htab[h] = (uint32_t)i + 1;
     }
     r->dcap = (size_t)max_cap + 8;
     r->dbuf = malloc(r->dcap * sizeof *r->dbuf);
@@ -365,9 +362,10 @@ static inline long level_of(const lob_l2 *r, uint16_t sym, int64_t price)
 {
     size_t h = (size_t)level_hash(sym, price) & r->hmask;
     for (;;) {
-        const hslot *e = &r->htab[h];
-        if (!e->used) return -1;
-        if (e->price == price && e->symbol == sym) return (long)e->g;
+        uint32_t g1 = r->htab[h];
+        if (!g1) return -1;
+        const level *l = &r->lv[g1 - 1];
+        if (l->real == price && l->symbol == sym) return (long)g1 - 1;
         h = (h + 1) & r->hmask;
     }
 }
@@ -382,7 +380,7 @@ static int64_t key_of_id(const lob_l2 *r, uint64_t id)
     size_t lo = S->base, hi = S->base + S->count;
     while (lo < hi) { /* lower bound of cp among the symbol's core prices */
         size_t m = lo + (hi - lo) / 2;
-        if (r->core[m] < cp) lo = m + 1;
+        if (r->lv[m].core < cp) lo = m + 1;
         else hi = m;
     }
     if (lo >= S->base + S->count) return -1;
@@ -427,7 +425,7 @@ static void top_of(const lob_l2 *r, uint16_t s, int64_t top[4])
             if (S->ladder) {
                 int64_t k = p < 0 ? 0 : p;
                 if (S->count == 0) p = 0;
-                else p = r->real[S->base + (size_t)(k >= (int64_t)S->count ? S->count - 1 : k)];
+                else p = r->lv[S->base + (size_t)(k >= (int64_t)S->count ? S->count - 1 : k)].real;
             }
         } else {
             p = q = 0;
@@ -575,18 +573,18 @@ static size_t build_events(lob_l2 *r, size_t k0, size_t nord, uint16_t s)
     size_t ne = 0;
     for (size_t k = k0; k < nord; k++) {
         const entry *e = &r->ent[r->order[k]];
-        int64_t prev = r->mq[e->key], q = e->q;
+        int64_t prev = r->ki[e->key].mq, q = e->q;
         uint8_t kind;
         if (prev == 0 && q > 0) kind = LOB_NEW;
         else if (prev > 0 && q == 0) kind = LOB_CANCEL;
         else if (q > 0 && q < prev) kind = LOB_REDUCE;
         else if (prev > 0 && q > prev) kind = LOB_REPLACE;
         else continue;
-        size_t g = (size_t)(e->key >> 1);
+        const level *l = &r->lv[e->key >> 1];
         lob_event *ev = &r->ev[ne];
-        ev->id = r->id[g] | (uint64_t)(e->key & 1);
+        ev->id = l->id | (uint64_t)(e->key & 1);
         ev->new_id = kind == LOB_REPLACE ? ev->id : 0;
-        ev->price = r->core[g];
+        ev->price = l->core;
         ev->qty = kind == LOB_REDUCE ? prev - q : q;
         ev->instrument = s;
         ev->kind = kind;
@@ -608,7 +606,7 @@ static void event_done(ctx *x, size_t i, size_t begin)
     r->c.events[ev->kind]++;
     int st = r->res[i].status;
     if (st == LOB_OK) {
-        r->mq[e->key] = e->q;
+        r->ki[e->key].mq = e->q;
         return;
     }
     lob_l2_desync *d = desync_row(x, begin, LOB_L2D_REJECTED);
@@ -616,7 +614,7 @@ static void event_done(ctx *x, size_t i, size_t begin)
     uint8_t side;
     int64_t p, q;
     lob_book *b = lob_session_book(r->session, ev->instrument);
-    r->mq[e->key] = (b && lob_book_find(b, ev->id, &side, &p, &q)) ? q : 0;
+    r->ki[e->key].mq = (b && lob_book_find(b, ev->id, &side, &p, &q)) ? q : 0;
 }
 
 static void crossed_rows(ctx *x, size_t nd, size_t begin, int snapshot)
@@ -625,7 +623,7 @@ static void crossed_rows(ctx *x, size_t nd, size_t begin, int snapshot)
     for (size_t i = 0; i < nd; i++) {
         const lob_desync *d = &r->dbuf[i];
         int64_t stale = key_of_id(r, d->order_id);
-        if (stale >= 0) r->mq[stale] = 0;
+        if (stale >= 0) r->ki[stale].mq = 0;
         if (d->cause != LOB_D_CROSSED) {
             lob_l2_desync *row = desync_row(x, begin, LOB_L2D_CORE);
             row->detail = d->cause;
@@ -637,9 +635,9 @@ static void crossed_rows(ctx *x, size_t nd, size_t begin, int snapshot)
                                                           : ask ? LOB_L2D_CROSSED_BY_ASK_UPDATE
                                                                 : LOB_L2D_CROSSED_BY_BID_UPDATE);
         row->side = ask ? 'S' : 'B';
-        row->price = inc >= 0 ? r->real[inc >> 1] : 0;
+        row->price = inc >= 0 ? r->lv[inc >> 1].real : 0;
         row->qty = d->expected_qty;
-        row->other_price = stale >= 0 ? r->real[stale >> 1] : 0;
+        row->other_price = stale >= 0 ? r->lv[stale >> 1].real : 0;
         row->other_qty = d->found_qty;
     }
 }
@@ -653,7 +651,7 @@ static int apply_message(ctx *x, size_t begin, size_t end, int snapshot)
     symstate *S = &r->sym[s];
     uint8_t lk = (uint8_t)(rec[begin].kind + 1);
     if (++r->serial == 0) {
-        memset(r->stamp, 0, (2 * r->g + 1) * sizeof *r->stamp);
+        for (size_t k = 0; k < 2 * r->g + 1; k++) r->ki[k].stamp = 0;
         r->serial = 1;
     }
     uint32_t serial = r->serial;
@@ -671,16 +669,17 @@ static int apply_message(ctx *x, size_t begin, size_t end, int snapshot)
             continue;
         }
         int64_t key = 2 * (int64_t)g + (y->side == 'S');
-        if (r->stamp[key] == serial) r->ent[r->slot[key]].dead = 1;
-        r->stamp[key] = serial;
-        r->slot[key] = (uint32_t)ne;
-        r->ent[ne++] = (entry){key, y->qty, p, r->mq[key], 0};
+        keyinfo *k = &r->ki[key];
+        if (k->stamp == serial) r->ent[k->slot].dead = 1;
+        k->stamp = serial;
+        k->slot = (uint32_t)ne;
+        r->ent[ne++] = (entry){key, y->qty, p, k->mq, 0};
     }
     size_t nord = 0;
     if (snapshot) { /* every live level the snapshot does not hold goes to zero, first, in key order */
         for (size_t key = 2 * S->base; key < 2 * (S->base + S->count); key++) {
-            if (r->mq[key] > 0 && r->stamp[key] != serial) {
-                r->ent[ne] = (entry){(int64_t)key, 0, begin, r->mq[key], 0};
+            if (r->ki[key].mq > 0 && r->ki[key].stamp != serial) {
+                r->ent[ne] = (entry){(int64_t)key, 0, begin, r->ki[key].mq, 0};
                 r->order[nord++] = (uint32_t)ne++;
             }
         }

@@ -73,6 +73,8 @@ void lob_l2_scan_free(lob_l2_scan *s);
 int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n);
 /* The figures of symbols 0 .. 65535 into out[65536]. Can't fail. */
 void lob_l2_scan_symbols(const lob_l2_scan *s, lob_l2_scan_symbol *out);
+/* Records by kind (0 .. 255) into out[256]. Can't fail. */
+void lob_l2_scan_kinds(const lob_l2_scan *s, uint64_t *out);
 /* Every distinct (symbol, price), unsorted, into symbols/prices[cap];
  * returns how many there are (only cap written). Can't fail. */
 size_t lob_l2_scan_levels(const lob_l2_scan *s, uint16_t *symbols, int64_t *prices, size_t cap);

@@ -227,6 +227,7 @@ lob_l2_scan *lob_l2_scan_new(int *status);
 void lob_l2_scan_free(lob_l2_scan *s);
 int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n);
 void lob_l2_scan_symbols(const lob_l2_scan *s, lob_l2_scan_symbol *out);
+void lob_l2_scan_kinds(const lob_l2_scan *s, uint64_t *out);
 size_t lob_l2_scan_levels(const lob_l2_scan *s, uint16_t *symbols, int64_t *prices, size_t cap);
 
 typedef struct lob_l2_config {

@@ -494,6 +494,12 @@ class L2Scan:
         lib.lob_l2_scan_symbols(self.ptr, _buf("lob_l2_scan_symbol[]", out, True))
         return out
 
+    def kinds(self) -> np.ndarray:
+        """Records by kind (256 counts)."""
+        out = np.zeros(256, np.uint64)
+        lib.lob_l2_scan_kinds(self.ptr, _buf("uint64_t[]", out, True))
+        return out
+
     def levels(self) -> tuple[np.ndarray, np.ndarray]:
         """Every distinct (symbol, price), unsorted."""
         n = lib.lob_l2_scan_levels(self.ptr, ffi.NULL, ffi.NULL, 0)
@@ -508,7 +514,10 @@ class L2Core:
     range of records; owns the output arrays (grown when a step needs more room)."""
 
     def __init__(self, session: CoreSession, *, n_symbols: int, symbol, real, core, order_id, has_book, ladder,
-                 band_low, tick, ticker_history: int, compare_tickers: bool):
+                 band_low, tick, ticker_history: int, compare_tickers: bool, rows: int = 4096,
+                 desync_rows: int = 4096):
+        """rows: the first size of the row arrays; desync_rows that of the desync array (a message
+        needs room for 3 rows per live level of its book: give 3 x the largest book capacity)."""
         arrays = {"symbol": (symbol, np.uint16, "uint16_t[]"), "real": (real, np.int64, "int64_t[]"),
                   "core": (core, np.int64, "int64_t[]"), "id": (order_id, np.uint64, "uint64_t[]"),
                   "has_book": (has_book, np.uint8, "uint8_t[]"), "ladder": (ladder, np.uint8, "uint8_t[]"),
@@ -533,40 +542,45 @@ class L2Core:
         self.n_symbols = n_symbols
         self._out = ffi.new("lob_l2_outputs *")
         self._pos = ffi.new("size_t *")
-        self._arrays = {}
+        self._arrays: dict[str, np.ndarray] = {}
+        self._cdata = {}
         for name, dt, _ in L2_ROWS:
-            self._grow(name, dt, 1024)
+            self._grow(name, max(rows, desync_rows) if name == "desyncs" else rows)
 
-    def _grow(self, name: str, dt: np.dtype, n: int) -> None:
-        a = np.zeros(n, dt)  # written once now: no page fault inside the timed core calls
+    _FIELDS = {"bbo": ("bbo_cap", "n_bbo", "need_bbo"), "desyncs": ("desync_cap", "n_desync", "need_desync"),
+               "trades": ("trade_cap", "n_trade", "need_trade"),
+               "mismatches": ("mismatch_cap", "n_mismatch", "need_mismatch")}
+
+    def _grow(self, name: str, n: int) -> None:
+        dt, ct = {nm: (d, c) for nm, d, c in L2_ROWS}[name]
+        a = np.empty(n, dt)
         self._arrays[name] = a
-        ct = dict((nm, c) for nm, _, c in L2_ROWS)[name]
-        b = _buf(ct, a, True)
+        self._cdata[name] = b = _buf(ct, a, True)
         setattr(self._out, name, b)
-        setattr(self._out, {"bbo": "bbo_cap", "desyncs": "desync_cap", "trades": "trade_cap",
-                            "mismatches": "mismatch_cap"}[name], n)
-        self._arrays[name + "_cdata"] = b
+        setattr(self._out, self._FIELDS[name][0], n)
 
     def _run(self, call) -> dict[str, np.ndarray]:
-        """Call until done, draining the rows after each call; grow what a step needs."""
+        """Call until done, draining the rows after each call. An array that a call filled is
+        doubled (up to 2^20 rows), and one that a step needs more of gets what it needs."""
         out = self._out
         parts = {name: [] for name, _, _ in L2_ROWS}
         while True:
             rc = call()
-            for name, field in (("bbo", "n_bbo"), ("desyncs", "n_desync"), ("trades", "n_trade"),
-                                ("mismatches", "n_mismatch")):
-                k = getattr(out, field)
+            for name, (_, nf, _) in self._FIELDS.items():
+                k = getattr(out, nf)
                 if k:
-                    parts[name].append(self._arrays[name][:k].copy())
+                    a = self._arrays[name]
+                    parts[name].append(a[:k].copy())
+                    if k == len(a) and k < 1 << 20:
+                        self._grow(name, 2 * k)
             if rc == lib.LOB_OK:
                 break
             if rc != lib.LOB_EEXECFULL:
                 raise_for_status(rc, "L2 replay")
-            for name, dt, _ in L2_ROWS:
-                need = getattr(out, "need_" + {"desyncs": "desync", "trades": "trade", "mismatches": "mismatch"}
-                               .get(name, name))
+            for name, (_, _, needf) in self._FIELDS.items():
+                need = getattr(out, needf)
                 if need > len(self._arrays[name]):
-                    self._grow(name, dt, max(need, 2 * len(self._arrays[name])))
+                    self._grow(name, max(need, 2 * len(self._arrays[name])))
         return {name: (np.concatenate(p) if len(p) > 1 else p[0]) if p else np.empty(0, dt)
                 for (name, dt, _), p in zip(L2_ROWS, parts.values())}
 

@@ -30,7 +30,7 @@ from . import lobc
 from .book import Session
 from .events import Cause, Kind, Side, Status
 
-__all__ = ["BookSizing", "scan", "L2Replay", "ORDER_SYMBOL_SHIFT", "MAX_GRID_LEVELS"]
+__all__ = ["BookSizing", "scan", "scan_counts", "L2Replay", "ORDER_SYMBOL_SHIFT", "MAX_GRID_LEVELS"]
 
 ORDER_SYMBOL_SHIFT = 48            # order id = (symbol + 1) << 48 | level << 1 | (side is ask)
 MAX_GRID_LEVELS = 1 << 20          # a grid book spans at most this many ticks; else a ladder book
@@ -82,7 +82,15 @@ class BookSizing:
 
 def scan(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode: str = "auto",
          max_grid_levels: int = MAX_GRID_LEVELS, only: set[int] | None = None) -> dict[int, BookSizing]:
-    """Pass 1: a book size for every symbol with a snapshot or diff message.
+    """Pass 1 (see scan_counts)."""
+    return scan_counts(records, symbols, headroom=headroom, mode=mode, max_grid_levels=max_grid_levels,
+                       only=only)[0]
+
+
+def scan_counts(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode: str = "auto",
+                max_grid_levels: int = MAX_GRID_LEVELS,
+                only: set[int] | None = None) -> tuple[dict[int, BookSizing], np.ndarray]:
+    """Pass 1, and the records by kind (256 counts) from the same pass: a book size for every symbol with a snapshot or diff message.
     Prices: every level price seen; tick = their gcd; band = their range
     widened by headroom (grid), or the prices themselves (ladder: mode
     "ladder", or "auto" when the grid would exceed max_grid_levels).
@@ -123,7 +131,7 @@ def scan(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode
         if sz.levels >= 1 << 46:
             raise ValueError(f"{name}: {sz.levels} levels do not fit the synthetic order ids")
         out[s] = sz
-    return out
+    return out, sc.kinds().astype(_I64)
 
 
 def _cat(parts: list[dict]) -> dict:
@@ -215,7 +223,8 @@ class L2Replay:
         self._c = core.L2Core(self.session._s, n_symbols=nsym, symbol=self.g_sym, real=self.g_real,
                               core=self.g_core, order_id=self.g_id, has_book=has_book, ladder=ladder,
                               band_low=band_low, tick=tick, ticker_history=ticker_history,
-                              compare_tickers=compare_tickers)
+                              compare_tickers=compare_tickers,
+                              desync_rows=3 * max([z.capacity for z in sizing.values()], default=0) + 4096)
         self.counters = Counters()
         self.session.set_timing(timing)
         self.timing = timing
@@ -252,7 +261,7 @@ class L2Replay:
         z = self.sizing[s]
         res = []
         for side in (Side.BUY, Side.SELL):
-            p, q, c = v.depth_arrays(side, 1 << 30)
+            p, q, c = v.depth_arrays(side, max(1, v.order_count))
             assert (c == 1).all(), "one order per level"
             res.append(list(zip(z.from_core(p).tolist(), q.tolist())))
         return res[0], res[1]

@@ -12,9 +12,11 @@ bookTicker), latency (the core's histograms) and summary.json.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +25,7 @@ import pyarrow as pa
 from . import __version__, lobc
 from .errors import InputError
 from .itch.replay import prepare_output
-from .l2 import MAX_GRID_LEVELS, L2Replay, scan
+from .l2 import MAX_GRID_LEVELS, L2Replay, scan_counts
 from .latency import report_rows
 from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter
 
@@ -69,6 +71,32 @@ class L2ReplayConfig:
     chunk_records: int = 1 << 18
 
 
+class _Corrupt(Exception):
+    """A block's CRC does not match: the replay starts again on the blocks before it."""
+
+
+class _ShaWriter(TableWriter):
+    """A table whose provenance gets the file's SHA-256 (a future) before its first write."""
+
+    def __init__(self, path: str, schema: pa.Schema, metadata, sha):
+        super().__init__(path, schema, metadata)
+        self._sha = sha
+
+    def _provenance(self) -> None:
+        if self._sha is not None:
+            self.schema = self.schema.with_metadata({**self.schema.metadata,
+                                                     b"source_sha256": self._sha.result().encode()})
+            self._sha = None
+
+    def write(self, columns) -> None:
+        self._provenance()
+        super().write(columns)
+
+    def write_arrow(self, table: pa.Table) -> None:
+        self._provenance()
+        super().write_arrow(table)
+
+
 def _sha256(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -97,32 +125,63 @@ class LobcReplay:
             raise InputError(f"reports: unknown report(s) {', '.join(bad)}; choose from {', '.join(ALL_REPORTS)}")
 
     def run(self) -> dict:
-        with ReplayRun(self.out_dir, {"source_file": os.path.basename(self.path)}) as run:
-            data = lobc.read(self.path)
+        """Reads the file once; its blocks' CRCs and its SHA-256 are computed on a helper
+        thread while the replay runs. The first report rows wait for the CRCs (and the
+        tables' provenance for the SHA-256); a block whose CRC does not match ends the file
+        there, and the replay starts again on the records before it."""
+        with ReplayRun(self.out_dir, {"source_file": os.path.basename(self.path)}) as run, \
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-verify") as helper:
+            data = lobc.read(self.path, verify=False)
+            verified = helper.submit(lobc.verify_crc, data)
+            sha = helper.submit(_sha256, self.path)
             meta = self.src_meta(data)
             run.summary["source"] = meta
+            try:
+                run.reports = ReportSet(self.out_dir, [], meta)
+                for name in self.cfg.reports:
+                    run.reports.writers[name] = _ShaWriter(os.path.join(self.out_dir, f"{name}.parquet"),
+                                                           L2_SCHEMAS[name], run.reports.metadata, sha)
+                try:
+                    res = self._replay(data, run.reports, lambda: verified.result() is data)
+                except _Corrupt:
+                    data = verified.result()
+                    res = self._replay(data, run.reports, lambda: True)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    meta["source_sha256"] = sha.result()
+                raise
+            meta["source_sha256"] = sha.result()
             run.summary["lobc"] = {k: data.meta.get(k) for k in ("venue", "market", "symbols", "price_scale",
                                                                   "qty_scale", "created_ns", "tool", "streams",
                                                                   "source")}
             run.summary["lobc"].update({"whole": data.whole, "blocks": data.blocks,
                                         "records": int(len(data.records)),
                                         "torn": data.torn.as_dict() if data.torn else None})
-            run.reports = ReportSet(self.out_dir, [], meta)
-            for name in self.cfg.reports:
-                run.reports.writers[name] = TableWriter(os.path.join(self.out_dir, f"{name}.parquet"),
-                                                        L2_SCHEMAS[name], run.reports.metadata)
-            run.summary.update(self._replay(data, run.reports))
+            run.summary.update(res)
         return run.summary
 
     def src_meta(self, data) -> dict:
+        """The tables' provenance; source_sha256 is filled in when the helper thread has it."""
         m = data.meta
         return {"source_file": os.path.basename(self.path), "source_size": str(data.size),
-                "source_sha256": _sha256(self.path), "lobreplay_version": __version__,
+                "source_sha256": "", "lobreplay_version": __version__,
                 "venue": str(m.get("venue", "")), "market": str(m.get("market", "")),
                 "price_scale": str(m["price_scale"]), "qty_scale": str(m["qty_scale"]),
                 "lobc_created_ns": str(m.get("created_ns", "")), "time_unit": "ns since the Unix epoch (UTC)"}
 
-    def _replay(self, data, reports: ReportSet) -> dict:
+    def _replay(self, data, reports: ReportSet, verified) -> dict:
+        """Pass 1 and 2. verified() (it may wait) is asked before the first rows are written and
+        at the end: False raises _Corrupt before anything was written."""
+        checked = False
+
+        def write(rows):
+            nonlocal checked
+            if not checked:
+                if not verified():
+                    raise _Corrupt()
+                checked = True
+            self._write(rows, reports, names)
+
         cfg = self.cfg
         names = [str(s) for s in data.meta["symbols"]]
         recs = data.records
@@ -133,20 +192,20 @@ class LobcReplay:
             keep = [names.index(s.upper()) for s in cfg.symbols]
             recs = recs[np.isin(recs["symbol"], keep)]
         t0 = time.perf_counter()
-        sizing = scan(recs, names, headroom=cfg.headroom, mode=cfg.price_mode, max_grid_levels=cfg.max_grid_levels)
+        sizing, kinds = scan_counts(recs, names, headroom=cfg.headroom, mode=cfg.price_mode,
+                                    max_grid_levels=cfg.max_grid_levels)
         pass1_s = time.perf_counter() - t0
-        has_tickers = bool((recs["kind"] == lobc.TICKER_BID).any())
+        has_tickers = bool(kinds[lobc.TICKER_BID])
         rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers)
-        symtab = names
         t1 = time.perf_counter()
         for rows in rp.feed_all(recs, cfg.chunk_records):
-            self._write(rows, reports, symtab)
-        self._write(rp.finish(), reports, symtab)
+            if rows:
+                write(rows)
+        write(rp.finish())
         pass2_s = time.perf_counter() - t1
         if "latency" in reports:
             self._latency(rp, sizing, reports)
         c = rp.counters
-        kinds = np.bincount(recs["kind"], minlength=256)
         st = dict(rp.ticker_stats)
         st["match_rate"] = st["matches"] / st["comparable"] if st["comparable"] else None
         st["price_match_rate"] = st["price_matches"] / st["comparable"] if st["comparable"] else None
@@ -175,10 +234,10 @@ class LobcReplay:
                       "core_events_per_second": round(c.core_events / c.core_seconds) if c.core_seconds else None},
         }
 
-    def _write(self, rows: dict, reports: ReportSet, symtab) -> None:
+    def _write(self, rows: dict, reports: ReportSet, names: list[str]) -> None:
         def common(r):
             return {"recv_ns": r["recv_ns"], "ts": r["recv_ns"].astype("datetime64[ns]"), "record": r["record"],
-                    "symbol": _symbols_of(symtab, r["symbol"])}
+                    "symbol": _symbols_of(names, r["symbol"])}
 
         if "bbo" in rows and "bbo" in reports:
             r = rows["bbo"]

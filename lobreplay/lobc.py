@@ -29,7 +29,8 @@ __all__ = [
     "RESYNC", "TICKER_BID", "TICKER_ASK",
     "GAP_SEQUENCE", "GAP_DISCONNECT", "GAP_24H", "GAP_SHUTDOWN", "GAP_STALE_SNAPSHOT", "GAP_RATE_LIMIT",
     "GAP_MALFORMED",
-    "parse_decimal", "format_decimal", "LobcWriter", "LobcData", "Torn", "Block", "read", "iter_blocks", "check",
+    "parse_decimal", "format_decimal", "LobcWriter", "LobcData", "Torn", "Block", "read", "verify_crc",
+    "iter_blocks", "check",
 ]
 
 MAGIC = b"LOBC"
@@ -305,6 +306,8 @@ class LobcData:
     blocks: int
     torn: Torn | None
     size: int = 0
+    # read(verify=False): (first record, records, CRC, offset, seq) of each block, not checked yet
+    unverified: list | None = None
 
     @property
     def whole(self) -> bool:
@@ -358,7 +361,9 @@ class BlockReader:
         self.blocks = 0
         self.records = 0
 
-    def __iter__(self):
+    def headers(self):
+        """(seq, offset, n, crc, recv_ns) of each block whose header and length are sound, in
+        order, up to the first that is not (then `torn` is set); the CRCs are not checked."""
         mm, size = self._mm, self.size
         off = HEADER_LEN
         seq = 0
@@ -382,15 +387,20 @@ class BlockReader:
             if int(h["seq"]) != seq:
                 self.torn = Torn(off, size - off, f"block sequence {int(h['seq'])}, expected {seq}")
                 return
-            body = mm[off + UNIT:end]
-            if zlib.crc32(body) != int(h["crc"]):
+            yield seq, off, n, int(h["crc"]), int(h["recv_ns"])
+            seq += 1
+            off = end
+
+    def __iter__(self):
+        mm, size = self._mm, self.size
+        for seq, off, n, crc, recv_ns in self.headers():
+            body = mm[off + UNIT:off + UNIT + n * UNIT]
+            if zlib.crc32(body) != crc:
                 self.torn = Torn(off, size - off, f"CRC mismatch in block {seq}")
                 return
             self.blocks += 1
             self.records += n
-            yield Block(seq, off, int(h["recv_ns"]), body.view(RECORD_DTYPE))
-            seq += 1
-            off = end
+            yield Block(seq, off, recv_ns, body.view(RECORD_DTYPE))
 
 
 def iter_blocks(path) -> BlockReader:
@@ -398,15 +408,50 @@ def iter_blocks(path) -> BlockReader:
     return BlockReader(path)
 
 
-def read(path) -> LobcData:
-    """Read a whole .lobc file: metadata, every record of its whole blocks (one
-    copy, in order), the block count, and the torn tail (None if whole).
-    Raises InputError for a file that is not .lobc (empty, bad magic, version
-    or header); a torn or corrupt tail is reported, never raised."""
+def read(path, *, verify: bool = True) -> LobcData:
+    """Read a whole .lobc file: metadata, every record of its whole blocks (read
+    once, straight into one array, in order), the block count, and the torn
+    tail (None if whole). Raises InputError for a file that is not .lobc
+    (empty, bad magic, version or header); a torn or corrupt tail is reported,
+    never raised. verify=False leaves the CRCs to verify(data) (which can run
+    in another thread: zlib releases the GIL); the records are then those of
+    every block whose header is sound."""
     r = BlockReader(path)
-    parts = [b.records for b in r]
-    records = np.concatenate(parts) if parts else np.empty(0, RECORD_DTYPE)  # a copy: the map can close
-    return LobcData(r.path, r.meta, records, r.blocks, r.torn, r.size)
+    heads = list(r.headers())
+    total = sum(h[2] for h in heads)
+    records = np.empty(total, RECORD_DTYPE)
+    raw = records.view(np.uint8)
+    blocks = []
+    lo = 0
+    with open(r.path, "rb", buffering=0) as f:
+        for seq, off, n, crc, _ in heads:
+            f.seek(off + UNIT)
+            got, want = 0, n * UNIT
+            while got < want:  # the file may have shrunk since the headers were read
+                k = f.readinto(raw[lo * UNIT + got:lo * UNIT + want])
+                if not k:
+                    break
+                got += k
+            if got < want:
+                r.torn = Torn(off, r.size - off, f"partial block: {n} records need {want + UNIT} bytes, "
+                                                 f"{got + UNIT} present")
+                break
+            blocks.append((lo, n, crc, off, seq))
+            lo += n
+    data = LobcData(r.path, r.meta, records[:lo], len(blocks), r.torn, r.size, blocks)
+    return verify_crc(data) if verify else data
+
+
+def verify_crc(data: LobcData) -> LobcData:
+    """Check the CRCs of a read(verify=False). Returns data itself when every block matches,
+    else the records before the first block that does not, with that block as the torn tail."""
+    blocks = data.unverified or []
+    for i, (lo, n, crc, off, seq) in enumerate(blocks):
+        if zlib.crc32(data.records[lo:lo + n]) != crc:
+            return LobcData(data.path, data.meta, data.records[:lo], i,
+                            Torn(off, data.size - off, f"CRC mismatch in block {seq}"), data.size, None)
+    data.unverified = None
+    return data
 
 
 # ---------------------------------------------------------------- check

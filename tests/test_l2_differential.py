@@ -75,9 +75,8 @@ def replay_in_batches(records, symbols, sizes, mode="auto", tiny_outputs=False, 
     """Feed both implementations the same batches; every batch's rows must be equal."""
     new, old = both(records, symbols, mode, **kw)
     if tiny_outputs:  # every output array of one row: the C replay stops and resumes often
-        from lobreplay._coreapi import L2_ROWS
-        for name, dt, _ in L2_ROWS:
-            new._c._grow(name, dt, 1)
+        for name in new._c._FIELDS:
+            new._c._grow(name, 1)
     i = 0
     for j, size in enumerate(sizes):
         part = records[i:i + size]

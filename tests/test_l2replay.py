@@ -3,6 +3,7 @@ the .lobc replay with its reports (lobreplay.l2replay)."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -560,3 +561,32 @@ def test_malformed_structure_is_reported_not_applied():
     causes = list(out["desyncs"]["cause"]) + list(rest["desyncs"]["cause"])
     assert sorted(causes) == sorted(["incomplete_message", "malformed_level", "orphan_record", "orphan_record",
                                      "unpaired_ticker", "resync_id_mismatch", "incomplete_message"])
+
+
+@pytest.mark.parametrize("reports", [None, ()])
+def test_replay_of_a_file_with_a_corrupt_block(tmp_path, reports):
+    """The CRCs are checked on a helper thread while the replay runs: a block that does not
+    match ends the file there, and the reports are those of the blocks before it."""
+    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+
+    recs, _ = synth_stream(91, n_messages=1200, n_symbols=2)
+    src = tmp_path / "feed.lobc"
+    write_lobc(src, recs, flush_records=500)
+    raw = bytearray(src.read_bytes())
+    bad = 512 + 3 * (64 + 500 * 64)                   # block 3
+    raw[bad + 64 + 1000] ^= 0xFF
+    (tmp_path / "bad.lobc").write_bytes(bytes(raw))
+    (tmp_path / "cut.lobc").write_bytes(bytes(raw[:bad]))
+    cfg = L2ReplayConfig(chunk_records=777, **({} if reports is None else {"reports": reports}))
+    a = replay_lobc(tmp_path / "bad.lobc", str(tmp_path / "a"), cfg)
+    b = replay_lobc(tmp_path / "cut.lobc", str(tmp_path / "b"), cfg)
+    assert a["lobc"]["torn"] == {"offset": bad, "bytes": len(raw) - bad, "reason": "CRC mismatch in block 3"}
+    assert a["records"] == b["records"] == 1500 and a["lobc"]["blocks"] == 3
+    for k in ("bbo_changes", "desyncs_by_cause", "events_by_kind", "bookticker", "books", "report_rows"):
+        assert a[k] == b[k], k
+    for name in (a["report_rows"] if reports is None else []):
+        ta, tb = pq.read_table(tmp_path / "a" / f"{name}.parquet"), pq.read_table(tmp_path / "b" / f"{name}.parquet")
+        if name != "latency":
+            assert ta.equals(tb.replace_schema_metadata(ta.schema.metadata)), name
+        md = {k.decode(): v.decode() for k, v in ta.schema.metadata.items()}
+        assert md["source_sha256"] == hashlib.sha256(bytes(raw)).hexdigest() == a["source"]["source_sha256"]
