@@ -1,0 +1,90 @@
+"""Golden digests of the JSONL -> .lobc conversion (lobreplay.binance.convert) of every real
+Binance recording in the shared data folder.
+
+    .venv/bin/python tests/convert_golden.py --write   # regenerate tests/golden/convert.json
+    .venv/bin/python tests/convert_golden.py           # compare the current code against it
+
+The file was first written by the Python converter, before depth messages were decoded in C
+(csrc/bnjson.c); tests/test_binance_decode.py compares every conversion against it: the
+records byte for byte (a SHA-256), the block layout, the metadata (but its creation time) and
+the converter's statistics (but its timings).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE)]
+
+from lobreplay import lobc  # noqa: E402
+from lobreplay.binance.convert import convert  # noqa: E402
+
+GOLDEN = HERE / "golden" / "convert.json"
+BINANCE = ROOT.parent / "shared" / "data" / "binance"
+HFT = BINANCE / "hftbacktest"
+RECORDINGS = {
+    "spot_20240808": [HFT / "spot" / "btcusdt_20240808.gz"],
+    "spot_20240809": [HFT / "spot" / "btcusdt_20240809.gz"],
+    "spot_20240808_09": [HFT / "spot" / "btcusdt_20240808.gz", HFT / "spot" / "btcusdt_20240809.gz"],
+    "usdm_20240808": [HFT / "usdm" / "btcusdt_20240808.gz"],
+    "cryptofeed_spot": [BINANCE / "cryptofeed" / "BINANCE.ws.1.0"],
+    "cryptofeed_usdm": [BINANCE / "cryptofeed" / "BINANCE_FUTURES.ws.1.0"],
+}
+TIMING = ("seconds", "cpu_seconds", "level_updates_per_s", "dst")
+
+
+def digest(path: Path, stats: dict) -> dict:
+    data = lobc.read(path)
+    meta = {k: v for k, v in data.meta.items() if k != "created_ns"}
+    meta["source"] = ",".join(Path(p).name for p in str(meta.get("source", "")).split(","))
+    st = {k: v for k, v in stats.items() if k not in TIMING}
+    return json.loads(json.dumps({
+        "records": len(data.records), "blocks": data.blocks, "whole": data.whole,
+        "sha256": hashlib.sha256(data.records.tobytes()).hexdigest(), "meta": meta, "stats": st}, default=str))
+
+
+def compute(**kw) -> dict:
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, srcs in RECORDINGS.items():
+            dst = Path(tmp) / f"{name}.lobc"
+            st = convert(srcs if len(srcs) > 1 else srcs[0], dst, **kw)
+            out[name] = digest(dst, st)
+    return out
+
+
+def compare(golden: dict, got: dict) -> list[str]:
+    bad = []
+    for name in sorted(set(golden) | set(got)):
+        g, n = golden.get(name), got.get(name)
+        if g != n:
+            keys = sorted(k for k in set(g or {}) | set(n or {}) if (g or {}).get(k) != (n or {}).get(k))
+            bad.append(f"{name}: differs in {keys}")
+    return bad
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="write the golden file instead of comparing")
+    args = ap.parse_args()
+    got = compute()
+    if args.write:
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {GOLDEN.relative_to(ROOT)}: {len(got)} conversions")
+        return 0
+    bad = compare(json.loads(GOLDEN.read_text()), got)
+    for b in bad:
+        print(b)
+    print(f"{len(got)} conversions, {len(bad)} difference(s)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
