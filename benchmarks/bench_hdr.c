@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -544,13 +545,20 @@ static void gen_thin(stream_t *st, uint64_t seed)
 
 /* ---- runs -------------------------------------------------------------------------------- */
 
+/* Allocation counters, and context switches (getrusage): a measured loop that the
+ * scheduler interrupts shows it here. */
 typedef struct allocs {
     uint64_t core_allocs, core_bytes, core_frees, proc_allocs, proc_bytes, proc_frees;
+    int64_t ctx_involuntary, ctx_voluntary;
 } allocs_t;
 
 static allocs_t alloc_now(void)
 {
     allocs_t a;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    a.ctx_involuntary = ru.ru_nivcsw;
+    a.ctx_voluntary = ru.ru_nvcsw;
     uint64_t freed;
     lob_alloc_stats(&a.core_allocs, &a.core_bytes, &a.core_frees, &freed);
     counting_malloc_t c;
@@ -564,7 +572,8 @@ static allocs_t alloc_now(void)
 static allocs_t alloc_diff(allocs_t b, allocs_t a)
 {
     allocs_t d = {b.core_allocs - a.core_allocs, b.core_bytes - a.core_bytes, b.core_frees - a.core_frees,
-                  b.proc_allocs - a.proc_allocs, b.proc_bytes - a.proc_bytes, b.proc_frees - a.proc_frees};
+                  b.proc_allocs - a.proc_allocs, b.proc_bytes - a.proc_bytes, b.proc_frees - a.proc_frees,
+                  b.ctx_involuntary - a.ctx_involuntary, b.ctx_voluntary - a.ctx_voluntary};
     return d;
 }
 
@@ -627,13 +636,15 @@ static void report(run_t *r)
             "     \"setup\": {\"core_allocs\": %" PRIu64 ", \"core_bytes\": %" PRIu64 ", \"proc_allocs\": %" PRIu64
             ", \"proc_bytes\": %" PRIu64 "},\n"
             "     \"loop\": {\"core_allocs\": %" PRIu64 ", \"core_bytes\": %" PRIu64 ", \"core_frees\": %" PRIu64
-            ", \"proc_allocs\": %" PRIu64 ", \"proc_bytes\": %" PRIu64 ", \"proc_frees\": %" PRIu64 "},\n"
+            ", \"proc_allocs\": %" PRIu64 ", \"proc_bytes\": %" PRIu64 ", \"proc_frees\": %" PRIu64
+            ", \"ctx_involuntary\": %" PRId64 ", \"ctx_voluntary\": %" PRId64 "},\n"
             "     \"failed\": %d}",
             n_runs ? ",\n" : "", r->name, r->mode, r->rate, r->unit, r->what, r->samples, r->events_per_sample,
             r->phase_events, r->fillers, r->batch_mean_ns, r->rejects, r->execs, r->ss.aggressive,
             r->ss.aggressive_stp, r->ss.stp_records, r->setup.core_allocs, r->setup.core_bytes,
             r->setup.proc_allocs, r->setup.proc_bytes, r->loop.core_allocs, r->loop.core_bytes,
-            r->loop.core_frees, r->loop.proc_allocs, r->loop.proc_bytes, r->loop.proc_frees, r->failed);
+            r->loop.core_frees, r->loop.proc_allocs, r->loop.proc_bytes, r->loop.proc_frees,
+            r->loop.ctx_involuntary, r->loop.ctx_voluntary, r->failed);
     fflush(summary);
     n_runs++;
     fprintf(stderr, "  %-32s %8zu samples  batch mean %7.1f ns/event  loop allocations core %" PRIu64

@@ -126,7 +126,10 @@ def notes(summary: dict) -> list[str]:
     ]
     for r in summary["runs"]:
         bits = [f"{r['name']}: {r['what']}"]
-        if r["fillers"]:
+        if r["unit"] == "burst":
+            bits.append(f"one sample per burst of {r['events_per_sample']:,} cancels; each burst's adds are applied "
+                        "untimed before it; batch mean = burst time / cancels")
+        elif r["fillers"]:
             bits.append(f"{r['fillers']:,} untimed refill events in the measured phase "
                         f"(included in the batch mean's {r['phase_events']:,} events)")
         if r["aggressive"]:
@@ -138,7 +141,8 @@ def notes(summary: dict) -> list[str]:
         bits.append(f"set-up: {r['setup']['core_allocs']} allocations by the core "
                     f"({r['setup']['core_bytes']:,} bytes), {r['setup']['proc_allocs']} in the process")
         bits.append(f"measured loop: {r['loop']['core_allocs']} by the core, {r['loop']['proc_allocs']} allocations "
-                    f"and {r['loop']['proc_frees']} frees in the process")
+                    f"and {r['loop']['proc_frees']} frees in the process, "
+                    f"{r['loop']['ctx_involuntary']} involuntary context switches")
         if r["rejects"]:
             bits.append(f"{r['rejects']} rejected events")
         lines.append("; ".join(bits))
@@ -162,15 +166,12 @@ def main(argv=None) -> int:
     if not a.no_build:
         build(exe)
     head = machine()
-    for ln in head:
-        print(ln)
     cmd = [str(exe), "--out", str(out), "--scale", str(a.scale), "--rates", a.rates]
     if a.only:
         cmd += ["--only", a.only]
     if a.clock:
         cmd += ["--clock", a.clock]
-    print("$", " ".join(cmd[:1] + [os.path.relpath(c, ROOT) if c.startswith(str(ROOT)) else c for c in cmd[1:]]),
-          flush=True)
+    print("$", " ".join(os.path.relpath(c, ROOT) if c.startswith(str(ROOT)) else c for c in cmd), flush=True)
     rc = subprocess.run(cmd).returncode
     summary = json.loads((out / "summary.json").read_text())
     rows, parsed = table(summary, out)

@@ -1121,7 +1121,9 @@ static walk_t walk_ext(lob_book *b, uint8_t side, int64_t lim, uint64_t taker, i
         for (uint32_t oi = L->head, nx; oi != NIL; oi = nx) {
             order_t *o = &b->orders[oi];
             nx = o->next;
-            int64_t want = notional ? (px > 0 ? left / px : 0) : left; /* shares it can take here */
+            int64_t want = left; /* shares it can take here: a budget buys floor(left / px) */
+            if (notional) /* whole orders by a multiply; the one division only for the last */
+                want = px <= 0 ? 0 : (__int128)o->qty * px <= left ? o->qty : left / px;
             if (want <= 0) return w;
             if (stp && b->owner[oi] == part) {
                 uint64_t mid = o->id;
