@@ -22,6 +22,14 @@
 #include <string.h>
 #include <time.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <x86intrin.h>
+#define LOB_HAVE_TSC 1
+#else
+#define LOB_HAVE_TSC 0
+#endif
+
 #define NIL UINT32_MAX
 
 _Static_assert(sizeof(lob_event) == 40, "lob_event must be 40 bytes");
@@ -717,6 +725,8 @@ typedef struct ext_io {
 struct lob_session {
     uint32_t max_instrument;
     int timing;
+    int clock;           /* LOB_CLOCK_*: what timing reads (chosen when timing is turned on) */
+    uint64_t tsc_mult;   /* LOB_CLOCK_TSC: ns = ticks * tsc_mult >> 32 */
     int prefetch;        /* -1: decide from book_bytes; 0 off; 1 on */
     uint64_t book_bytes; /* memory of all books */
     lob_book **books;
@@ -808,20 +818,83 @@ int64_t lob_clock_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-void lob_clock_probe(uint32_t iterations, double *cost_ns, int64_t *min_step_ns, int64_t *os_resolution_ns)
+/* The invariant time-stamp counter (CPUID 0x80000007 EDX bit 8: constant rate,
+ * running in every power state), where there is one. */
+static int tsc_invariant(void)
+{
+#if LOB_HAVE_TSC
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u) return 0;
+    __get_cpuid(0x80000007u, &a, &b, &c, &d);
+    return (d >> 8) & 1;
+#else
+    return 0;
+#endif
+}
+
+static inline uint64_t clock_ticks(int clock)
+{
+#if LOB_HAVE_TSC
+    if (clock == LOB_CLOCK_TSC) return __rdtsc();
+#endif
+    (void)clock;
+    return (uint64_t)lob_clock_ns();
+}
+
+static inline uint64_t ticks_to_ns(const lob_session *s, uint64_t ticks)
+{
+    if (s->clock != LOB_CLOCK_TSC) return ticks;
+    return (uint64_t)(((unsigned __int128)ticks * s->tsc_mult) >> 32);
+}
+
+/* ns per tick, measured against CLOCK_MONOTONIC over about 2 ms. */
+static uint64_t tsc_calibrate(void)
+{
+    int64_t t0 = lob_clock_ns(), t1;
+    uint64_t c0 = clock_ticks(LOB_CLOCK_TSC), c1;
+    do {
+        t1 = lob_clock_ns();
+        c1 = clock_ticks(LOB_CLOCK_TSC);
+    } while (t1 - t0 < 2000000);
+    if (c1 <= c0) return 0;
+    return (uint64_t)((((unsigned __int128)(uint64_t)(t1 - t0)) << 32) / (c1 - c0));
+}
+
+static void probe(const lob_session *s, int clock, uint32_t iterations, double *cost_ns, int64_t *min_step_ns)
 {
     if (iterations == 0) iterations = 1;
-    int64_t min_step = INT64_MAX, prev = lob_clock_ns(), start = prev;
+    int64_t t0 = lob_clock_ns();
+    uint64_t min_step = UINT64_MAX, prev = clock_ticks(clock);
     for (uint32_t i = 0; i < iterations; i++) {
-        int64_t t = lob_clock_ns();
-        if (t != prev && t - prev < min_step) min_step = t - prev;
+        uint64_t t = clock_ticks(clock);
+        if (t > prev && t - prev < min_step) min_step = t - prev;
         prev = t;
     }
-    if (cost_ns) *cost_ns = (double)(prev - start) / iterations;
-    if (min_step_ns) *min_step_ns = min_step == INT64_MAX ? 0 : min_step;
+    if (cost_ns) *cost_ns = (double)(lob_clock_ns() - t0) / iterations;
+    if (min_step_ns) {
+        if (min_step == UINT64_MAX) *min_step_ns = 0;
+        else if (clock == LOB_CLOCK_TSC) *min_step_ns = (int64_t)ticks_to_ns(s, min_step);
+        else *min_step_ns = (int64_t)min_step;
+    }
+}
+
+void lob_clock_probe(uint32_t iterations, double *cost_ns, int64_t *min_step_ns, int64_t *os_resolution_ns)
+{
+    probe(NULL, LOB_CLOCK_MONOTONIC, iterations, cost_ns, min_step_ns);
     struct timespec res;
     clock_getres(CLOCK_MONOTONIC, &res);
     if (os_resolution_ns) *os_resolution_ns = (int64_t)res.tv_sec * 1000000000 + res.tv_nsec;
+}
+
+uint64_t lob_session_clock_ticks(const lob_session *s) { return s ? clock_ticks(s->clock) : 0; }
+
+int lob_session_clock(const lob_session *s, uint32_t iterations, double *cost_ns, int64_t *min_step_ns,
+                      double *ns_per_tick)
+{
+    if (!s) return -LOB_EARG;
+    if (iterations) probe(s, s->clock, iterations, cost_ns, min_step_ns);
+    if (ns_per_tick) *ns_per_tick = s->clock == LOB_CLOCK_TSC ? (double)s->tsc_mult / 4294967296.0 : 1.0;
+    return s->clock;
 }
 
 enum { SUB = 1 << LOB_HIST_SUB_BITS, HALF = SUB / 2 };
@@ -853,6 +926,11 @@ int lob_session_set_timing(lob_session *s, int on)
                 if (!b->hist) return LOB_ENOMEM;
             }
         }
+    if (on && !s->timing) {
+        uint64_t mult = tsc_invariant() ? tsc_calibrate() : 0;
+        s->clock = mult ? LOB_CLOCK_TSC : LOB_CLOCK_MONOTONIC;
+        s->tsc_mult = mult;
+    }
     s->timing = on != 0;
     return LOB_OK;
 }
@@ -1315,7 +1393,7 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
     lob_result *results = out->results;
     lob_bbo *bbo = out->bbo;
     /* With timing on, one clock reading ends an event and starts the next. */
-    int64_t t_prev = s->timing ? lob_clock_ns() : 0;
+    uint64_t t_prev = s->timing ? clock_ticks(s->clock) : 0;
     /* Prefetch only where the books outgrow the caches: on books that fit, it
      * costs more than it saves (benchmarks/RESULTS.md). */
     int pf = s->prefetch < 0 ? s->book_bytes > PF_AUTO_BYTES : s->prefetch;
@@ -1450,10 +1528,10 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
         }
         results[i] = r;
         if (s->timing) {
-            int64_t t = lob_clock_ns(), dt = t - t_prev;
+            uint64_t t = clock_ticks(s->clock), dt = t - t_prev;
             t_prev = t;
             int k = (e->kind >= 1 && e->kind < HIST_KINDS) ? e->kind : 0;
-            uint64_t v = dt < 0 ? 0 : (uint64_t)dt;
+            uint64_t v = (int64_t)dt < 0 ? 0 : ticks_to_ns(s, dt); /* < 0: another core's counter */
             s->hist[(size_t)k * LOB_HIST_BUCKETS + lob_hist_index(v)]++;
             if (b && b->hist) b->hist[(size_t)k * BOOK_HIST + lob_book_hist_index(v)]++;
         }

@@ -325,7 +325,7 @@ enum { LOB_HIST_SUB_BITS = 11, LOB_HIST_MAX_BITS = 40, LOB_HIST_BUCKETS = 32768 
 enum { LOB_BOOK_HIST_BUCKETS = 160 };
 
 /* Turn per-event timing on or off for a session (off at creation). When on,
- * each event is timed with CLOCK_MONOTONIC (one reading per event) and counted
+ * each event is timed (one clock reading per event: see lob_session_clock) and counted
  * in the session's histogram of its kind (index = kind, 1..5; 0 for unknown
  * kinds) and in its book's coarse one. Turning it on allocates the books'
  * histograms (the only allocation after creation, never inside apply);
@@ -355,8 +355,21 @@ uint64_t lob_hist_lowest(uint32_t index);
  * between readings (ns), and the resolution the OS reports (ns). */
 void lob_clock_probe(uint32_t iterations, double *cost_ns, int64_t *min_step_ns,
                      int64_t *os_resolution_ns);
-/* Read the timing clock (ns, CLOCK_MONOTONIC). */
+/* Read CLOCK_MONOTONIC (ns). */
 int64_t lob_clock_ns(void);
+/* The clocks timing can read. */
+enum { LOB_CLOCK_MONOTONIC = 0, LOB_CLOCK_TSC = 1 };
+/* The clock a session times events with, chosen when timing is turned on: the
+ * CPU's time-stamp counter where it is invariant (x86-64 whose CPUID says so;
+ * about half the cost of a CLOCK_MONOTONIC reading), converted to ns by a factor
+ * measured against CLOCK_MONOTONIC over about 2 ms at that moment; else
+ * CLOCK_MONOTONIC. Returns LOB_CLOCK_*, or -LOB_EARG for a NULL session. With
+ * iterations > 0 also probes it as lob_clock_probe does (cost of one reading,
+ * smallest non-zero step, in ns); ns_per_tick (1 for CLOCK_MONOTONIC) may be NULL. */
+int lob_session_clock(const lob_session *s, uint32_t iterations, double *cost_ns, int64_t *min_step_ns,
+                      double *ns_per_tick);
+/* One reading of that clock, in its ticks (0 for a NULL session). */
+uint64_t lob_session_clock_ticks(const lob_session *s);
 
 /* ---- allocation accounting ------------------------------------------ */
 

@@ -151,6 +151,10 @@ uint32_t lob_hist_index(uint64_t value_ns);
 uint64_t lob_hist_lowest(uint32_t index);
 void lob_clock_probe(uint32_t iterations, double *cost_ns, int64_t *min_step_ns, int64_t *os_resolution_ns);
 int64_t lob_clock_ns(void);
+enum { LOB_CLOCK_MONOTONIC = 0, LOB_CLOCK_TSC = 1 };
+int lob_session_clock(const lob_session *s, uint32_t iterations, double *cost_ns, int64_t *min_step_ns,
+                      double *ns_per_tick);
+uint64_t lob_session_clock_ticks(const lob_session *s);
 
 uint64_t lob_alloc_count(void);
 void lob_alloc_stats(uint64_t *allocs, uint64_t *bytes, uint64_t *frees, uint64_t *bytes_freed);

@@ -249,6 +249,16 @@ class CoreSession:
     def set_timing(self, on: bool) -> None:
         raise_for_status(lib.lob_session_set_timing(self.ptr, 1 if on else 0), "turning timing on")
 
+    def clock(self, iterations: int = 200_000) -> dict:
+        """The clock timing reads, probed: source, ns per tick, cost of one reading, smallest step."""
+        cost, step, per = ffi.new("double *"), ffi.new("int64_t *"), ffi.new("double *")
+        src = lib.lob_session_clock(self.ptr, iterations, cost, step, per)
+        return {"source": "TSC" if src == lib.LOB_CLOCK_TSC else "CLOCK_MONOTONIC", "ns_per_tick": per[0],
+                "cost_ns": cost[0], "min_step_ns": step[0]}
+
+    def clock_ticks(self) -> int:
+        return int(lib.lob_session_clock_ticks(self.ptr))
+
     def book_histogram(self, instrument: int, kind: int) -> np.ndarray:
         counts = np.zeros(BOOK_HIST_BUCKETS, dtype=np.uint32)
         raise_for_status(lib.lob_session_book_histogram(self.ptr, instrument, kind,

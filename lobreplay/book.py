@@ -214,9 +214,16 @@ class Session:
         return z
 
     def set_timing(self, on: bool = True) -> None:
-        """Time every event inside the core (CLOCK_MONOTONIC, one reading per event), per kind
-        for the session (3 significant figures) and per book (coarse)."""
+        """Time every event inside the core (one clock reading per event: see clock()), per
+        kind for the session (3 significant figures) and per book (coarse)."""
         self._s.set_timing(on)
+
+    def clock(self, iterations: int = 200_000) -> dict:
+        """The clock timing reads (chosen when timing is turned on): "source" TSC (the
+        invariant time-stamp counter, calibrated against CLOCK_MONOTONIC) or
+        CLOCK_MONOTONIC, "ns_per_tick", and, probed over `iterations` readings,
+        "cost_ns" (one reading) and "min_step_ns" (smallest non-zero step)."""
+        return self._s.clock(iterations)
 
     def set_prefetch(self, mode: bool | None = None) -> None:
         """Software prefetching inside apply: True, False, or None (the default:
