@@ -333,3 +333,31 @@ int lob_l2_finish(lob_l2 *r, lob_l2_outputs *out);
 void lob_l2_counts_get(const lob_l2 *r, lob_l2_counts *out);
 void lob_l2_symbols(const lob_l2 *r, uint8_t *state, int64_t *snapshot_id, uint64_t *last_u,
                     uint64_t *messages, uint64_t *skipped);
+
+/* bnjson.h */
+#define LOB_BN_USDM ...
+#define LOB_BN_BARE ...
+#define LOB_BN_OTHER ...
+#define LOB_BN_DEPTH ...
+
+typedef struct lob_bn_line {
+    int64_t recv_ns;
+    uint64_t first_id;
+    uint64_t last_id;
+    uint64_t prev_id;
+    int64_t exch_ms;
+    uint64_t level;
+    uint32_t start;
+    uint32_t len;
+    uint32_t stream_start;
+    int32_t stream_len;
+    uint32_t sym_start;
+    int32_t sym_len;
+    uint32_t n_bids, n_asks;
+    uint8_t status;
+    uint8_t reserved[7];
+} lob_bn_line;
+
+int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digits, uint32_t qty_digits,
+                  lob_bn_line *lines, size_t line_cap, size_t *n_lines, int64_t *levels, size_t level_cap,
+                  size_t *n_levels, size_t *consumed);

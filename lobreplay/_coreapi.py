@@ -622,3 +622,30 @@ class L2Core:
                            _buf("uint64_t[]", out["last_u"], True), _buf("uint64_t[]", out["messages"], True),
                            _buf("uint64_t[]", out["skipped"], True))
         return out
+
+
+# ---- Binance depthUpdate messages (csrc/bnjson.h) ----
+
+BN_LINE_DTYPE = _struct_dtype_arrays("lob_bn_line")
+BN_DEPTH = lib.LOB_BN_DEPTH
+
+
+def bn_decode(buf: bytes, *, usdm: bool, price_digits: int, qty_digits: int, bare: bool = False):
+    """The lines of buf (split at newlines) with their depthUpdate messages decoded
+    (lob_bn_decode): (lines as a BN_LINE_DTYPE array, one per line; levels as int64 (n, 2)
+    price, qty). Lines with status != BN_DEPTH are for the Python path."""
+    n = len(buf)
+    if n >= 1 << 32:
+        raise ValueError("bn_decode: at most 4 GiB per call")
+    src = np.frombuffer(buf, np.uint8)
+    lines = np.empty(buf.count(b"\n") + 1, BN_LINE_DTYPE)
+    levels = np.empty((n // 8 + 16, 2), np.int64)
+    nl, nv, used = ffi.new("size_t *"), ffi.new("size_t *"), ffi.new("size_t *")
+    flags = (lib.LOB_BN_USDM if usdm else 0) | (lib.LOB_BN_BARE if bare else 0)
+    raise_for_status(lib.lob_bn_decode(_buf("uint8_t[]", src), n, flags, price_digits, qty_digits,
+                                       _buf("lob_bn_line[]", lines, True), len(lines), nl,
+                                       _buf("int64_t[]", levels, True), len(levels), nv, used),
+                     "decoding depth messages")
+    if used[0] != n:
+        raise AssertionError("bn_decode: every line fits the arrays it is given")
+    return lines[:nl[0]], levels[:nv[0]]

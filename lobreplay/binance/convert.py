@@ -26,9 +26,12 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
+
 from .. import lobc
+from .._coreapi import BN_DEPTH, bn_decode
 from ..errors import InputError
-from ..lobc import GAP_SHUTDOWN
+from ..lobc import GAP_SHUTDOWN, INT64_MAX
 from .sync import SPOT, USDM, DepthSync, decode_json, open_writer
 
 CHUNK = 1 << 22
@@ -141,8 +144,10 @@ def _cryptofeed_items(ws: Path, http: Path | None):
 
 
 def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: int = lobc.DEFAULT_SCALE,
-            qty_scale: int = lobc.DEFAULT_SCALE) -> dict:
+            qty_scale: int = lobc.DEFAULT_SCALE, c_decoder: bool = True) -> dict:
     """Convert one recording (or several, read as one continuous recording) to a .lobc file.
+    c_decoder=False decodes every message in Python (the same output, slower: the reference
+    the C decoder of depth messages is tested against).
 
     Returns stats: messages, records by kind, gaps, resyncs, per-symbol sync results
     (`synced` > 0 means the book was synced at least once), levels and the speed."""
@@ -204,12 +209,21 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
                          qty_scale=qty_scale, streams=streams, source=source, flush_records=1 << 16,
                          flush_seconds=3600) as w:
             if fmt.startswith("cryptofeed"):
+                # the websocket messages' depthUpdates decoded in C, all in one call
+                depth = _decode_depth(machine, "\n".join(t for _, k, _, t in items if k == "ws").encode(),
+                                      bare=True) if c_decoder else {}
+                ws = -1
                 for recv, kind, sym, text in items:
                     lines_n += 1
                     if kind == "snapshot":
                         machine.feed_snapshot(sym, text, recv)
                     else:
-                        machine.feed(text, recv)
+                        ws += 1
+                        dd = depth.get(ws) if depth else None
+                        if dd is not None:
+                            _feed_decoded(machine, dd, recv)
+                        else:
+                            machine.feed(text, recv)
                     if machine.events:
                         _react(machine, recv, raw=False)
                 w.add_many(machine.take_records())
@@ -218,7 +232,7 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
                     raw_fmt = detect_format(p) == "raw"
                     for lines in _iter_lines(p):
                         lines_n += len(lines)
-                        _feed_lines(machine, lines, raw_fmt)
+                        _feed_lines(machine, lines, raw_fmt, c_decoder)
                         w.add_many(machine.take_records())
             w.add_many(machine.take_records())
             w.flush()
@@ -247,9 +261,47 @@ def _react(machine: DepthSync, recv: int, raw: bool) -> None:
         machine.disconnected(recv, GAP_SHUTDOWN)
 
 
-def _feed_lines(machine: DepthSync, lines, raw_fmt: bool) -> None:
+def _decode_depth(machine: DepthSync, blob: bytes, *, bare: bool) -> dict:
+    """The depthUpdate messages among the newline-separated lines of blob that the C decoder
+    takes (lobreplay._coreapi.bn_decode): line index -> (recv_ns, U, u, pu, E ms, bids, asks,
+    stream, s). The other lines are for machine.feed."""
+    dec, levels = bn_decode(blob, usdm=machine.market == USDM, price_digits=machine.levels.dp,
+                            qty_digits=machine.levels.dq, bare=bare)
+    idx = np.flatnonzero(dec["status"] == BN_DEPTH)
+    if not len(idx):
+        return {}
+    d = dec[idx]
+    levels = levels.copy()  # only the rows used: buffered events keep it alive
+    out = {}
+    for i, recv, U, u, pu, E, lv, nb, na, ss, sl, ys, yl in zip(
+            idx.tolist(), *(d[f].tolist() for f in ("recv_ns", "first_id", "last_id", "prev_id", "exch_ms", "level",
+                                                     "n_bids", "n_asks", "stream_start", "stream_len", "sym_start",
+                                                     "sym_len"))):
+        out[i] = (recv, U, u, pu, E, levels[lv:lv + nb], levels[lv + nb:lv + nb + na],
+                  blob[ss:ss + sl].decode("ascii") if sl >= 0 else None,
+                  blob[ys:ys + yl].decode("ascii") if yl >= 0 else None)
+    return out
+
+
+def _feed_decoded(machine: DepthSync, dd: tuple, recv_ns) -> None:
+    recv, U, u, pu, E, bids, asks, stream, sym = dd
+    machine.feed_depth(stream, sym, U, u, pu, E, recv if recv_ns is None else recv_ns, bids, asks)
+
+
+def _feed_lines(machine: DepthSync, lines, raw_fmt: bool, c_decoder: bool = True) -> None:
+    """One chunk of `<recv ns> <message>` lines, in order. The depthUpdate messages are decoded
+    in C, the whole chunk in one call (lobreplay._coreapi.bn_decode); every other line, and
+    any depth line the decoder does not take whole, goes through machine.feed as text."""
+    depth = _decode_depth(machine, b"".join(lines), bare=False) if c_decoder and lines else {}
     feed = machine.feed
-    for line in lines:
+    for i, line in enumerate(lines):
+        if depth:
+            dd = depth.get(i)
+            if dd is not None:
+                _feed_decoded(machine, dd, None)
+                if machine.events:
+                    _react(machine, dd[0], raw_fmt)
+                continue
         sp = line.find(b" ")
         if sp <= 0:
             if line.strip():
@@ -258,6 +310,9 @@ def _feed_lines(machine: DepthSync, lines, raw_fmt: bool) -> None:
         try:
             recv = int(line[:sp])
         except ValueError:
+            machine.stats["malformed"] += 1
+            continue
+        if not -INT64_MAX - 1 <= recv <= INT64_MAX:  # a receive time the records cannot hold
             machine.stats["malformed"] += 1
             continue
         msg = line[sp + 1:]

@@ -100,10 +100,13 @@ def _int(v, name) -> int:
     return v
 
 
+MAX_MS = 9_223_372_036_853  # the last ms whose ns fit int64
+
+
 def _ms(v, name) -> int:
     if v is None:
         return 0
-    if type(v) is not int or v < 0 or v > 9_223_372_036_853:
+    if type(v) is not int or v < 0 or v > MAX_MS:
         raise Malformed(f"field {name}: expected a time in ms, got {v!r}")
     return v * MS
 
@@ -219,13 +222,16 @@ class Levels:
 
 
 class RecordBuffer:
-    """Records in order, built in bulk: per-record Python work is one tuple per run."""
+    """Records in order, built in bulk: per-record Python work is one tuple per run.
+    A run's prices and quantities are strings for the vectorised parser (mode 1), integers
+    (mode 2), or an int64 (n, 2) array of price, qty (mode 3: from the C decoder)."""
 
     def __init__(self, levels: Levels):
         self.levels = levels
         self.runs = []
         self.fast = []
         self.slow = []
+        self.arrays = []
         self.n = 0
 
     def single(self, kind, symbol, recv_ns, *, exch_ns=0, first_id=0, last_id=0, prev_id=0, side=0, flags=0,
@@ -243,6 +249,8 @@ class RecordBuffer:
             return
         if mode == 1:
             self.fast += vals
+        elif mode == 3:
+            self.arrays.append(vals)
         else:
             self.slow += vals
         self.runs.append((kind, side, symbol, flags, recv_ns, exch_ns, first_id, last_id, prev_id, n, mode))
@@ -258,15 +266,17 @@ class RecordBuffer:
         for f in _COPY:
             out[f] = runs[f] if simple else np.repeat(runs[f], counts)
         modes = runs["mode"] if simple else np.repeat(runs["mode"], counts)
-        if self.fast or self.slow:
+        if self.fast or self.slow or self.arrays:
             vals = np.zeros((len(out), 2), np.int64)
             if self.fast:
                 vals[modes == 1] = self.levels.parse_fast(self.fast)
             if self.slow:
                 vals[modes == 2] = np.array(self.slow, dtype=np.int64).reshape(-1, 2)
+            if self.arrays:
+                vals[modes == 3] = np.concatenate(self.arrays) if len(self.arrays) > 1 else self.arrays[0]
             out["price"] = vals[:, 0]
             out["qty"] = vals[:, 1]
-        self.runs, self.fast, self.slow, self.n = [], [], [], 0
+        self.runs, self.fast, self.slow, self.arrays, self.n = [], [], [], [], 0
         return out
 
 
@@ -406,6 +416,20 @@ class DepthSync:
         except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError) as err:
             self._malformed(raw, recv_ns, err)
 
+    def feed_depth(self, stream, s, U, u, pu, exch_ms, recv_ns: int, bids: np.ndarray, asks: np.ndarray) -> None:
+        """A depthUpdate message that the C decoder (lobreplay._coreapi.bn_decode) took: the
+        same as feed() of its text. stream: the envelope's stream name (None: no envelope),
+        s: its "s" (None: none), pu: 0 on spot, exch_ms: E (-1: none), bids and asks: int64
+        (n, 2) arrays of price, qty. The decoder took only well-formed messages (U <= u,
+        every field in range, every decimal within the scales)."""
+        self.stats["messages"] += 1
+        st = self._symbol_of(s, stream)
+        if st is None:
+            self.stats["unknown_symbol"] += 1
+            return
+        self._depth_event(st, U, u, pu, exch_ms * MS if exch_ms >= 0 else 0, recv_ns,
+                          (3, bids, len(bids)), (3, asks, len(asks)))
+
     def feed_snapshot(self, symbol, body, recv_ns: int) -> None:
         """A REST depth snapshot body (text or dict) for `symbol` (None: the one waiting for it)."""
         self.stats["snapshots"] += 1
@@ -466,6 +490,9 @@ class DepthSync:
     # ------------------------------------------------------------ messages
 
     def _symbol(self, data, stream):
+        return self._symbol_of(data.get("s"), stream)
+
+    def _symbol_of(self, s, stream):
         if stream is not None:
             st = self._by_stream.get(stream)
             if st is None:
@@ -474,7 +501,6 @@ class DepthSync:
                     self._by_stream[stream] = st
             if st is not None:
                 return st
-        s = data.get("s")
         if type(s) is str:
             return self._by_name.get(s.upper())
         return None
@@ -496,6 +522,9 @@ class DepthSync:
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
             self._malformed_symbol(st, recv_ns, err)
             return
+        self._depth_event(st, U, u, pu, exch, recv_ns, bids, asks)
+
+    def _depth_event(self, st, U, u, pu, exch, recv_ns, bids, asks):
         self.stats["depth"] += 1
         st.stats["depth"] += 1
         st.fresh = True
@@ -554,7 +583,7 @@ class DepthSync:
         if not (fast(b + "," + B) and fast(a + "," + A)):
             return False
         u = int(u)
-        if u > U64_MAX:
+        if u > U64_MAX or (E is not None and int(E) > MAX_MS):  # the JSON path refuses them
             return False
         exch = int(E) * MS if E is not None else 0
         self.stats["tickers"] += 1

@@ -1,0 +1,307 @@
+/*
+ * bnjson.c -- depthUpdate messages decoded in C (bnjson.h).
+ *
+ * A strict reader of the exact shape Binance sends (no blanks inside the
+ * message, known keys once each, unescaped ASCII strings, plain integers):
+ * whatever it does not take is left, whole, to the Python path.
+ */
+#include "bnjson.h"
+
+#include <string.h>
+
+typedef struct cur {
+    const uint8_t *p, *end;
+    int full; /* the level arrays ran out of room */
+} cur;
+
+static const uint64_t POW10[20] = {1ULL,
+                                   10ULL,
+                                   100ULL,
+                                   1000ULL,
+                                   10000ULL,
+                                   100000ULL,
+                                   1000000ULL,
+                                   10000000ULL,
+                                   100000000ULL,
+                                   1000000000ULL,
+                                   10000000000ULL,
+                                   100000000000ULL,
+                                   1000000000000ULL,
+                                   10000000000000ULL,
+                                   100000000000000ULL,
+                                   1000000000000000ULL,
+                                   10000000000000000ULL,
+                                   100000000000000000ULL,
+                                   1000000000000000000ULL,
+                                   10000000000000000000ULL};
+
+static inline int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+static inline int lit(cur *c, const char *s, size_t n)
+{
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, s, n)) return 0;
+    c->p += n;
+    return 1;
+}
+
+/* A JSON integer as Python's json reads it (no sign, no leading zero, no fraction
+ * or exponent), 0 .. 2^64 - 1. */
+static int json_u64(cur *c, uint64_t *out)
+{
+    const uint8_t *p = c->p;
+    if (p >= c->end || !is_digit(*p)) return 0;
+    if (*p == '0' && p + 1 < c->end && is_digit(p[1])) return 0;
+    uint64_t v = 0;
+    while (p < c->end && is_digit(*p)) {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10) return 0;
+        v = v * 10 + d;
+        p++;
+    }
+    if (p < c->end && (*p == '.' || *p == 'e' || *p == 'E')) return 0;
+    c->p = p;
+    *out = v;
+    return 1;
+}
+
+/* A string of printable ASCII without escapes: its span. */
+static int json_str(cur *c, const uint8_t **s, size_t *n)
+{
+    const uint8_t *p = c->p;
+    if (p >= c->end || *p != '"') return 0;
+    const uint8_t *q = ++p;
+    while (q < c->end && *q != '"') {
+        if (*q < 0x20 || *q > 0x7e || *q == '\\') return 0;
+        q++;
+    }
+    if (q >= c->end) return 0;
+    *s = p;
+    *n = (size_t)(q - p);
+    c->p = q + 1;
+    return 1;
+}
+
+/* A decimal string ("64123.45", "0.00100000") as an integer of 10^-digits units,
+ * exactly as lobreplay.lobc.parse_decimal takes it: digits, at most one point with
+ * digits after it; more significant decimals than the scale holds, or a value
+ * beyond int64, are refused (0). */
+static int json_decimal(cur *c, uint32_t digits, int64_t *out)
+{
+    const uint8_t *p = c->p, *end = c->end;
+    if (p >= end || *p != '"') return 0;
+    p++;
+    if (p >= end || !is_digit(*p)) return 0;
+    while (p < end && *p == '0') p++; /* leading zeros */
+    uint64_t whole = 0;
+    int nw = 0;
+    while (p < end && is_digit(*p)) {
+        if (++nw > 19) return 0;
+        whole = whole * 10 + (uint64_t)(*p - '0');
+        p++;
+    }
+    uint64_t frac = 0;
+    uint32_t nf = 0;
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || !is_digit(*p)) return 0;
+        while (p < end && is_digit(*p)) {
+            if (nf < digits) {
+                frac = frac * 10 + (uint64_t)(*p - '0');
+                nf++;
+            } else if (*p != '0') {
+                return 0; /* a significant decimal beyond the scale: refused, never rounded */
+            }
+            p++;
+        }
+    }
+    if (p >= end || *p != '"') return 0;
+    /* whole * 10^digits + frac * 10^(digits - nf) <= INT64_MAX */
+    unsigned __int128 v = (unsigned __int128)whole * POW10[digits] + (unsigned __int128)frac * POW10[digits - nf];
+    if (v > (unsigned __int128)INT64_MAX) return 0;
+    *out = (int64_t)v;
+    c->p = p + 1;
+    return 1;
+}
+
+/* [["p","q"],...] into levels[2 * (*n) ..]: 0 if not that shape or out of room. */
+static int json_levels(cur *c, uint32_t pd, uint32_t qd, int64_t *levels, size_t cap, size_t *n, uint32_t *count)
+{
+    if (!lit(c, "[", 1)) return 0;
+    uint32_t k = 0;
+    if (lit(c, "]", 1)) {
+        *count = 0;
+        return 1;
+    }
+    for (;;) {
+        if (*n >= cap) {
+            c->full = 1;
+            return 0;
+        }
+        if (!lit(c, "[", 1) || !json_decimal(c, pd, &levels[2 * *n]) || !lit(c, ",", 1) ||
+            !json_decimal(c, qd, &levels[2 * *n + 1]) || !lit(c, "]", 1))
+            return 0;
+        (*n)++;
+        k++;
+        if (lit(c, "]", 1)) break;
+        if (!lit(c, ",", 1)) return 0;
+    }
+    *count = k;
+    return 1;
+}
+
+enum { K_E = 1, K_EMS = 2, K_T = 4, K_S = 8, K_UU = 16, K_LU = 32, K_PU = 64, K_B = 128, K_A = 256 };
+
+/* The data object of a depthUpdate. 1: decoded into *ln (levels appended). */
+static int depth_object(cur *c, const uint8_t *buf, int usdm, uint32_t pd, uint32_t qd, lob_bn_line *ln,
+                        int64_t *levels, size_t cap, size_t *n)
+{
+    if (!lit(c, "{", 1)) return 0;
+    unsigned seen = 0;
+    size_t n0 = *n;
+    uint32_t nb = 0, na = 0;
+    for (;;) {
+        const uint8_t *k;
+        size_t kn;
+        if (!json_str(c, &k, &kn) || !lit(c, ":", 1)) return 0;
+        unsigned key = 0;
+        if (kn == 1) {
+            switch (k[0]) {
+            case 'e': key = K_E; break;
+            case 'E': key = K_EMS; break;
+            case 'T': key = K_T; break;
+            case 's': key = K_S; break;
+            case 'U': key = K_UU; break;
+            case 'u': key = K_LU; break;
+            case 'b': key = K_B; break;
+            case 'a': key = K_A; break;
+            default: return 0;
+            }
+        } else if (kn == 2 && k[0] == 'p' && k[1] == 'u') {
+            key = K_PU;
+        } else {
+            return 0;
+        }
+        if (seen & key) return 0; /* a key twice: Python keeps the last, let it */
+        seen |= key;
+        uint64_t v;
+        const uint8_t *s;
+        size_t sn;
+        switch (key) {
+        case K_E:
+            if (!json_str(c, &s, &sn) || sn != 11 || memcmp(s, "depthUpdate", 11)) return 0;
+            break;
+        case K_EMS:
+            if (!json_u64(c, &v) || v > UINT64_C(9223372036853)) return 0;
+            ln->exch_ms = (int64_t)v;
+            break;
+        case K_T:
+            if (!json_u64(c, &v)) return 0;
+            break;
+        case K_S:
+            if (!json_str(c, &s, &sn)) return 0;
+            ln->sym_start = (uint32_t)(s - buf);
+            ln->sym_len = (int32_t)sn;
+            break;
+        case K_UU:
+            if (!json_u64(c, &ln->first_id)) return 0;
+            break;
+        case K_LU:
+            if (!json_u64(c, &ln->last_id)) return 0;
+            break;
+        case K_PU:
+            if (!json_u64(c, &v)) return 0;
+            ln->prev_id = usdm ? v : 0;
+            break;
+        case K_B:
+            if (seen & K_A) return 0; /* the asks first: not the usual shape */
+            if (!json_levels(c, pd, qd, levels, cap, n, &nb)) return 0;
+            break;
+        case K_A:
+            if (!(seen & K_B)) return 0;
+            if (!json_levels(c, pd, qd, levels, cap, n, &na)) return 0;
+            break;
+        }
+        if (lit(c, "}", 1)) break;
+        if (!lit(c, ",", 1)) return 0;
+    }
+    unsigned need = K_E | K_UU | K_LU | K_B | K_A | (usdm ? K_PU : 0);
+    if ((seen & need) != need || ln->first_id > ln->last_id) return 0;
+    ln->level = n0;
+    ln->n_bids = nb;
+    ln->n_asks = na;
+    return 1;
+}
+
+/* One message: the envelope or the bare payload, then only blanks. */
+static int depth_message(cur *c, const uint8_t *buf, int usdm, uint32_t pd, uint32_t qd, lob_bn_line *ln,
+                         int64_t *levels, size_t cap, size_t *n)
+{
+    ln->stream_len = -1;
+    ln->sym_len = -1;
+    ln->exch_ms = -1;
+    ln->prev_id = 0;
+    if (lit(c, "{\"stream\":", 10)) {
+        const uint8_t *s;
+        size_t sn;
+        if (!json_str(c, &s, &sn) || !lit(c, ",\"data\":", 8)) return 0;
+        ln->stream_start = (uint32_t)(s - buf);
+        ln->stream_len = (int32_t)sn;
+        if (!depth_object(c, buf, usdm, pd, qd, ln, levels, cap, n) || !lit(c, "}", 1)) return 0;
+    } else if (!depth_object(c, buf, usdm, pd, qd, ln, levels, cap, n)) {
+        return 0;
+    }
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r')) c->p++;
+    return c->p == c->end;
+}
+
+int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digits, uint32_t qty_digits,
+                  lob_bn_line *lines, size_t line_cap, size_t *n_lines, int64_t *levels, size_t level_cap,
+                  size_t *n_levels, size_t *consumed)
+{
+    if (!n_lines || !n_levels || !consumed || (len && !buf) || (line_cap && !lines) || (level_cap && !levels) ||
+        len >= (UINT64_C(1) << 32) || price_digits > 18 || qty_digits > 18)
+        return LOB_EARG;
+    int usdm = (flags & LOB_BN_USDM) != 0, bare = (flags & LOB_BN_BARE) != 0;
+    size_t nl = 0, nv = 0, pos = 0;
+    while (pos < len && nl < line_cap) {
+        const uint8_t *nlp = memchr(buf + pos, '\n', len - pos);
+        size_t end = nlp ? (size_t)(nlp - buf) : len;
+        lob_bn_line *ln = &lines[nl];
+        memset(ln, 0, sizeof *ln);
+        ln->start = (uint32_t)pos;
+        ln->len = (uint32_t)(end - pos);
+        ln->stream_len = ln->sym_len = -1;
+        ln->exch_ms = -1;
+        cur c = {buf + pos, buf + end, 0};
+        int ok = 1;
+        if (!bare) { /* <recv ns> and one space, as int() takes them (digits only here) */
+            uint64_t v = 0;
+            int nd = 0;
+            while (c.p < c.end && is_digit(*c.p)) {
+                if (++nd > 19) break;
+                v = v * 10 + (uint64_t)(*c.p - '0');
+                c.p++;
+            }
+            ok = nd >= 1 && nd <= 19 && v <= (uint64_t)INT64_MAX && c.p < c.end && *c.p == ' ';
+            ln->recv_ns = (int64_t)v;
+            c.p++;
+        }
+        size_t n0 = nv;
+        if (ok && c.p < c.end && *c.p == '{' &&
+            depth_message(&c, buf, usdm, price_digits, qty_digits, ln, levels, level_cap, &nv)) {
+            ln->status = LOB_BN_DEPTH;
+        } else {
+            nv = n0;
+            if (c.full) break; /* out of level room: stop before this line */
+            ln->status = LOB_BN_OTHER;
+            ln->n_bids = ln->n_asks = 0;
+            ln->level = 0;
+        }
+        nl++;
+        pos = nlp ? end + 1 : end;
+    }
+    *n_lines = nl;
+    *n_levels = nv;
+    *consumed = pos;
+    return LOB_OK;
+}

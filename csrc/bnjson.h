@@ -1,0 +1,65 @@
+/*
+ * bnjson.h -- Binance diff-depth messages (depthUpdate) decoded in C, a batch of
+ * recorded lines per call, for the JSONL -> .lobc conversion (docs/binance.md).
+ *
+ * A line is `<recv ns> <message>` (the hftbacktest collector's and our --raw
+ * format; with LOB_BN_BARE, just `<message>`). The message is the combined-stream
+ * envelope {"stream":"<name>","data":{...}} or the bare payload
+ * {"e":"depthUpdate","E":..,"T":..,"s":..,"U":..,"u":..,"pu":..,"b":[[p,q],..],"a":[..]}.
+ * Prices and quantities (decimal strings) become scaled integers straight from
+ * their digits, never through a float.
+ *
+ * The decoder only takes what it is sure of: a line it decodes gives exactly
+ * what the Python path (lobreplay.binance.sync) would take from it. Anything
+ * else -- another message type, a field it does not know, a value out of range,
+ * a decimal with more significant decimals than the scale holds or that does
+ * not fit int64, escapes, blanks, non-ASCII bytes, a malformed line -- is left
+ * to the Python path (status 0), which decides, and reports errors, as before.
+ */
+#ifndef LOB_BNJSON_H
+#define LOB_BNJSON_H
+
+#include "lob.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { LOB_BN_USDM = 1, LOB_BN_BARE = 2 };   /* lob_bn_decode flags */
+enum { LOB_BN_OTHER = 0, LOB_BN_DEPTH = 1 }; /* lob_bn_line.status */
+
+/* One line of the batch. Offsets are into buf. */
+typedef struct lob_bn_line {
+    int64_t recv_ns;          /* the line's <recv ns> (LOB_BN_BARE: 0) */
+    uint64_t first_id;        /* U */
+    uint64_t last_id;         /* u */
+    uint64_t prev_id;         /* pu (USD-M; 0 on spot) */
+    int64_t exch_ms;          /* E in ms; -1 when the message has none */
+    uint64_t level;           /* its first level in the level arrays: bids, then asks */
+    uint32_t start;           /* the line: buf[start .. start + len), without its newline */
+    uint32_t len;
+    uint32_t stream_start;    /* the envelope's stream name (stream_len = -1: no envelope) */
+    int32_t stream_len;
+    uint32_t sym_start;       /* "s" (sym_len = -1: none) */
+    int32_t sym_len;
+    uint32_t n_bids, n_asks;
+    uint8_t status;           /* LOB_BN_DEPTH: decoded; LOB_BN_OTHER: for the Python path */
+    uint8_t reserved[7];
+} lob_bn_line;
+
+/* Split buf[0 .. len) (len < 2^32) into lines at '\n' (a last line without one
+ * counts) and decode the depthUpdate messages among them. Writes one
+ * lob_bn_line per line (up to line_cap) and the levels of the decoded messages
+ * as price, qty pairs into levels[2 * level_cap] (price_digits, qty_digits: the
+ * scales' powers of ten, 0 .. 18). Stops before a line that does not fit:
+ * *n_lines lines were written, *consumed bytes (whole lines) were walked.
+ * Returns LOB_OK or LOB_EARG. */
+int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digits, uint32_t qty_digits,
+                  lob_bn_line *lines, size_t line_cap, size_t *n_lines, int64_t *levels, size_t level_cap,
+                  size_t *n_levels, size_t *consumed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOB_BNJSON_H */
