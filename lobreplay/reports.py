@@ -20,47 +20,60 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Mapping
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-TIME = pa.int64()  # ns since midnight, exchange local time (ITCH); see `ts` for UTC
-SYMBOL = pa.dictionary(pa.int32(), pa.string())
+from ._lazy import Deferred, preload
 
-SCHEMAS: dict[str, pa.Schema] = {
-    "desyncs": pa.schema([
-        ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
-        ("locate", pa.uint16()), ("symbol", SYMBOL), ("order_ref", pa.uint64()), ("cause", pa.string()),
-        ("other_ref", pa.uint64()), ("expected_qty", pa.int64()), ("found_qty", pa.int64()),
-        ("expected_price", pa.int64()), ("found_price", pa.int64()),
-    ]),
-    "executions": pa.schema([
-        ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
-        ("locate", pa.uint16()), ("symbol", SYMBOL), ("source", pa.string()), ("msg_type", pa.string()),
-        ("order_ref", pa.uint64()), ("qty", pa.int64()), ("price", pa.int64()), ("match_number", pa.uint64()),
-        ("printable", pa.string()), ("maker_remaining", pa.int64()),
-    ]),
-    "bbo": pa.schema([
-        ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
-        ("locate", pa.uint16()), ("symbol", SYMBOL),
-        ("bid_price", pa.int64()), ("bid_qty", pa.int64()), ("bid_count", pa.uint32()),
-        ("ask_price", pa.int64()), ("ask_qty", pa.int64()), ("ask_count", pa.uint32()),
-    ]),
-    "latency": pa.schema([
-        ("scope", pa.string()), ("locate", pa.uint16()), ("kind", pa.string()), ("count", pa.int64()), ("p50_ns", pa.int64()),
-        ("p90_ns", pa.int64()), ("p99_ns", pa.int64()), ("p99_9_ns", pa.int64()), ("max_ns", pa.int64()),
-    ]),
-    "symbols": pa.schema([
-        ("locate", pa.uint16()), ("symbol", pa.string()), ("market_category", pa.string()),
-        ("financial_status", pa.string()), ("round_lot_size", pa.uint32()), ("authenticity", pa.string()),
-        ("replayed", pa.bool_()), ("band_low", pa.int64()), ("band_high", pa.int64()), ("tick", pa.int64()),
-        ("levels", pa.int64()), ("capacity", pa.uint32()), ("min_price", pa.int64()), ("max_price", pa.int64()),
-        ("messages", pa.uint64()), ("adds", pa.uint64()), ("deletes", pa.uint64()), ("replaces", pa.uint64()),
-        ("executions", pa.uint64()), ("cancels", pa.uint64()), ("executed_shares", pa.uint64()),
-        ("unknown_refs", pa.uint64()), ("peak_live", pa.uint32()), ("desyncs", pa.int64()),
-        ("residual_orders", pa.int64()),
-    ]),
-}
+pa = Deferred("pyarrow")
+pc = Deferred("pyarrow.compute")
+pq = Deferred("pyarrow.parquet")
+
+
+def __getattr__(name: str):
+    """TIME, SYMBOL and SCHEMAS are built on first use (they need pyarrow)."""
+    if name in ("TIME", "SYMBOL", "SCHEMAS"):
+        globals().update(_schemas())
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _schemas() -> dict:
+    TIME = pa.int64()  # ns since midnight, exchange local time (ITCH); see `ts` for UTC
+    SYMBOL = pa.dictionary(pa.int32(), pa.string())
+    SCHEMAS: dict[str, pa.Schema] = {
+        "desyncs": pa.schema([
+            ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
+            ("locate", pa.uint16()), ("symbol", SYMBOL), ("order_ref", pa.uint64()), ("cause", pa.string()),
+            ("other_ref", pa.uint64()), ("expected_qty", pa.int64()), ("found_qty", pa.int64()),
+            ("expected_price", pa.int64()), ("found_price", pa.int64()),
+        ]),
+        "executions": pa.schema([
+            ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
+            ("locate", pa.uint16()), ("symbol", SYMBOL), ("source", pa.string()), ("msg_type", pa.string()),
+            ("order_ref", pa.uint64()), ("qty", pa.int64()), ("price", pa.int64()), ("match_number", pa.uint64()),
+            ("printable", pa.string()), ("maker_remaining", pa.int64()),
+        ]),
+        "bbo": pa.schema([
+            ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
+            ("locate", pa.uint16()), ("symbol", SYMBOL),
+            ("bid_price", pa.int64()), ("bid_qty", pa.int64()), ("bid_count", pa.uint32()),
+            ("ask_price", pa.int64()), ("ask_qty", pa.int64()), ("ask_count", pa.uint32()),
+        ]),
+        "latency": pa.schema([
+            ("scope", pa.string()), ("locate", pa.uint16()), ("kind", pa.string()), ("count", pa.int64()), ("p50_ns", pa.int64()),
+            ("p90_ns", pa.int64()), ("p99_ns", pa.int64()), ("p99_9_ns", pa.int64()), ("max_ns", pa.int64()),
+        ]),
+        "symbols": pa.schema([
+            ("locate", pa.uint16()), ("symbol", pa.string()), ("market_category", pa.string()),
+            ("financial_status", pa.string()), ("round_lot_size", pa.uint32()), ("authenticity", pa.string()),
+            ("replayed", pa.bool_()), ("band_low", pa.int64()), ("band_high", pa.int64()), ("tick", pa.int64()),
+            ("levels", pa.int64()), ("capacity", pa.uint32()), ("min_price", pa.int64()), ("max_price", pa.int64()),
+            ("messages", pa.uint64()), ("adds", pa.uint64()), ("deletes", pa.uint64()), ("replaces", pa.uint64()),
+            ("executions", pa.uint64()), ("cancels", pa.uint64()), ("executed_shares", pa.uint64()),
+            ("unknown_refs", pa.uint64()), ("peak_live", pa.uint32()), ("desyncs", pa.int64()),
+            ("residual_orders", pa.int64()),
+        ]),
+    }
+    return {"TIME": TIME, "SYMBOL": SYMBOL, "SCHEMAS": SCHEMAS}
 
 
 class TableWriter:
@@ -118,7 +131,7 @@ class ReportSet:
     def __init__(self, out_dir: str, names: list[str], metadata: Mapping[str, str]):
         self.out_dir = out_dir
         self.metadata = dict(metadata)
-        self.writers = {n: TableWriter(os.path.join(out_dir, f"{n}.parquet"), SCHEMAS[n], self.metadata)
+        self.writers = {n: TableWriter(os.path.join(out_dir, f"{n}.parquet"), _schema(n), self.metadata)
                         for n in names}
         self.extra: dict[str, TableWriter] = {}
         self.extra_names: set[str] = set()  # tables written with write_table that were asked for
@@ -187,16 +200,15 @@ class ReportSet:
             raise errors[0]
 
 
-def preload_pandas() -> None:
-    """Import pandas on a daemon thread. pyarrow imports it on the first pa.array
-    (about 0.4 s here); a replay that will write reports starts this before its
-    C-bound first pass so the import overlaps the scan instead of adding to it."""
-    import importlib
-    import sys
-    import threading
-    if "pandas" not in sys.modules:
-        threading.Thread(target=importlib.import_module, args=("pandas",), daemon=True,
-                         name="preload-pandas").start()
+def _schema(name: str):
+    return (globals().get("SCHEMAS") or __getattr__("SCHEMAS"))[name]
+
+
+def preload_arrow() -> None:
+    """Import pyarrow and pandas (which pyarrow imports on its first pa.array) on a
+    thread: a replay that will write reports starts this before its C-bound first
+    pass, so the imports overlap the scan instead of adding to it."""
+    preload()
 
 
 def write_json(path: str, obj) -> None:

@@ -18,16 +18,15 @@ import shutil
 import time
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from .._lazy import Deferred
 from ..events import Kind
 from ..latency import histogram_table, summary_rows
 from ..reports import write_json
 from .replay import ItchReplay, ReplayConfig, prepare_output, replay_itch
 
 PART_HIST = "latency_hist.npz"
+pa, pc, pq = Deferred("pyarrow"), Deferred("pyarrow.compute"), Deferred("pyarrow.parquet")
 
 
 def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, force: bool = False) -> dict:

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
 import numpy as np
-import pyarrow as pa
 
 from .. import __version__
 from .. import _coreapi as core
@@ -31,7 +30,9 @@ from ..book import Session, _touched
 from ..errors import InputError
 from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
 from ..latency import histogram_table, report_rows
-from ..reports import SCHEMAS, ReplayRun, ReportSet, TableWriter, preload_pandas
+from .. import reports
+from .._lazy import Deferred
+from ..reports import ReplayRun, ReportSet, TableWriter, preload_arrow
 from .decode import decode_type, to_arrow
 from .reader import ItchFile
 from .spec import LAYOUTS, PRICE4_SCALE
@@ -49,6 +50,7 @@ REJECT_CAUSE = {
 CORE_CAUSE = {Cause.FILL_ORDER: "fill_order", Cause.QTY: "quantity_mismatch",
               Cause.EXEC_PRICE: "execution_price"}  # CROSSED: crossed_add / crossed_replace by event kind
 NY = ZoneInfo("America/New_York")
+pa = Deferred("pyarrow")  # imported on first use: a replay without reports never needs it
 
 
 @dataclass
@@ -209,7 +211,7 @@ class ItchReplay:
         cfg = self.cfg
         with ReplayRun(self.out_dir, self.src_meta()) as run:
             if cfg.reports:
-                preload_pandas()  # on another thread, during pass 1
+                preload_arrow()  # on another thread, during pass 1
             p1 = self.pass1()
             meta = self.src_meta()  # now with the file's sha256
             run.summary["source"] = meta
@@ -262,7 +264,7 @@ class ItchReplay:
         if cfg.symbols:
             self.feed_select = select.copy()
             self.feed_select[0] = 1
-        # (pyarrow imports pandas on its first pa.array: not on a replay without reports)
+        # (pyarrow, and pandas, which it imports on its first pa.array: not without reports)
         symtab = pa.array([p1.symbols.get(i, "") for i in range(65536)], pa.string()) if cfg.reports else None
         want_bbo = "bbo" in reports
         ev = np.empty(0, EVENT_DTYPE)
@@ -554,7 +556,7 @@ class ItchReplay:
             cols[f] = st[f][locs]
         cols["desyncs"] = per_locate[locs]
         cols["residual_orders"] = [residual.get(loc, 0) for loc in locs]
-        w = TableWriter(os.path.join(self.out_dir, "symbols.parquet"), SCHEMAS["symbols"], self.src_meta())
+        w = TableWriter(os.path.join(self.out_dir, "symbols.parquet"), reports.SCHEMAS["symbols"], self.src_meta())
         try:
             w.write(cols)
         finally:

@@ -1,0 +1,40 @@
+"""Modules imported on first use.
+
+pyarrow (with pyarrow.compute and pyarrow.parquet) takes about 0.1 s to import and
+imports pandas (0.2-0.4 s more) on its first `pa.array`; a replay without reports needs
+neither. The modules that write reports refer to them through `Deferred` stand-ins, and
+a replay that will write them starts `preload` on a thread before its C-bound first pass.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+
+ARROW = ("pyarrow", "pyarrow.compute", "pyarrow.parquet", "pandas")
+
+
+class Deferred:
+    """Stands for module `name`: the first attribute read imports it."""
+
+    def __init__(self, name: str):
+        self._name = name
+        self._module = None
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        if self._module is None:
+            self._module = importlib.import_module(self._name)
+        return getattr(self._module, attr)
+
+    def __repr__(self) -> str:
+        return f"<deferred module {self._name!r}>"
+
+
+def preload(names=ARROW) -> None:
+    """Import the modules on a daemon thread (the import lock makes a use meanwhile wait)."""
+    missing = [n for n in names if n not in sys.modules]
+    if missing:
+        threading.Thread(target=lambda: [importlib.import_module(n) for n in missing], daemon=True,
+                         name="preload-imports").start()
