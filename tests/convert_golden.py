@@ -11,7 +11,6 @@ the converter's statistics (but its timings).
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
@@ -70,20 +69,8 @@ def compare(golden: dict, got: dict) -> list[str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help="write the golden file instead of comparing")
-    args = ap.parse_args()
-    got = compute()
-    if args.write:
-        GOLDEN.parent.mkdir(exist_ok=True)
-        GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
-        print(f"wrote {GOLDEN.relative_to(ROOT)}: {len(got)} conversions")
-        return 0
-    bad = compare(json.loads(GOLDEN.read_text()), got)
-    for b in bad:
-        print(b)
-    print(f"{len(got)} conversions, {len(bad)} difference(s)")
-    return 1 if bad else 0
+    import golden_cli
+    return golden_cli.run(GOLDEN, compute, compare, "conversions", __doc__.split("\n\n")[0])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ run twice: an artefact of the Python implementation, docs/l2.md).
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
@@ -249,20 +248,8 @@ def compare(golden: dict, got: dict) -> list[str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help="write the golden file instead of comparing")
-    args = ap.parse_args()
-    got = compute()
-    if args.write:
-        GOLDEN.parent.mkdir(exist_ok=True)
-        GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
-        print(f"wrote {GOLDEN.relative_to(ROOT)}: {len(got)} replays")
-        return 0
-    bad = compare(json.loads(GOLDEN.read_text()), got)
-    for b in bad:
-        print(b)
-    print(f"{len(got)} replays, {len(bad)} difference(s)")
-    return 1 if bad else 0
+    import golden_cli
+    return golden_cli.run(GOLDEN, compute, compare, "replays", __doc__.split("\n\n")[0])
 
 
 if __name__ == "__main__":
