@@ -873,7 +873,8 @@ static void probe(const lob_session *s, int clock, uint32_t iterations, double *
     if (cost_ns) *cost_ns = (double)(lob_clock_ns() - t0) / iterations;
     if (min_step_ns) {
         if (min_step == UINT64_MAX) *min_step_ns = 0;
-        else if (clock == LOB_CLOCK_TSC) *min_step_ns = (int64_t)ticks_to_ns(s, min_step);
+        else if (clock == LOB_CLOCK_TSC) /* rounded up: a step of a few ticks is under 1 ns */
+            *min_step_ns = (int64_t)((((unsigned __int128)min_step * s->tsc_mult) + 0xFFFFFFFFu) >> 32);
         else *min_step_ns = (int64_t)min_step;
     }
 }
