@@ -1,5 +1,6 @@
 /*
- * bnjson.c -- depthUpdate messages decoded in C (bnjson.h).
+ * bnjson.c -- depthUpdate, trade, aggTrade and bookTicker messages decoded in C
+ * (bnjson.h).
  *
  * A strict reader of the exact shape Binance sends (no blanks inside the
  * message, known keys once each, unescaped ASCII strings, plain integers):
@@ -232,37 +233,239 @@ static int depth_object(cur *c, const uint8_t *buf, int usdm, uint32_t pd, uint3
     return 1;
 }
 
-/* One message: the envelope or the bare payload, then only blanks. */
-static int depth_message(cur *c, const uint8_t *buf, int usdm, uint32_t pd, uint32_t qd, lob_bn_line *ln,
-                         int64_t *levels, size_t cap, size_t *n)
+/* true / false */
+static int json_bool(cur *c, uint8_t *out)
+{
+    if (lit(c, "true", 4)) {
+        *out = 1;
+        return 1;
+    }
+    if (lit(c, "false", 5)) {
+        *out = 0;
+        return 1;
+    }
+    return 0;
+}
+
+enum { T_E = 1, T_EMS = 2, T_T = 4, T_S = 8, T_ID = 16, T_P = 32, T_Q = 64, T_M = 128, T_MM = 256, T_X = 512,
+       T_A = 1024, T_F = 2048, T_L = 4096 };
+
+/* The data object of a trade or aggTrade, from just after `{"e":"trade",` / `{"e":"aggTrade",`
+ * (the keys lobreplay.binance.sync reads: t or f, l; p, q, m, T, s; E, M, X, a only checked).
+ * 1: decoded into *ln, its price, qty pair at levels[2 * *n]. */
+static int trade_object(cur *c, const uint8_t *buf, int agg, uint32_t pd, uint32_t qd, lob_bn_line *ln,
+                        int64_t *levels, size_t cap, size_t *n)
+{
+    if (*n >= cap) {
+        c->full = 1;
+        return 0;
+    }
+    unsigned seen = T_E;
+    for (;;) {
+        const uint8_t *k;
+        size_t kn;
+        if (!json_str(c, &k, &kn) || kn != 1 || !lit(c, ":", 1)) return 0;
+        unsigned key = 0;
+        switch (k[0]) {
+        case 'E': key = T_EMS; break;
+        case 'T': key = T_T; break;
+        case 's': key = T_S; break;
+        case 't': key = agg ? 0 : T_ID; break;
+        case 'p': key = T_P; break;
+        case 'q': key = T_Q; break;
+        case 'm': key = T_M; break;
+        case 'M': key = T_MM; break;
+        case 'X': key = agg ? 0 : T_X; break;
+        case 'a': key = agg ? T_A : 0; break;
+        case 'f': key = agg ? T_F : 0; break;
+        case 'l': key = agg ? T_L : 0; break;
+        default: break;
+        }
+        if (!key || (seen & key)) return 0; /* unknown, or a key twice (Python keeps the last) */
+        seen |= key;
+        uint64_t v;
+        uint8_t b;
+        const uint8_t *s;
+        size_t sn;
+        switch (key) {
+        case T_EMS:
+        case T_A:
+            if (!json_u64(c, &v)) return 0;
+            break;
+        case T_T:
+            if (!json_u64(c, &v) || v > UINT64_C(9223372036853)) return 0;
+            ln->exch_ms = (int64_t)v;
+            break;
+        case T_S:
+            if (!json_str(c, &s, &sn)) return 0;
+            ln->sym_start = (uint32_t)(s - buf);
+            ln->sym_len = (int32_t)sn;
+            break;
+        case T_ID:
+            if (!json_u64(c, &ln->first_id)) return 0;
+            ln->last_id = ln->first_id;
+            break;
+        case T_F:
+            if (!json_u64(c, &ln->first_id)) return 0;
+            break;
+        case T_L:
+            if (!json_u64(c, &ln->last_id)) return 0;
+            break;
+        case T_P:
+            if (!json_decimal(c, pd, &levels[2 * *n])) return 0;
+            break;
+        case T_Q:
+            if (!json_decimal(c, qd, &levels[2 * *n + 1])) return 0;
+            break;
+        case T_M:
+            if (!json_bool(c, &ln->maker)) return 0;
+            break;
+        case T_MM:
+            if (!json_bool(c, &b)) return 0;
+            break;
+        case T_X:
+            if (!json_str(c, &s, &sn)) return 0;
+            break;
+        }
+        if (lit(c, "}", 1)) break;
+        if (!lit(c, ",", 1)) return 0;
+    }
+    unsigned need = T_P | T_Q | T_M | (agg ? (T_F | T_L) : T_ID);
+    if ((seen & need) != need) return 0;
+    ln->level = *n;
+    ln->n_bids = 1;
+    (*n)++;
+    return 1;
+}
+
+enum { B_U = 1, B_S = 2, B_B = 4, B_BQ = 8, B_A = 16, B_AQ = 32, B_T = 64, B_EMS = 128 };
+
+/* The data object of a bookTicker, from just after `{` or `{"e":"bookTicker",` (has_e):
+ * u, s, b, B, a, A, E read; T only checked. 1: decoded into *ln, the pairs b, B then a, A
+ * at levels[2 * *n ..]. */
+static int ticker_object(cur *c, const uint8_t *buf, uint32_t pd, uint32_t qd, lob_bn_line *ln, int64_t *levels,
+                         size_t cap, size_t *n)
+{
+    if (*n + 2 > cap) {
+        c->full = 1;
+        return 0;
+    }
+    int64_t *lv = &levels[2 * *n];
+    unsigned seen = 0;
+    for (;;) {
+        const uint8_t *k;
+        size_t kn;
+        if (!json_str(c, &k, &kn) || kn != 1 || !lit(c, ":", 1)) return 0;
+        unsigned key = 0;
+        switch (k[0]) {
+        case 'u': key = B_U; break;
+        case 's': key = B_S; break;
+        case 'b': key = B_B; break;
+        case 'B': key = B_BQ; break;
+        case 'a': key = B_A; break;
+        case 'A': key = B_AQ; break;
+        case 'T': key = B_T; break;
+        case 'E': key = B_EMS; break;
+        default: break;
+        }
+        if (!key || (seen & key)) return 0;
+        seen |= key;
+        uint64_t v;
+        const uint8_t *s;
+        size_t sn;
+        switch (key) {
+        case B_U:
+            if (!json_u64(c, &ln->first_id)) return 0;
+            break;
+        case B_S:
+            if (!json_str(c, &s, &sn)) return 0;
+            ln->sym_start = (uint32_t)(s - buf);
+            ln->sym_len = (int32_t)sn;
+            break;
+        case B_B:
+            if (!json_decimal(c, pd, &lv[0])) return 0;
+            break;
+        case B_BQ:
+            if (!json_decimal(c, qd, &lv[1])) return 0;
+            break;
+        case B_A:
+            if (!json_decimal(c, pd, &lv[2])) return 0;
+            break;
+        case B_AQ:
+            if (!json_decimal(c, qd, &lv[3])) return 0;
+            break;
+        case B_T:
+            if (!json_u64(c, &v)) return 0;
+            break;
+        case B_EMS:
+            if (!json_u64(c, &v) || v > UINT64_C(9223372036853)) return 0;
+            ln->exch_ms = (int64_t)v;
+            break;
+        }
+        if (lit(c, "}", 1)) break;
+        if (!lit(c, ",", 1)) return 0;
+    }
+    unsigned need = B_U | B_B | B_BQ | B_A | B_AQ;
+    if ((seen & need) != need) return 0;
+    ln->level = *n;
+    ln->n_bids = ln->n_asks = 1;
+    *n += 2;
+    return 1;
+}
+
+/* The data object of one message: a trade, an aggTrade, a bookTicker (told by how it
+ * starts) or else a depthUpdate. Its status, or LOB_BN_OTHER. */
+static int data_object(cur *c, const uint8_t *buf, int usdm, uint32_t pd, uint32_t qd, lob_bn_line *ln,
+                       int64_t *levels, size_t cap, size_t *n)
+{
+    if (lit(c, "{\"e\":\"trade\",", 13))
+        return trade_object(c, buf, 0, pd, qd, ln, levels, cap, n) ? LOB_BN_TRADE : LOB_BN_OTHER;
+    if (lit(c, "{\"e\":\"aggTrade\",", 16))
+        return trade_object(c, buf, 1, pd, qd, ln, levels, cap, n) ? LOB_BN_AGGTRADE : LOB_BN_OTHER;
+    if (lit(c, "{\"e\":\"bookTicker\",", 18) ||
+        ((size_t)(c->end - c->p) > 5 && !memcmp(c->p, "{\"u\":", 5) && lit(c, "{", 1)))
+        return ticker_object(c, buf, pd, qd, ln, levels, cap, n) ? LOB_BN_TICKER : LOB_BN_OTHER;
+    return depth_object(c, buf, usdm, pd, qd, ln, levels, cap, n) ? LOB_BN_DEPTH : LOB_BN_OTHER;
+}
+
+/* One message: the envelope or the bare payload, then only blanks. Its status. */
+static int bn_message(cur *c, const uint8_t *buf, int usdm, uint32_t pd, uint32_t qd, lob_bn_line *ln,
+                      int64_t *levels, size_t cap, size_t *n)
 {
     ln->stream_len = -1;
     ln->sym_len = -1;
     ln->exch_ms = -1;
     ln->prev_id = 0;
+    int st;
     if (lit(c, "{\"stream\":", 10)) {
         const uint8_t *s;
         size_t sn;
-        if (!json_str(c, &s, &sn) || !lit(c, ",\"data\":", 8)) return 0;
+        if (!json_str(c, &s, &sn) || !lit(c, ",\"data\":", 8)) return LOB_BN_OTHER;
         ln->stream_start = (uint32_t)(s - buf);
         ln->stream_len = (int32_t)sn;
-        if (!depth_object(c, buf, usdm, pd, qd, ln, levels, cap, n) || !lit(c, "}", 1)) return 0;
-    } else if (!depth_object(c, buf, usdm, pd, qd, ln, levels, cap, n)) {
-        return 0;
+        st = data_object(c, buf, usdm, pd, qd, ln, levels, cap, n);
+        if (st == LOB_BN_OTHER || !lit(c, "}", 1)) return LOB_BN_OTHER;
+    } else if ((st = data_object(c, buf, usdm, pd, qd, ln, levels, cap, n)) == LOB_BN_OTHER) {
+        return LOB_BN_OTHER;
     }
     while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r')) c->p++;
-    return c->p == c->end;
+    return c->p == c->end ? st : LOB_BN_OTHER;
+}
+
+static int span_eq(const uint8_t *buf, uint32_t a, int32_t an, uint32_t b, int32_t bn)
+{
+    return an == bn && (an < 0 || !memcmp(buf + a, buf + b, (size_t)an));
 }
 
 int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digits, uint32_t qty_digits,
                   lob_bn_line *lines, size_t line_cap, size_t *n_lines, int64_t *levels, size_t level_cap,
-                  size_t *n_levels, size_t *consumed)
+                  size_t *n_levels, size_t *consumed, uint32_t *names, size_t *n_names)
 {
-    if (!n_lines || !n_levels || !consumed || (len && !buf) || (line_cap && !lines) || (level_cap && !levels) ||
+    if (!n_lines || !n_levels || !consumed || !names || !n_names || (len && !buf) || (line_cap && !lines) || (level_cap && !levels) ||
         len >= (UINT64_C(1) << 32) || price_digits > 18 || qty_digits > 18)
         return LOB_EARG;
     int usdm = (flags & LOB_BN_USDM) != 0, bare = (flags & LOB_BN_BARE) != 0;
-    size_t nl = 0, nv = 0, pos = 0;
+    size_t nl = 0, nv = 0, pos = 0, nn = 0;
     while (pos < len && nl < line_cap) {
         const uint8_t *nlp = memchr(buf + pos, '\n', len - pos);
         size_t end = nlp ? (size_t)(nlp - buf) : len;
@@ -287,15 +490,34 @@ int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digi
             c.p++;
         }
         size_t n0 = nv;
-        if (ok && c.p < c.end && *c.p == '{' &&
-            depth_message(&c, buf, usdm, price_digits, qty_digits, ln, levels, level_cap, &nv)) {
-            ln->status = LOB_BN_DEPTH;
+        int st = ok && c.p < c.end && *c.p == '{'
+                     ? bn_message(&c, buf, usdm, price_digits, qty_digits, ln, levels, level_cap, &nv)
+                     : LOB_BN_OTHER;
+        if (st != LOB_BN_OTHER && st != LOB_BN_DEPTH) { /* a trade or ticker: its (stream, s) pair */
+            size_t k = 0;
+            while (k < nn && !(span_eq(buf, ln->stream_start, ln->stream_len, lines[names[k]].stream_start,
+                                       lines[names[k]].stream_len) &&
+                               span_eq(buf, ln->sym_start, ln->sym_len, lines[names[k]].sym_start,
+                                       lines[names[k]].sym_len)))
+                k++;
+            if (k == nn) {
+                if (nn < LOB_BN_NAMES)
+                    names[nn++] = (uint32_t)nl;
+                else
+                    st = LOB_BN_OTHER; /* one name too many: the Python path */
+            }
+            ln->name_id = (uint32_t)k;
+        }
+        if (st != LOB_BN_OTHER) {
+            ln->status = (uint8_t)st;
         } else {
             nv = n0;
             if (c.full) break; /* out of level room: stop before this line */
             ln->status = LOB_BN_OTHER;
             ln->n_bids = ln->n_asks = 0;
             ln->level = 0;
+            ln->maker = 0;
+            ln->name_id = 0;
         }
         nl++;
         pos = nlp ? end + 1 : end;
@@ -303,5 +525,6 @@ int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digi
     *n_lines = nl;
     *n_levels = nv;
     *consumed = pos;
+    *n_names = nn;
     return LOB_OK;
 }

@@ -1,11 +1,15 @@
 /*
- * bnjson.h -- Binance diff-depth messages (depthUpdate) decoded in C, a batch of
- * recorded lines per call, for the JSONL -> .lobc conversion (docs/binance.md).
+ * bnjson.h -- Binance diff-depth (depthUpdate), trade, aggTrade and bookTicker
+ * messages decoded in C, a batch of recorded lines per call, for the JSONL -> .lobc
+ * conversion (docs/binance.md).
  *
  * A line is `<recv ns> <message>` (the hftbacktest collector's and our --raw
  * format; with LOB_BN_BARE, just `<message>`). The message is the combined-stream
  * envelope {"stream":"<name>","data":{...}} or the bare payload
- * {"e":"depthUpdate","E":..,"T":..,"s":..,"U":..,"u":..,"pu":..,"b":[[p,q],..],"a":[..]}.
+ * {"e":"depthUpdate","E":..,"T":..,"s":..,"U":..,"u":..,"pu":..,"b":[[p,q],..],"a":[..]},
+ * {"e":"trade","E":..,"s":..,"t":..,"p":..,"q":..,"T":..,"m":..,"M":..} (USD-M: "X" too),
+ * {"e":"aggTrade","E":..,"s":..,"a":..,"p":..,"q":..,"f":..,"l":..,"T":..,"m":..,"M":..},
+ * {"u":..,"s":..,"b":..,"B":..,"a":..,"A":..} (bookTicker; USD-M: "e" first, "T", "E" last).
  * Prices and quantities (decimal strings) become scaled integers straight from
  * their digits, never through a float.
  *
@@ -26,9 +30,13 @@ extern "C" {
 #endif
 
 enum { LOB_BN_USDM = 1, LOB_BN_BARE = 2 };   /* lob_bn_decode flags */
-enum { LOB_BN_OTHER = 0, LOB_BN_DEPTH = 1 }; /* lob_bn_line.status */
+enum { LOB_BN_OTHER = 0, LOB_BN_DEPTH = 1, LOB_BN_TRADE = 2, LOB_BN_AGGTRADE = 3,
+       LOB_BN_TICKER = 4 };                 /* lob_bn_line.status */
+enum { LOB_BN_NAMES = 64 };                 /* distinct (stream, s) pairs of trades/tickers per call */
 
-/* One line of the batch. Offsets are into buf. */
+/* One line of the batch. Offsets are into buf. Trades: first_id = last_id = t (aggTrade:
+ * f, l), exch_ms = T, one price, qty pair at `level`, maker = m. Tickers: first_id = u,
+ * exch_ms = E, two pairs at `level`: b, B then a, A. */
 typedef struct lob_bn_line {
     int64_t recv_ns;          /* the line's <recv ns> (LOB_BN_BARE: 0) */
     uint64_t first_id;        /* U */
@@ -43,12 +51,18 @@ typedef struct lob_bn_line {
     uint32_t sym_start;       /* "s" (sym_len = -1: none) */
     int32_t sym_len;
     uint32_t n_bids, n_asks;
-    uint8_t status;           /* LOB_BN_DEPTH: decoded; LOB_BN_OTHER: for the Python path */
-    uint8_t reserved[7];
+    uint32_t name_id;         /* trades, tickers: index of its (stream, s) pair in names[] */
+    uint8_t status;           /* LOB_BN_DEPTH/TRADE/AGGTRADE/TICKER: decoded; LOB_BN_OTHER: for the Python path */
+    uint8_t maker;            /* trades: m (1: true) */
+    uint8_t reserved[2];
 } lob_bn_line;
 
 /* Split buf[0 .. len) (len < 2^32) into lines at '\n' (a last line without one
- * counts) and decode the depthUpdate messages among them. Writes one
+ * counts) and decode the depthUpdate, trade, aggTrade and bookTicker messages among
+ * them. The distinct (stream, s) pairs of the trades and tickers are numbered in
+ * order of appearance: names[k] is the index of the first line with name_id k
+ * (*n_names of them, at most LOB_BN_NAMES; a trade or ticker with one more is left
+ * to the Python path). Writes one
  * lob_bn_line per line (up to line_cap) and the levels of the decoded messages
  * as price, qty pairs into levels[2 * level_cap] (price_digits, qty_digits: the
  * scales' powers of ten, 0 .. 18). Stops before a line that does not fit:
@@ -56,7 +70,7 @@ typedef struct lob_bn_line {
  * Returns LOB_OK or LOB_EARG. */
 int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digits, uint32_t qty_digits,
                   lob_bn_line *lines, size_t line_cap, size_t *n_lines, int64_t *levels, size_t level_cap,
-                  size_t *n_levels, size_t *consumed);
+                  size_t *n_levels, size_t *consumed, uint32_t *names, size_t *n_names);
 
 #ifdef __cplusplus
 }

@@ -339,6 +339,10 @@ void lob_l2_symbols(const lob_l2 *r, uint8_t *state, int64_t *snapshot_id, uint6
 #define LOB_BN_BARE ...
 #define LOB_BN_OTHER ...
 #define LOB_BN_DEPTH ...
+#define LOB_BN_TRADE ...
+#define LOB_BN_AGGTRADE ...
+#define LOB_BN_TICKER ...
+#define LOB_BN_NAMES ...
 
 typedef struct lob_bn_line {
     int64_t recv_ns;
@@ -354,10 +358,12 @@ typedef struct lob_bn_line {
     uint32_t sym_start;
     int32_t sym_len;
     uint32_t n_bids, n_asks;
+    uint32_t name_id;
     uint8_t status;
-    uint8_t reserved[7];
+    uint8_t maker;
+    uint8_t reserved[2];
 } lob_bn_line;
 
 int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digits, uint32_t qty_digits,
                   lob_bn_line *lines, size_t line_cap, size_t *n_lines, int64_t *levels, size_t level_cap,
-                  size_t *n_levels, size_t *consumed);
+                  size_t *n_levels, size_t *consumed, uint32_t *names, size_t *n_names);

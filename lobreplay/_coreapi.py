@@ -624,28 +624,39 @@ class L2Core:
         return out
 
 
-# ---- Binance depthUpdate messages (csrc/bnjson.h) ----
+# ---- Binance depthUpdate, trade, aggTrade and bookTicker messages (csrc/bnjson.h) ----
 
 BN_LINE_DTYPE = _struct_dtype_arrays("lob_bn_line")
 BN_DEPTH = lib.LOB_BN_DEPTH
+BN_TRADE, BN_AGGTRADE, BN_TICKER = lib.LOB_BN_TRADE, lib.LOB_BN_AGGTRADE, lib.LOB_BN_TICKER
 
 
-def bn_decode(buf: bytes, *, usdm: bool, price_digits: int, qty_digits: int, bare: bool = False):
-    """The lines of buf (split at newlines) with their depthUpdate messages decoded
-    (lob_bn_decode): (lines as a BN_LINE_DTYPE array, one per line; levels as int64 (n, 2)
-    price, qty). Lines with status != BN_DEPTH are for the Python path."""
+def bn_decode(buf: bytes, *, usdm: bool, price_digits: int, qty_digits: int, bare: bool = False,
+              names: bool = False):
+    """The lines of buf (split at newlines) with their depthUpdate, trade, aggTrade and bookTicker
+    messages decoded (lob_bn_decode): (lines as a BN_LINE_DTYPE array, one per line; levels as
+    int64 (n, 2) price, qty). Lines with status BN_OTHER (0) are for the Python path.
+    names=True: also the line index of the first trade/ticker of each name_id (uint32 array)."""
     n = len(buf)
     if n >= 1 << 32:
         raise ValueError("bn_decode: at most 4 GiB per call")
     src = np.frombuffer(buf, np.uint8)
-    lines = np.empty(buf.count(b"\n") + 1, BN_LINE_DTYPE)
-    levels = np.empty((n // 8 + 16, 2), np.int64)
-    nl, nv, used = ffi.new("size_t *"), ffi.new("size_t *"), ffi.new("size_t *")
+    levels = np.empty((n // 8 + 16, 2), np.int64)  # a price, qty pair takes at least 9 bytes of text
+    first = np.empty(lib.LOB_BN_NAMES, np.uint32)
+    nl, nv, used, nn = ffi.new("size_t *"), ffi.new("size_t *"), ffi.new("size_t *"), ffi.new("size_t *")
     flags = (lib.LOB_BN_USDM if usdm else 0) | (lib.LOB_BN_BARE if bare else 0)
-    raise_for_status(lib.lob_bn_decode(_buf("uint8_t[]", src), n, flags, price_digits, qty_digits,
-                                       _buf("lob_bn_line[]", lines, True), len(lines), nl,
-                                       _buf("int64_t[]", levels, True), len(levels), nv, used),
-                     "decoding depth messages")
-    if used[0] != n:
+    # room for lines of 40 bytes on average (Binance messages are longer); else counted and again
+    for cap in (n // 40 + 16, None):
+        lines = np.empty(buf.count(b"\n") + 1 if cap is None else cap, BN_LINE_DTYPE)
+        raise_for_status(lib.lob_bn_decode(_buf("uint8_t[]", src), n, flags, price_digits, qty_digits,
+                                           _buf("lob_bn_line[]", lines, True), len(lines), nl,
+                                           _buf("int64_t[]", levels, True), len(levels), nv, used,
+                                           _buf("uint32_t[]", first, True), nn),
+                         "decoding Binance messages")
+        if used[0] == n:
+            break
+    else:
         raise AssertionError("bn_decode: every line fits the arrays it is given")
+    if names:
+        return lines[:nl[0]], levels[:nv[0]], first[:nn[0]]
     return lines[:nl[0]], levels[:nv[0]]

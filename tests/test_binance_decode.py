@@ -215,3 +215,198 @@ def test_decoder_splits_lines_as_the_python_path():
     assert [blob[s:s + n] for s, n in zip(dec["start"].tolist(), dec["len"].tolist())] == blob.split(b"\n")
     assert levels.tolist() == [[10050000000, 125000000], [9900000000, 0], [10100000000, 300000000]]
     assert (int(dec["n_bids"][2]), int(dec["n_asks"][2]), int(dec["recv_ns"][2])) == (2, 1, 2)
+
+
+# ---------------------------------------------------------------- trades, aggTrades, bookTickers
+
+TRADE = '{"e":"trade","E":1700000000001,"s":"BTCUSDT","t":5,"p":"100.5","q":"0.25","T":1700000000000,"m":true,"M":true}'
+TRADE_USDM = ('{"e":"trade","E":1700000000001,"T":1700000000000,"s":"BTCUSDT","t":5,"p":"100.5","q":"0.25",'
+              '"X":"MARKET","m":false}')
+AGG = ('{"e":"aggTrade","E":1700000000001,"s":"BTCUSDT","a":9,"p":"100.5","q":"0.25","f":5,"l":7,"T":1700000000000,'
+       '"m":false,"M":true}')
+TICKER = '{"u":500,"s":"BTCUSDT","b":"100.5","B":"3.78826000","a":"100.6","A":"1"}'
+TICKER_USDM = ('{"e":"bookTicker","u":500,"s":"BTCUSDT","b":"100.5","B":"3.78826000","a":"100.6","A":"1",'
+               '"T":1700000000000,"E":1700000000001}')
+STREAMS = {"trade": "btcusdt@trade", "aggTrade": "btcusdt@aggTrade", "bookTicker": "btcusdt@bookTicker"}
+
+
+def _env(data: str, stream: str | None = "auto") -> str:
+    if stream == "auto":
+        kind = "trade" if '"e":"trade"' in data else "aggTrade" if '"e":"aggTrade"' in data else "bookTicker"
+        stream = STREAMS[kind]
+    return data if stream is None else f'{{"stream":"{stream}","data":{data}}}'
+
+
+def simple_variants() -> list[str]:
+    """Trade, aggTrade and bookTicker messages in the shapes the decoder takes and on every
+    edge it must leave to the Python path (each as a whole line's message)."""
+    out = []
+    for base in (TRADE, TRADE_USDM, AGG, TICKER, TICKER_USDM):
+        out += [_env(base), _env(base, None), _env(base, "ethusdt@x"), _env(base.replace('"s":"BTCUSDT",', ''), None),
+                _env(base.replace('"s":"BTCUSDT",', '')), _env(base.replace("BTCUSDT", "ETHUSDT"), None),
+                _env(base.replace("BTCUSDT", "ETHUSDT")), _env(base.replace("BTCUSDT", "btcusdt"), None),
+                _env(base)[:-3], _env(base) + " \r", _env(base) + " x", _env(base).replace(":", ": ", 1),
+                _env(base).replace(',"', ', "', 2), _env(base[:-1] + ',"x":1}'), _env(base[:-1] + ',"s":"BTCUSDT"}'),
+                _env(base).replace("BTCUSDT", "B\\u0054CUSDT"), _env(base).replace("BTCUSDT", "BTCUSDTé")]
+        for num in ('"100.5"', '"0.25"', '"3.78826000"', '"1"'):
+            if num not in base:
+                continue
+            for v in ('"000100.50"', '"1.123456789"', '"1.123456780"', '"92233720368.54775807"',
+                      '"92233720368.54775808"', '"5."', '".5"', '"-5"', '"5e3"', '5', '"0"', '""', 'null', '"５"'):
+                out.append(_env(base.replace(num, v, 1)))
+        for key in ('"t":5', '"f":5', '"l":7', '"u":500', '"T":1700000000000', '"E":1700000000001', '"a":9'):
+            if key not in base:
+                continue
+            k = key.split(":")[0]
+            for v in ("0", "18446744073709551615", "18446744073709551616", "-1", "05", "1.5", "null", '"5"',
+                      "9223372036853", "9223372036854", "true"):
+                out.append(_env(base.replace(key, f"{k}:{v}", 1)))
+            out.append(_env(base.replace(key + ",", "").replace("," + key, "")))   # without it
+        for m in ('"m":true', '"m":false', '"M":true'):
+            if m in base:
+                k = m.split(":")[0]
+                for v in ("false", "true", "1", "null", '"true"', "tru"):
+                    out.append(_env(base.replace(m, f"{k}:{v}", 1)))
+    out += [
+        _env(TRADE.replace('"e":"trade",', '') [:-1] + ',"e":"trade"}'),                 # e not first
+        _env(TICKER_USDM.replace('"e":"bookTicker",', '')[:-1] + ',"e":"bookTicker"}'),
+        _env(TRADE.replace('"e":"trade"', '"e":"aggTrade"')),                          # t in an aggTrade
+        _env(AGG.replace('"e":"aggTrade"', '"e":"trade"')),                            # f, l in a trade
+        _env(AGG.replace('"f":5', '"f":9')),                                           # f > l
+        _env(TRADE_USDM.replace('"X":"MARKET"', '"X":"LIQUIDATION"')),
+        _env(TRADE_USDM.replace('"X":"MARKET"', '"X":1')),
+        _env(TICKER.replace('"b":"100.5","B":"3.78826000",', '') [:-1] + ',"b":"100.5","B":"3.78826000"}'),  # order
+        _env(TICKER.replace('"u":500,', '')[:-1] + ',"u":500}'),
+        _env(TICKER.replace('"A":"1"', '"A":"1","A":"2"')),
+        _env(TICKER.replace('"u":500', '"e":"bookTickerx","u":500')),
+        _env('{"e":"trade"}'), _env('{"u":1}'), _env('{"e":"bookTicker","u":1}'),
+    ]
+    return out
+
+
+def simple_lines(usdm: bool) -> list[bytes]:
+    """A recording that syncs, then every simple_variants() message, each followed by a good
+    trade, ticker and depth message."""
+    out = []
+    t = [1_700_000_000_000_000_000]
+    last = [1000]
+
+    def line(msg):
+        t[0] += 1000
+        out.append(str(t[0]).encode() + b" " + (msg.encode() if isinstance(msg, str) else msg))
+
+    def good():
+        line(_env(TRADE_USDM if usdm else TRADE))
+        line(_env(TICKER_USDM if usdm else TICKER))
+        U, u = last[0] + 1, last[0] + 3
+        line(_depth(U, u, pu=last[0] if usdm else None))
+        last[0] = u
+
+    line(_depth(990, 999, pu=989 if usdm else None))
+    snap = {"lastUpdateId": 1000, "bids": [["100.5", "2"], ["99", "1"]], "asks": [["101", "1"]]}
+    if usdm:
+        snap["E"] = 1700000000000
+    line(json.dumps(snap, separators=(",", ":")))
+    good()
+    for v in simple_variants():
+        line(v)
+        good()
+    return out
+
+
+def test_the_decoder_takes_every_real_trade_and_ticker():
+    from lobreplay._coreapi import BN_TICKER, BN_TRADE
+    for src, usdm in ((SPOT_SRC, False), (USDM_SRC, True)):
+        blob = gzip.open(src).read()
+        lines, levels = bn_decode(blob, usdm=usdm, price_digits=8, qty_digits=8)
+        text = blob.split(b"\n")
+        trades = [i for i, t in enumerate(text) if b'"e":"trade"' in t]
+        tickers = [i for i, t in enumerate(text) if b'@bookTicker"' in t]
+        assert len(trades) > 5000 and len(tickers) > 20000
+        assert np.flatnonzero(lines["status"] == BN_TRADE).tolist() == trades
+        assert np.flatnonzero(lines["status"] == BN_TICKER).tolist() == tickers
+        for i in trades[::53]:
+            ln = lines[i]
+            msg = json.loads(text[i].split(b" ", 1)[1], parse_float=str)["data"]
+            assert (int(ln["first_id"]), int(ln["last_id"]), int(ln["exch_ms"]), bool(ln["maker"])) == \
+                (msg["t"], msg["t"], msg["T"], msg["m"])
+            assert levels[int(ln["level"])].tolist() == [lobc.parse_decimal(msg["p"], 10**8),
+                                                         lobc.parse_decimal(msg["q"], 10**8)]
+        for i in tickers[::97]:
+            ln = lines[i]
+            msg = json.loads(text[i].split(b" ", 1)[1], parse_float=str)["data"]
+            assert (int(ln["first_id"]), int(ln["exch_ms"])) == (msg["u"], msg.get("E", -1))
+            lv = int(ln["level"])
+            assert levels[lv:lv + 2].tolist() == [[lobc.parse_decimal(msg[p], 10**8), lobc.parse_decimal(msg[q], 10**8)]
+                                                  for p, q in (("b", "B"), ("a", "A"))]
+
+
+@pytest.mark.parametrize("usdm", [False, True])
+def test_trade_and_ticker_edges_convert_the_same_with_and_without_the_decoder(tmp_path, usdm):
+    from lobreplay._coreapi import BN_AGGTRADE, BN_TICKER, BN_TRADE
+    lines = simple_lines(usdm)
+    for eol in (b"\n", b"\r\n"):
+        src = tmp_path / "simple.jsonl"
+        src.write_bytes(eol.join(lines) + eol)
+        st = converted_same(src, tmp_path, market="usdm" if usdm else "spot", symbols=["BTCUSDT"])
+        assert st["malformed"] > 50 and st["trades"] > 300 and st["tickers"] > 300 and st["unknown_symbol"] > 5
+    dec, _ = bn_decode(src.read_bytes(), usdm=usdm, price_digits=8, qty_digits=8)
+    status = dec["status"].tolist()
+    v = len(simple_variants())
+    assert status.count(BN_AGGTRADE) > 10
+    assert v < status.count(BN_TRADE) + status.count(BN_AGGTRADE) + status.count(BN_TICKER) < 2 * v + v // 2
+    for ps, qs in ((10**2, 10**3), (1, 10**12)):
+        converted_same(src, tmp_path, market="usdm" if usdm else "spot", symbols=["BTCUSDT"], price_scale=ps,
+                       qty_scale=qs)
+
+
+def test_many_symbols_in_one_chunk(tmp_path):
+    """More (stream, s) names in a chunk than the decoder numbers (LOB_BN_NAMES): the rest go
+    through the Python path; several symbols, some unknown, in one recording."""
+    from lobreplay._coreapi import lib
+    syms = [f"S{i}" for i in range(lib.LOB_BN_NAMES + 20)]
+    rows = []
+    for k in range(3):
+        for i, s in enumerate(syms):
+            base = TRADE.replace("BTCUSDT", s).replace('"t":5', f'"t":{k * 1000 + i}')
+            rows.append(f"{1_700_000_000_000_000_000 + len(rows)} " + _env(base, f"{s.lower()}@trade"))
+            rows.append(f"{1_700_000_000_000_000_000 + len(rows)} " + _env(TICKER.replace("BTCUSDT", s), None))
+    src = tmp_path / "many.jsonl"
+    src.write_text("\n".join(rows) + "\n")
+    st = converted_same(src, tmp_path, market="spot", symbols=syms[::2])
+    assert st["trades"] == st["tickers"] == 3 * len(syms[::2]) and st["unknown_symbol"] == 3 * len(syms[1::2]) * 2
+    dec, _, names = bn_decode(src.read_bytes(), usdm=False, price_digits=8, qty_digits=8, names=True)
+    assert len(names) == lib.LOB_BN_NAMES and 0 < int((dec["status"] == 0).sum()) < len(dec)
+
+
+def test_short_lines_are_all_split():
+    blob = b"\n" * 1000 + b"1 " + _env(TICKER).encode()
+    dec, levels = bn_decode(blob, usdm=False, price_digits=8, qty_digits=8)
+    assert len(dec) == 1001 and dec["status"].tolist()[-1] != 0 and len(levels) == 2
+
+
+@pytest.mark.parametrize("seed", range(4, 8))
+def test_damaged_trades_and_tickers_convert_the_same(tmp_path, seed):
+    """Random damage to the trade and bookTicker lines of a stretch of a real recording."""
+    rng = np.random.default_rng(seed)
+    src = USDM_SRC if seed % 2 else SPOT_SRC
+    text = gzip.open(src).read().split(b"\n")
+    a = int(rng.integers(0, len(text) - 4000))
+    text = text[a:a + 4000]
+    simple = [i for i, t in enumerate(text) if b'"e":"trade"' in t or b"@bookTicker" in t]
+    for i in rng.choice(simple, 400, replace=False).tolist():
+        t = bytearray(text[i])
+        for _ in range(int(rng.integers(1, 3))):
+            k = int(rng.integers(0, len(t)))
+            op = rng.integers(0, 3)
+            if op == 0:
+                t[k] = int(rng.choice(list(b'0123456789.,:"[]{} -eftx\\')))
+            elif op == 1:
+                del t[k]
+            else:
+                t.insert(k, int(rng.choice(list(b'0123456789.,"'))))
+        text[i] = bytes(t)
+    p = tmp_path / "damaged.jsonl"
+    p.write_bytes(b"\n".join(text) + b"\n")
+    st = converted_same(p, tmp_path, market="usdm" if seed % 2 else "spot", symbols=["BTCUSDT"])
+    assert st["trades"] + st["tickers"] > 1000

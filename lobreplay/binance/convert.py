@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import lobc
-from .._coreapi import BN_DEPTH, bn_decode
+from .._coreapi import BN_AGGTRADE, BN_DEPTH, BN_TICKER, BN_TRADE, bn_decode
 from ..errors import InputError
-from ..lobc import GAP_SHUTDOWN, INT64_MAX
-from .sync import SPOT, USDM, DepthSync, decode_json, open_writer
+from ..lobc import GAP_SHUTDOWN, INT64_MAX, RECORD_DTYPE, TICKER_ASK, TICKER_BID, TRADE
+from .sync import ASK, BID, MS, SPOT, TRADE_FLAG_AGG, USDM, DepthSync, decode_json, open_writer
 
 CHUNK = 1 << 22
 
@@ -75,16 +75,55 @@ def _iter_lines(path: Path):
             yield lines
 
 
+def _iter_chunks(path: Path):
+    """The file's content in pieces of about CHUNK bytes, each cut after a newline (the last
+    piece may end without one)."""
+    with _open(path) as f:
+        rest = b""
+        while True:
+            data = f.read(CHUNK)
+            if not data:
+                if rest:
+                    yield rest
+                return
+            if rest:
+                data = rest + data
+            cut = data.rfind(b"\n") + 1
+            if cut == len(data):
+                rest = b""
+                yield data
+            elif cut:
+                rest = data[cut:]
+                yield data[:cut]
+            else:
+                rest = data
+
+
 _STREAM_RE = re.compile(rb'"stream":\s*"([^"]+)"')
 _S_RE = re.compile(rb'"s":\s*"([A-Za-z0-9_\-]+)"')
 
 
-def _scan(paths) -> tuple[set, set, str | None]:
-    """Streams, symbols and market seen in hftbacktest-style files (one pass of regexes)."""
+KEEP_BYTES = 1 << 27  # a scan keeps the text it read, up to this much, for the conversion pass
+
+
+def _scan(paths, keep: dict | None = None) -> tuple[set, set, str | None]:
+    """Streams, symbols and market seen in hftbacktest-style files (one pass of regexes).
+    keep (a dict): the chunks of text read, path -> list, if all of them come to at most
+    KEEP_BYTES (else it is left empty), so that a small recording is decompressed once."""
     streams, symbols, market = set(), set(), None
+    kept, kept_bytes = {}, 0
+    if len(set(paths)) != len(paths):  # a file named twice is read twice
+        keep = None
     for p in paths:
-        for lines in _iter_lines(p):
-            blob = b"".join(lines)
+        chunks = kept.setdefault(p, []) if keep is not None else None
+        for blob in _iter_chunks(p):
+            if chunks is not None:
+                kept_bytes += len(blob)
+                if kept_bytes <= KEEP_BYTES:
+                    chunks.append(blob)
+                else:
+                    keep, chunks = None, None
+                    kept.clear()
             for s in set(_STREAM_RE.findall(blob)):
                 s = s.decode("ascii", "replace")
                 if s.startswith("!") or s.endswith("@depthSnapshot"):
@@ -96,6 +135,8 @@ def _scan(paths) -> tuple[set, set, str | None]:
             if market is None:
                 if b'"e":"depthUpdate"' in blob or b'"lastUpdateId"' in blob:
                     market = USDM if (b'"pu":' in blob or re.search(rb'"lastUpdateId":\d+,"E":', blob)) else SPOT
+    if keep is not None:
+        keep.update(kept)
     return streams, symbols, market
 
 
@@ -184,6 +225,7 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
                              | {s for _, k, s, _ in items if k == "snapshot"})
     else:
         header = None
+        kept = {}  # the text the scan read, if small: path -> chunks
         if fmt == "raw":
             first = _head(paths[0], 1 << 16).split(b"\n", 1)[0]
             header = decode_json(first.split(b" ", 1)[1])["lobreplay"]
@@ -191,7 +233,7 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
             symbols = symbols or header.get("symbols")
             streams = header.get("streams", [])
         if symbols is None or market is None or not streams:
-            s_streams, s_symbols, s_market = _scan(paths)
+            s_streams, s_symbols, s_market = _scan(paths, kept if c_decoder else None)
             streams = streams or sorted(s_streams)
             symbols = symbols or sorted(s_symbols)
             market = market or s_market
@@ -230,10 +272,15 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
             else:
                 for p in paths:
                     raw_fmt = detect_format(p) == "raw"
-                    for lines in _iter_lines(p):
-                        lines_n += len(lines)
-                        _feed_lines(machine, lines, raw_fmt, c_decoder)
-                        w.add_many(machine.take_records())
+                    if c_decoder:
+                        for blob in kept.pop(p, None) or _iter_chunks(p):
+                            recs, n = _feed_blob(machine, blob, raw_fmt)
+                            lines_n += n
+                            w.add_many(recs)
+                    else:
+                        for lines in _iter_lines(p):
+                            lines_n += len(lines)
+                            w.add_many(_feed_lines(machine, lines, raw_fmt))
             w.add_many(machine.take_records())
             w.flush()
             out_records, out_bytes = w.records, w.bytes
@@ -267,6 +314,10 @@ def _decode_depth(machine: DepthSync, blob: bytes, *, bare: bool) -> dict:
     stream, s). The other lines are for machine.feed."""
     dec, levels = bn_decode(blob, usdm=machine.market == USDM, price_digits=machine.levels.dp,
                             qty_digits=machine.levels.dq, bare=bare)
+    return _depth_of(blob, dec, levels)
+
+
+def _depth_of(blob: bytes, dec: np.ndarray, levels: np.ndarray) -> dict:
     idx = np.flatnonzero(dec["status"] == BN_DEPTH)
     if not len(idx):
         return {}
@@ -288,13 +339,104 @@ def _feed_decoded(machine: DepthSync, dd: tuple, recv_ns) -> None:
     machine.feed_depth(stream, sym, U, u, pu, E, recv if recv_ns is None else recv_ns, bids, asks)
 
 
-def _feed_lines(machine: DepthSync, lines, raw_fmt: bool, c_decoder: bool = True) -> None:
-    """One chunk of `<recv ns> <message>` lines, in order. The depthUpdate messages are decoded
-    in C, the whole chunk in one call (lobreplay._coreapi.bn_decode); every other line, and
-    any depth line the decoder does not take whole, goes through machine.feed as text."""
-    depth = _decode_depth(machine, b"".join(lines), bare=False) if c_decoder and lines else {}
+def _symbols_of_names(machine: DepthSync, blob: bytes, dec: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """The symbol index (-1: unknown) of each (stream, s) name of bn_decode, as machine.feed
+    would find it."""
+    out = []
+    for i in names.tolist():
+        ln = dec[i]
+        ss, sl, ys, yl = (int(ln[f]) for f in ("stream_start", "stream_len", "sym_start", "sym_len"))
+        st = machine._symbol_of(blob[ys:ys + yl].decode("ascii") if yl >= 0 else None,
+                                blob[ss:ss + sl].decode("ascii") if sl >= 0 else None)
+        out.append(-1 if st is None else st.index)
+    return np.array(out, np.int64)
+
+
+def _feed_blob(machine: DepthSync, blob: bytes, raw_fmt: bool) -> tuple[np.ndarray, int]:
+    """One chunk of whole `<recv ns> <message>` lines (the last may lack its newline), in order;
+    returns (the records taken from the machine after it, with those pending before it first;
+    the number of lines). The depthUpdate, trade, aggTrade and bookTicker messages are decoded
+    in C, the whole chunk in one call (lobreplay._coreapi.bn_decode). The trades and tickers it
+    takes need no sync state: they become records all at once, with the same counts as
+    machine.feed of their text, placed by line among the records of the other lines. Every
+    other line, and any line the decoder does not take whole, goes through machine.feed as
+    text (depth messages the decoder took: machine.feed_depth)."""
+    dec, levels, names = bn_decode(blob, usdm=machine.market == USDM, price_digits=machine.levels.dp,
+                                   qty_digits=machine.levels.dq, names=True)
+    nl = len(dec)
+    depth = _depth_of(blob, dec, levels)
+    status = dec["status"]
+    simple = status >= BN_TRADE
+    rest = np.flatnonzero(~simple)
+    starts, lens = dec["start"][rest].tolist(), dec["len"][rest].tolist()
+    pending = machine.pending_records
+    marks = _feed_text(machine, zip(rest.tolist(), (blob[a:a + n + 1] for a, n in zip(starts, lens))), raw_fmt,
+                       depth)
+    recs = machine.take_records()
+    sidx = np.flatnonzero(simple)
+    if not len(sidx):
+        return recs, nl
+    # the trades and tickers: their symbols, counts and records
+    stats = machine.stats
+    sym = _symbols_of_names(machine, blob, dec, names)[dec["name_id"][sidx]]
+    known = sym >= 0
+    stats["messages"] += len(sidx)
+    stats["unknown_symbol"] += len(sidx) - int(known.sum())
+    is_tk = status[sidx] == BN_TICKER
+    tr, tk = known & ~is_tk, known & is_tk
+    stats["trades"] += int(tr.sum())
+    stats["tickers"] += int(tk.sum())
+    # where each record goes: line by line, the records of a line in their order
+    sc = np.zeros(nl, np.int64)
+    sc[sidx[tr]] = 1
+    sc[sidx[tk]] = 2
+    pc = np.zeros(nl, np.int64)
+    counts = np.diff(np.array(marks + [len(recs)], np.int64))
+    pc[rest] = counts
+    sc_before = np.cumsum(sc) - sc
+    pc_before = np.cumsum(pc) - pc
+    total = len(recs) + int(sc.sum())
+    out = np.empty(total, RECORD_DTYPE)
+    if len(recs):
+        dest = np.arange(len(recs), dtype=np.int64)
+        dest[pending:] += np.repeat(sc_before[rest], counts)
+        out.view("<u8").reshape(total, 8)[dest] = np.ascontiguousarray(recs).view("<u8").reshape(-1, 8)
+    t, k = dec[sidx[tr]], dec[sidx[tk]]
+    lt, lk = sidx[tr], sidx[tk]
+    pos = pending + pc_before[lt] + sc_before[lt]
+    lv = levels[t["level"].astype(np.int64)]
+    for f, v in (("recv_ns", t["recv_ns"]), ("exch_ns", np.where(t["exch_ms"] >= 0, t["exch_ms"] * MS, 0)),
+                 ("first_id", t["first_id"]), ("last_id", t["last_id"]), ("prev_id", 0), ("price", lv[:, 0]),
+                 ("qty", lv[:, 1]), ("kind", TRADE), ("side", np.where(t["maker"] != 0, ASK, BID)),
+                 ("symbol", sym[tr]), ("flags", np.where(t["status"] == BN_AGGTRADE, TRADE_FLAG_AGG, 0))):
+        out[f][pos] = v
+    pos = pending + pc_before[lk] + sc_before[lk]
+    exch = np.where(k["exch_ms"] >= 0, k["exch_ms"] * MS, 0)
+    lvl = k["level"].astype(np.int64)
+    for j, (kind, side) in enumerate(((TICKER_BID, BID), (TICKER_ASK, ASK))):
+        lv = levels[lvl + j]
+        for f, v in (("recv_ns", k["recv_ns"]), ("exch_ns", exch), ("first_id", k["first_id"]), ("last_id", 0),
+                     ("prev_id", 0), ("price", lv[:, 0]), ("qty", lv[:, 1]), ("kind", kind), ("side", side),
+                     ("symbol", sym[tk]), ("flags", 0)):
+            out[f][pos + j] = v
+    return out, nl
+
+
+def _feed_lines(machine: DepthSync, lines, raw_fmt: bool) -> np.ndarray:
+    """One chunk of `<recv ns> <message>` lines (readlines), in order, all through machine.feed
+    (the reference path, c_decoder=False); returns the records taken from the machine after it."""
+    _feed_text(machine, enumerate(lines), raw_fmt, {})
+    return machine.take_records()
+
+
+def _feed_text(machine: DepthSync, items, raw_fmt: bool, depth: dict) -> list:
+    """(line index, line) items of a chunk, in order, through machine.feed (or machine.feed_depth
+    for the indices in `depth`). Returns machine.pending_records before each of them."""
     feed = machine.feed
-    for i, line in enumerate(lines):
+    out = machine.out
+    marks = []
+    for i, line in items:
+        marks.append(out.n)
         if depth:
             dd = depth.get(i)
             if dd is not None:
@@ -322,6 +464,7 @@ def _feed_lines(machine: DepthSync, lines, raw_fmt: bool, c_decoder: bool = True
         feed(msg, recv)
         if machine.events:
             _react(machine, recv, raw_fmt)
+    return marks
 
 
 def _raw_control(machine: DepthSync, msg: bytes, recv: int) -> None:
