@@ -223,8 +223,11 @@ int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *off
                        size_t n, const uint8_t *select)
 {
     for (size_t k = 0; k < n; k++) {
-        if (k + SCAN_PF < n && ORDER_MSG[types[k + SCAN_PF]])
-            prefetch(&s->slots[ref_home(s, be64(buf + offsets[k + SCAN_PF] + O_REF))]);
+        if (k + SCAN_PF < n && ORDER_MSG[types[k + SCAN_PF]]) {
+            const uint8_t *ahead = buf + offsets[k + SCAN_PF];
+            if (!select || select[be16(ahead + O_LOCATE)]) /* another part's order: not needed here */
+                prefetch(&s->slots[ref_home(s, be64(ahead + O_REF))]);
+        }
         const uint8_t *m = buf + offsets[k];
         uint16_t locate = be16(m + O_LOCATE);
         if (select && !select[locate]) continue;

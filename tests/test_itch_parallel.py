@@ -1,13 +1,16 @@
 """`--jobs N` shares the symbols out over processes; the merged reports are the
 same as one process's: every table, row for row (latency: the same counts; the
 times themselves differ run to run), and the same summary counts."""
+import hashlib
 import json
 
+import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from lobreplay.itch.faults import inject
-from lobreplay.itch.parallel import replay_itch_jobs
+from lobreplay.itch.parallel import replay_itch_jobs, split_locates
 from lobreplay.itch.replay import ReplayConfig
 
 
@@ -47,6 +50,14 @@ def test_jobs_give_the_same_reports_as_one_process(synthetic_day, tmp_path, jobs
     rows = {k: v for k, v in one["report_rows"].items() if k != "latency_histograms"}  # buckets hit vary
     assert rows == {k: v for k, v in many["report_rows"].items() if k != "latency_histograms"}
     assert many["jobs"] == jobs
+    sha = hashlib.sha256(day.read_bytes()).hexdigest()
+    assert one["source"] == many["source"] and many["source"]["source_sha256"] == sha  # hashed once, in the parent
+    for name in names:
+        assert pq.read_schema(tmp_path / "many" / name).metadata == pq.read_schema(tmp_path / "one" / name).metadata
+    hgrm = sorted(p.name for p in (tmp_path / "one").glob("*.hgrm"))  # written on the pool, beside the merge
+    assert "latency_ALL.hgrm" in hgrm and hgrm == sorted(p.name for p in (tmp_path / "many").glob("*.hgrm"))
+    per_part = many["pass2"]["per_part"]
+    assert len(per_part) == jobs and sum(p["events"] for p in per_part) == many["events"]
     assert json.loads((tmp_path / "many" / "summary.json").read_text())["status"] == "ok"
     assert not list((tmp_path / "many").glob(".part-*"))
 
@@ -60,3 +71,25 @@ def test_a_failing_part_fails_the_replay_cleanly(tmp_path):
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert s["status"] == "failed" and "truncated" in s["error"]
     assert not list((tmp_path / "o").glob(".part-*"))
+
+
+@pytest.mark.parametrize("jobs", [2, 3, 4])
+def test_the_split_gives_every_locate_one_part_balanced_by_messages(jobs):
+    rng = np.random.default_rng(jobs)
+    messages = np.zeros(65536, np.int64)
+    locs = rng.choice(np.arange(1, 65536), 1000, replace=False)
+    messages[locs] = (rng.zipf(1.3, 1000) * 100).clip(max=200_000)  # a few heavy symbols, many light
+    messages[0] = 7
+    owner = split_locates(messages, jobs)
+    assert owner.shape == (65536,) and owner.min() >= 0 and owner.max() < jobs  # every locate in exactly one part
+    assert owner[0] == 0  # the system-wide messages
+    none = np.flatnonzero(messages == 0)
+    assert (owner[none] == none % jobs).all()
+    load = np.bincount(owner, weights=messages, minlength=jobs)
+    assert load.sum() == messages.sum()
+    assert load.max() - load.min() <= messages[1:].max()  # largest first, to the lightest part
+    assert load.max() <= max(messages.sum() / jobs * 1.01, messages.max())
+    assert (split_locates(messages, jobs) == owner).all()  # the same counts, the same split
+    even = np.zeros(65536, np.int64)
+    even[1:9] = [5, 5, 4, 4, 3, 3, 1, 1]
+    assert np.bincount(split_locates(even, 2), weights=even, minlength=2).tolist() == [13, 13]

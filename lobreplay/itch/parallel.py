@@ -1,9 +1,15 @@
 """`lobreplay itch replay FILE --jobs N`: one day on N processes.
 
-Books are independent per symbol, so the stock locates are shared out
-(locate % N == k goes to part k; locate 0, the system-wide messages, to part
-0). Each part reads the whole file (framing is cheap next to the book work),
-replays its share into DIR/.part-k/, and the parts are merged into one report
+Books are independent per symbol, so the stock locates are shared out. Each
+part reads the whole file (framing is cheap next to the book work). Pass 1
+scans locate % N == k in part k; then the parts meet (a barrier, a shared
+memory block): each hands over its locates' pass-1 figures, and every part takes
+all of them and the same split for pass 2, balanced by messages per locate
+(split_locates; locate 0, the system-wide messages, in part 0). The file's
+SHA-256 is computed once, by the parent on a thread while the parts run (it
+slows every part alike), and the merge writes it into the summary and every
+table's metadata. Each part replays its share into DIR/.part-k/, and the parts
+are merged into one report
 directory identical to a one-process replay: the same rows in the same order
 (every table is written in file order within a part), the latency of the whole
 replay from the parts' histograms summed, and one summary.
@@ -11,10 +17,14 @@ replay from the parts' histograms summed, and one summary.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import heapq
 import json
+import mmap
 import multiprocessing
 import os
 import shutil
+import threading
 import time
 
 import numpy as np
@@ -26,6 +36,7 @@ from ..reports import write_json
 from .replay import ItchReplay, ReplayConfig, prepare_output, replay_itch
 
 PART_HIST = "latency_hist.npz"
+_EXCHANGE = None  # set in the parent before the fork; the parts inherit it
 pa, pc, pq = Deferred("pyarrow"), Deferred("pyarrow.compute"), Deferred("pyarrow.parquet")
 
 
@@ -40,16 +51,47 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
         os.makedirs(d)
     args = [(path, parts[k], dataclasses.replace(cfg, part=(k, jobs), progress=cfg.progress and k == 0))
             for k in range(jobs)]
+    global _EXCHANGE
     try:
         # fork: the parent has read nothing and started no thread; each child builds its own session
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            summaries = pool.starmap(_run_part, args)
-        summary = merge(parts, out_dir, summaries)
+        ctx = multiprocessing.get_context("fork")
+        _EXCHANGE = Exchange(jobs, ctx)
+        forked, t_fork = time.time(), time.perf_counter()
+        with ctx.Pool(jobs) as pool:
+            from concurrent.futures import ThreadPoolExecutor  # a thread only after the fork
+            with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:
+                sha = helper.submit(_sha256, path)
+                summaries = pool.starmap(_run_part, args)
+                joined = time.time()
+                sha256 = sha.result()
+            hashed = time.time()
+            if any(s is None for s in summaries):
+                raise RuntimeError("a part stopped at the exchange after pass 1, and no part said why")
+            times = [s.pop("part_times") for s in summaries]
+            for s in summaries:
+                s["source"]["source_sha256"] = sha256
+            # the .hgrm files (pure Python, about 0.15 s each) on the pool's processes while
+            # this one merges the tables
+            hgrm = pool.starmap_async(_write_hgrm, _hgrm_tasks(parts, out_dir)) if "latency" in cfg.reports else None
+            summary = merge(parts, out_dir, summaries, max(s.pop("last_event_ns") for s in summaries),
+                            hgrm=hgrm is None)
+            if hgrm is not None:
+                hgrm.get()
+        summary["parallel"] = {
+            "split": "pass 1: locate % jobs; pass 2: balanced by messages per locate",
+            "setup_seconds": round(t_fork - t0, 3),
+            "start_seconds": [round(a - forked, 3) for a, _ in times],
+            "part_seconds": [round(b - a, 3) for a, b in times],
+            "join_seconds": round(joined - max(b for _, b in times), 3),
+            "hash_wait_seconds": round(hashed - joined, 3),
+            "merge_seconds": round(time.time() - hashed, 3),
+        }
     except BaseException as e:
         write_json(os.path.join(out_dir, "summary.json"),
                    {"status": "failed", "error": f"{type(e).__name__}: {e}", "jobs": jobs})
         raise
     finally:
+        _EXCHANGE = None
         for d in parts:
             shutil.rmtree(d, ignore_errors=True)
     summary["jobs"] = jobs
@@ -58,11 +100,69 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
     return summary
 
 
-def _run_part(path: str, part_dir: str, cfg: ReplayConfig) -> dict:
-    r = ItchReplay(path, part_dir, cfg)
-    s = r.run()
+def split_locates(messages: np.ndarray, jobs: int) -> np.ndarray:
+    """The part of each locate (an array over 0..65535): locate 0 in part 0, the
+    others with messages largest first, each to the part with the fewest messages
+    so far (the lowest-numbered on a tie), locates without messages by locate % jobs.
+    The same counts always give the same split."""
+    messages = np.asarray(messages, np.int64)
+    owner = np.arange(len(messages)) % jobs
+    owner[0] = 0
+    heap = [(int(messages[0]), 0)] + [(0, k) for k in range(1, jobs)]
+    heapq.heapify(heap)
+    locs = np.flatnonzero(messages[1:]) + 1
+    for loc in locs[np.argsort(-messages[locs], kind="stable")].tolist():
+        load, k = heapq.heappop(heap)
+        owner[loc] = k
+        heapq.heappush(heap, (load + int(messages[loc]), k))
+    return owner
+
+
+class Exchange:
+    """Where the parts meet after pass 1: each writes its locates' pass-1 figures
+    (locate % jobs == part) into a shared block; after the barrier each reads all
+    of them back. Made before the fork."""
+
+    def __init__(self, jobs: int, ctx):
+        from .._coreapi import LOCATE_DTYPE
+        self.jobs, self.dtype = jobs, np.dtype(LOCATE_DTYPE)
+        self.stats_bytes = jobs * 65536 * self.dtype.itemsize
+        self.mem = mmap.mmap(-1, self.stats_bytes)  # anonymous, shared with the children
+        self.barrier = ctx.Barrier(jobs)
+
+    def __call__(self, part: int, stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.frombuffer(self.mem, self.dtype).reshape(self.jobs, 65536)
+        rows[part] = stats
+        self.barrier.wait()
+        loc = np.arange(65536)
+        full = rows[loc % self.jobs, loc]  # a copy: each locate's row from the part that scanned it
+        return full, split_locates(full["messages"], self.jobs)
+
+
+def _sha256(path: str) -> str:
+    h, buf = hashlib.sha256(), bytearray(1 << 20)  # one buffer, reused: no allocation per block
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
+    return h.hexdigest()
+
+
+def _run_part(path: str, part_dir: str, cfg: ReplayConfig) -> dict | None:
+    ex, started = _EXCHANGE, time.time()
+    try:
+        r = ItchReplay(path, part_dir, cfg, exchange=ex, hash_file=False)  # the parent hashes the file
+        s = r.run()
+    except threading.BrokenBarrierError:
+        return None  # another part failed before the exchange: its error is the one raised
+    except BaseException:
+        if ex is not None:
+            ex.barrier.abort()  # do not leave the other parts waiting for this one
+        raise
     if r.session is not None:
         np.savez(os.path.join(part_dir, PART_HIST), **{k.name: r.session.histogram(k) for k in Kind})
+    s["last_event_ns"] = r.last_event_ns
+    s["part_times"] = (started, time.time())  # wall clock: compared with the parent's
     return s
 
 
@@ -73,18 +173,23 @@ def _order_key(t: pa.Table, name: str) -> list[tuple[str, str]]:
     return [first] + [("locate", "ascending")] * ("locate" in t.column_names)
 
 
-def merge(parts: list[str], out_dir: str, summaries: list[dict]) -> dict:
+def merge(parts: list[str], out_dir: str, summaries: list[dict], last_event_ns: int | None = None, *,
+          hgrm: bool = True) -> dict:
+    """last_event_ns: the time of the replay's last event (the latest of the parts'),
+    the time of the residual rows in desyncs, as in one process. hgrm=False: the
+    caller writes the .hgrm files (_hgrm_tasks)."""
     names = sorted({f for d in parts for f in os.listdir(d) if f.endswith(".parquet")})
     for name in names:
         files = [os.path.join(d, name) for d in parts if os.path.exists(os.path.join(d, name))]
         tables = [pq.read_table(f) for f in files]
-        meta = tables[0].schema.metadata
+        meta = dict(tables[0].schema.metadata or {})
+        meta[b"source_sha256"] = summaries[0]["source"]["source_sha256"].encode()  # the parent's hash
         t = pa.concat_tables(tables, promote_options="default").unify_dictionaries().combine_chunks()
         stem = name[:-len(".parquet")]
         if stem == "symbols":
             t = _merge_symbols(t)
         elif stem == "latency":
-            t = _merge_latency(t, parts, tables[0].schema)
+            t = _merge_latency(t, parts, tables[0].schema.with_metadata(meta), hgrm)
         elif "message" in t.column_names or stem == "depth":
             if "message" in t.column_names:  # residual rows (message -1) come last, as in one process
                 m = t["message"]
@@ -92,8 +197,25 @@ def merge(parts: list[str], out_dir: str, summaries: list[dict]) -> dict:
             t = t.take(pc.sort_indices(t, _order_key(t, stem)))
             if "_key" in t.column_names:
                 t = t.drop_columns(["_key"])
+            if stem == "desyncs" and last_event_ns is not None:
+                t = _residual_time(t, last_event_ns)
         pq.write_table(t.replace_schema_metadata(meta), os.path.join(out_dir, name), compression="zstd")
     return _merge_summaries(summaries, out_dir, sorted(f for f in os.listdir(out_dir) if f.endswith(".parquet")))
+
+
+def _residual_time(t: pa.Table, when: int) -> pa.Table:
+    """Residual rows (message -1) at the time of the whole replay's last event: each part
+    wrote its own last event's."""
+    resid = pc.less(t["message"], 0)
+    if not pc.any(resid).as_py():
+        return t
+    old = t["time_ns"]
+    shift = pc.subtract(pa.scalar(when, pa.int64()), old).cast(pa.duration("ns"))
+    cols = {"time_ns": pc.if_else(resid, pa.scalar(when, old.type), old),
+            "ts": pc.if_else(resid, pc.add(t["ts"], shift), t["ts"])}
+    for name, col in cols.items():
+        t = t.set_column(t.column_names.index(name), t.schema.field(name), col)
+    return t
 
 
 def _merge_symbols(t: pa.Table) -> pa.Table:
@@ -105,9 +227,8 @@ def _merge_symbols(t: pa.Table) -> pa.Table:
     return pa.Table.from_pandas(df, schema=t.schema, preserve_index=False)
 
 
-def _merge_latency(t: pa.Table, parts: list[str], schema: pa.Schema) -> pa.Table:
-    """The whole replay's rows from the parts' histograms summed; the per-symbol rows as
-    the parts wrote them, in locate order (one process writes them in that order)."""
+def _part_hists(parts: list[str]) -> dict:
+    """The parts' latency histograms, summed per kind."""
     hists = {}
     for d in parts:
         p = os.path.join(d, PART_HIST)
@@ -115,15 +236,34 @@ def _merge_latency(t: pa.Table, parts: list[str], schema: pa.Schema) -> pa.Table
             with np.load(p) as z:
                 for k in z.files:
                     hists[k] = hists.get(k, 0) + z[k]
+    return hists
+
+
+def _hgrm_tasks(parts: list[str], out_dir: str) -> list[tuple[np.ndarray, str]]:
+    """(counts, path) of each .hgrm file of the merged histograms: every kind with samples, and ALL."""
+    hists = _part_hists(parts)
+    if hists:
+        hists["ALL"] = sum(hists.values())
+    return [(h, os.path.join(out_dir, f"latency_{name}.hgrm")) for name, h in hists.items() if np.any(h)]
+
+
+def _write_hgrm(counts: np.ndarray, path: str) -> None:
+    from .._coreapi import bucket_lows
+    from ..hgrm import write_hgrm
+    write_hgrm(counts, bucket_lows(), path)
+
+
+def _merge_latency(t: pa.Table, parts: list[str], schema: pa.Schema, hgrm: bool = True) -> pa.Table:
+    """The whole replay's rows from the parts' histograms summed; the per-symbol rows as
+    the parts wrote them, in locate order (one process writes them in that order)."""
+    hists = _part_hists(parts)
     rows = []
     if hists:
         rows = summary_rows("ALL", None, hists)
+        if hgrm:
+            for counts, path in _hgrm_tasks(parts, os.path.dirname(parts[0])):
+                _write_hgrm(counts, path)
         hists["ALL"] = sum(hists.values())
-        from .._coreapi import bucket_lows
-        from ..hgrm import write_hgrm
-        for name, h in hists.items():
-            if np.any(h):
-                write_hgrm(h, bucket_lows(), os.path.join(os.path.dirname(parts[0]), f"latency_{name}.hgrm"))
         pq.write_table(histogram_table(hists).replace_schema_metadata(schema.metadata),
                        os.path.join(os.path.dirname(parts[0]), "latency_histograms.parquet"), compression="zstd")
     head = pa.Table.from_pylist(rows, schema=schema)
@@ -155,7 +295,7 @@ def _merge_summaries(summaries: list[dict], out_dir: str, names: list[str]) -> d
     out["pass2"] = {"seconds": p2, "core_seconds": core_s,
                     "messages_per_second": round(out["messages"] / p2) if p2 else None,
                     "core_events_per_second": round(out["events"] / core_s) if core_s else None,
-                    "per_part": [s["pass2"] for s in summaries]}
+                    "per_part": [dict(s["pass2"], events=s["events"]) for s in summaries]}
     out["peak_rss_bytes"] = max(s["peak_rss_bytes"] for s in summaries)
     out["peak_rss_note"] = "the largest of the parts' peaks; they run at once"
     return json.loads(json.dumps(out, default=int))

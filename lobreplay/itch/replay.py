@@ -66,7 +66,8 @@ class ReplayConfig:
     date: str | None = None              # YYYY-MM-DD; default: from the file name
     depth_levels: int = 0                # N-level book samples (depth.parquet); 0: none
     depth_every_ns: int = 1_000_000_000  # ... every this many ns of feed time; 0: after every change
-    part: tuple[int, int] | None = None  # (k, jobs): replay only locates with locate % jobs == k
+    part: tuple[int, int] | None = None  # (k, jobs): replay only part k's share of the locates
+    #                                      (locate % jobs == k, unless an exchange hands out another split)
 
 
 @dataclass
@@ -141,9 +142,16 @@ def size_books(stats: np.ndarray, headroom: float, locates) -> tuple[list[Sizing
 class ItchReplay:
     """One replay of one file into one report directory (see replay_itch)."""
 
-    def __init__(self, path: str, out_dir: str, cfg: ReplayConfig):
+    def __init__(self, path: str, out_dir: str, cfg: ReplayConfig, *, exchange=None, hash_file: bool = True):
+        """exchange (parallel replays): called after pass 1 as exchange(part, stats), returns
+        every locate's pass-1 stats and the locate -> part split for pass 2.
+        hash_file=False: no SHA-256 of the file (a parallel replay's parent computes it)."""
         self.path, self.out_dir, self.cfg = path, out_dir, cfg
-        self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated, sha256=True)
+        self.exchange = exchange
+        self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated,
+                            sha256=hash_file)
+        # the part each locate belongs to (parallel replays)
+        self.owner = None if cfg.part is None else np.arange(65536) % cfg.part[1]
         date = dt.date.fromisoformat(cfg.date) if cfg.date else session_date(path)
         self.date = date
         self.midnight_utc_ns = None
@@ -213,6 +221,9 @@ class ItchReplay:
             if cfg.reports:
                 preload_arrow()  # on another thread, during pass 1
             p1 = self.pass1()
+            self.src.want_sha256 = False  # hashed once, in pass 1
+            if self.exchange is not None:
+                p1.stats, self.owner = self.exchange(cfg.part[0], p1.stats)
             meta = self.src_meta()  # now with the file's sha256
             run.summary["source"] = meta
             read1 = self.src.stats
@@ -229,12 +240,11 @@ class ItchReplay:
         return run.summary
 
     def _share(self, mask: np.ndarray) -> np.ndarray:
-        """This replay's share of the locates (all, or locate % jobs == part)."""
+        """This replay's share of the locates (all, or those self.owner gives to this part)."""
         if self.cfg.part is None:
             return mask
-        part, jobs = self.cfg.part
         out = mask.copy()
-        out[np.arange(65536) % jobs != part] = 0
+        out[self.owner != self.cfg.part[0]] = 0
         return out
 
     def _select(self, p1: _Pass1) -> list[int]:
@@ -303,6 +313,7 @@ class ItchReplay:
                                     desync_per_locate)
                 bar.update(self.src.raw_position - bar.n)
         pass2_s = time.perf_counter() - t0
+        self.last_event_ns = last_ts  # a parallel replay's residual rows take the latest part's
         residual = self._residuals(sess, sizing, symtab, last_ts, reports, desync_per_locate)
         read = self.src.stats
         if "latency" in reports:
