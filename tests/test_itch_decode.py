@@ -214,3 +214,13 @@ def test_decoded_columns_are_typed():
     assert a["stock_locate"].dtype == np.uint16 and a["side"].dtype == np.dtype("S1")
     assert set(a["side"].tolist()) <= {b"B", b"S"}
     assert cols["Q"]["shares"].dtype == np.uint64  # 8-byte shares in Q
+
+
+def test_chunk_type_presence_from_the_framing_counts(synthetic_day):
+    from lobreplay.itch.reader import Chunk
+    for chunk in ItchFile(synthetic_day.path, chunk_bytes=1 << 17).chunks():
+        want = {chr(t) for t in np.unique(chunk.types)}
+        bare = Chunk(chunk.buf, chunk.offsets, chunk.types, chunk.base, chunk.first_message)  # no counts
+        assert chunk.type_counts is not None and chunk.present() == bare.present() == want
+        for t in "SRAFDEXCUPQHI":
+            assert chunk.has(t) == bare.has(t) == (t in want)

@@ -37,10 +37,22 @@ class Chunk:
     types: np.ndarray      # uint8
     base: int              # stream offset of buf[0]
     first_message: int     # file-wide index of message 0 of this chunk
+    type_counts: np.ndarray | None = None  # messages per type byte (256), counted once when framed
 
     @property
     def n(self) -> int:
         return len(self.offsets)
+
+    def has(self, t: str) -> bool:
+        """Whether the chunk holds a message of type t."""
+        if self.type_counts is not None:
+            return bool(self.type_counts[ord(t)])
+        return bool((self.types == ord(t)).any())
+
+    def present(self) -> set[str]:
+        """The message types in the chunk."""
+        counts = self.type_counts if self.type_counts is not None else np.bincount(self.types, minlength=256)
+        return {chr(t) for t in np.flatnonzero(counts)}
 
 
 @dataclass
@@ -193,7 +205,7 @@ class ItchFile:
             counts = np.bincount(tys, minlength=256)
             for t in np.flatnonzero(counts):
                 self.stats.by_type[chr(t)] += int(counts[t])
-            yield Chunk(buf, offs, tys, base, self.stats.messages - n)
+            yield Chunk(buf, offs, tys, base, self.stats.messages - n, counts)
         self.stats.bytes = base + consumed
         if st == core.lib.LOB_EFRAME:
             t = int(buf[bad + 2])

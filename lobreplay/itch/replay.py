@@ -187,7 +187,7 @@ class ItchReplay:
         with self._bar("pass 1") as bar:
             for chunk in self.src.chunks():
                 scan.feed(chunk.buf, chunk.offsets, chunk.types, chunk.n, share)
-                present = set(np.unique(chunk.types).tobytes().decode("latin-1"))
+                present = chunk.present()
                 if "R" in present:
                     r = decode_type(chunk, "R")
                     for i, loc in enumerate(r["stock_locate"].tolist()):
@@ -427,7 +427,7 @@ class ItchReplay:
         msg = chunk.first_message + mi.astype(np.int64)
         if self.cfg.status_tables and self.cfg.reports:
             for t in STATUS_TYPES:
-                if (chunk.types == ord(t)).any():
+                if chunk.has(t):
                     cols = decode_type(chunk, t)
                     keep = self.feed_select[cols["stock_locate"]] == 1
                     if keep.any():
@@ -484,7 +484,7 @@ class ItchReplay:
             "match_number": np.zeros(n, np.uint64), "printable": np.full(n, "", object),
             "maker_remaining": x["maker_remaining"]}]
         for t in "ECPQ":
-            if not (chunk.types == ord(t)).any():
+            if not chunk.has(t):
                 continue
             c = decode_type(chunk, t)
             keep = self.feed_select[c["stock_locate"]] == 1
