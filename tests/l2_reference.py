@@ -35,56 +35,13 @@ import numpy as np
 from lobreplay import lobc
 from lobreplay.book import Session
 from lobreplay.events import EVENT_DTYPE, TIF, Cause, Flag, Kind, Side, Status
+# the sizing both implementations take, and their shared constants
+from lobreplay.l2 import _I64, _LEVEL, MAX_GRID_LEVELS, ORDER_SYMBOL_SHIFT, BookSizing, _cat  # noqa: F401
 
 __all__ = ["BookSizing", "scan", "L2Replay", "ORDER_SYMBOL_SHIFT", "MAX_GRID_LEVELS"]
 
-ORDER_SYMBOL_SHIFT = 48            # order id = (symbol + 1) << 48 | level << 1 | (side is ask)
-MAX_GRID_LEVELS = 1 << 20          # a grid book spans at most this many ticks; else a ladder book
 NONE, SYNCED, GAPPED = 0, 1, 2     # symbol states
 STATE_SKIP_CAUSE = {NONE: "update_before_snapshot", GAPPED: "unsynced_update_skipped"}
-_LEVEL = {lobc.DIFF_BEGIN: lobc.DIFF_LEVEL, lobc.SNAPSHOT_BEGIN: lobc.SNAPSHOT_LEVEL}
-_I64 = np.int64
-
-
-@dataclass
-class BookSizing:
-    """The core book of one symbol. mode "grid": core prices are the feed's
-    prices, on [band_low, band_high] in steps of tick (the gcd of the prices
-    seen). mode "ladder": when that grid would be too wide (far-away levels),
-    core price k is the k-th smallest price seen (`prices`): the order of
-    prices, hence priority and crossing, is the same."""
-    symbol: int
-    name: str
-    prices: np.ndarray            # every level price seen (sorted, unique, feed units)
-    mode: str
-    band_low: int
-    band_high: int
-    tick: int
-    capacity: int
-    peak_levels: int
-
-    @property
-    def levels(self) -> int:
-        return (self.band_high - self.band_low) // self.tick + 1
-
-    def to_core(self, prices: np.ndarray) -> np.ndarray:
-        prices = np.asarray(prices, _I64)
-        return prices.copy() if self.mode == "grid" else np.searchsorted(self.prices, prices).astype(_I64)
-
-    def from_core(self, core_prices: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:
-        cp = np.asarray(core_prices, _I64)
-        if self.mode == "grid":
-            out = cp.copy()
-        else:
-            out = self.prices[np.clip(cp, 0, max(0, len(self.prices) - 1))] if len(self.prices) else cp * 0
-        if present is not None:
-            out = np.where(present, out, 0)
-        return out
-
-    def as_dict(self) -> dict:
-        return {"symbol": self.name, "mode": self.mode, "band_low": self.band_low, "band_high": self.band_high,
-                "tick": self.tick, "levels": self.levels, "capacity": self.capacity,
-                "peak_levels": self.peak_levels, "distinct_prices": int(len(self.prices))}
 
 
 def _valid_levels(rec: np.ndarray) -> np.ndarray:
@@ -143,12 +100,6 @@ def scan(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode
             raise ValueError(f"{name}: {sz.levels} levels do not fit the synthetic order ids")
         out[s] = sz
     return out
-
-
-def _cat(parts: list[dict]) -> dict:
-    if not parts:
-        return {}
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 @dataclass
