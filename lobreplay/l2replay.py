@@ -13,7 +13,6 @@ bookTicker), latency (the core's histograms) and summary.json.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +26,7 @@ from .errors import InputError
 from .itch.replay import prepare_output
 from .l2 import MAX_GRID_LEVELS, L2Replay, scan_counts
 from .latency import report_rows
-from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter
+from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256
 
 ALL_REPORTS = ("bbo", "desyncs", "trades", "latency", "ticker_mismatches")
 _TS = pa.timestamp("ns", tz="UTC")
@@ -97,14 +96,6 @@ class _ShaWriter(TableWriter):
         super().write_arrow(table)
 
 
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _symbols_of(names: list[str], sym: np.ndarray) -> pa.DictionaryArray:
     """The symbol of each row, dictionary-encoded with only the symbols present (an index
     beyond the file's symbols is named by its number)."""
@@ -133,7 +124,7 @@ class LobcReplay:
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-verify") as helper:
             data = lobc.read(self.path, verify=False)
             verified = helper.submit(lobc.verify_crc, data)
-            sha = helper.submit(_sha256, self.path)
+            sha = helper.submit(file_sha256, self.path)
             meta = self.src_meta(data)
             run.summary["source"] = meta
             try:

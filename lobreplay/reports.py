@@ -12,6 +12,7 @@ at most a few batches waiting: the core replays the next chunk meanwhile.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import resource
@@ -79,11 +80,21 @@ def _schemas() -> dict:
 class TableWriter:
     """Appends column dicts to one Parquet file with a fixed schema."""
 
-    def __init__(self, path: str, schema: pa.Schema, metadata: Mapping[str, str]):
+    def __init__(self, path: str, schema: pa.Schema, metadata: Mapping[str, object]):
+        """metadata values are strings, or Futures of strings resolved when the file opens."""
         self.path = path
-        self.schema = schema.with_metadata({**(schema.metadata or {}), **metadata})
+        self._late = {k: v for k, v in metadata.items() if isinstance(v, Future)}
+        self.schema = schema.with_metadata({**(schema.metadata or {}),
+                                            **{k: v for k, v in metadata.items() if k not in self._late}})
         self._w: pq.ParquetWriter | None = None
         self.rows = 0
+
+    def _open(self) -> None:
+        if self._late:  # e.g. the source file's SHA-256, computed beside the replay
+            self.schema = self.schema.with_metadata({**(self.schema.metadata or {}),
+                                                     **{k: f.result() for k, f in self._late.items()}})
+            self._late = {}
+        self._w = pq.ParquetWriter(self.path, self.schema, compression="zstd")
 
     def table(self, columns: Mapping[str, object]) -> pa.Table:
         """Columns (numpy arrays, lists or Arrow arrays) as a table of this writer's schema."""
@@ -95,14 +106,14 @@ class TableWriter:
             return
         table = self.table(columns)
         if self._w is None:
-            self._w = pq.ParquetWriter(self.path, self.schema, compression="zstd")
+            self._open()
         if n:
             self._w.write_table(table)
         self.rows += n
 
     def write_arrow(self, table: pa.Table) -> None:
         if self._w is None:
-            self._w = pq.ParquetWriter(self.path, self.schema, compression="zstd")
+            self._open()
         self._w.write_table(table.replace_schema_metadata(self.schema.metadata))
         self.rows += table.num_rows
 
@@ -198,6 +209,20 @@ class ReportSet:
                 errors.append(e)
         if errors:
             raise errors[0]
+
+
+def file_sha256(path: str, stop=None) -> str | None:
+    """The SHA-256 of a file's bytes, the provenance every report carries (read into one
+    reused buffer; hashlib releases the GIL on each block, so it runs beside a replay on
+    its own thread). None if `stop` (a threading.Event) was set before the end."""
+    h, buf = hashlib.sha256(), bytearray(1 << 20)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            if stop is not None and stop.is_set():
+                return None
+            h.update(view[:n])
+    return h.hexdigest()
 
 
 def _schema(name: str):

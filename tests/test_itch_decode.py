@@ -105,17 +105,21 @@ def test_gzip_and_raw_read_the_same(synthetic_day, tmp_path):
     assert b"".join(t for _, t in a) == b"".join(t for _, t in b)
 
 
-def test_sha256_over_many_chunks_is_the_files(synthetic_day, tmp_path):
-    """The hash runs on a thread one block behind the reads: still the file's bytes, in order."""
+def test_file_sha256_is_the_files(synthetic_day, tmp_path):
+    """The provenance hash (one reused buffer, on its own reads): the file's bytes, raw or
+    gzip (the compressed bytes), and None when stopped."""
     import hashlib
+    import threading
+
+    from lobreplay.reports import file_sha256
     gz = tmp_path / "day.itch.gz"
     with open(synthetic_day.path, "rb") as src, gzip.open(gz, "wb") as dst:
         shutil.copyfileobj(src, dst)
     for path in (synthetic_day.path, str(gz)):
-        f = ItchFile(path, chunk_bytes=1 << 17, sha256=True)
-        n = sum(c.n for c in f.chunks())
-        assert n == synthetic_day.n_messages
-        assert f.sha256 == hashlib.sha256(open(path, "rb").read()).hexdigest()
+        assert file_sha256(path) == hashlib.sha256(open(path, "rb").read()).hexdigest()
+    stop = threading.Event()
+    stop.set()
+    assert file_sha256(synthetic_day.path, stop) is None
 
 
 @pytest.mark.parametrize("chunk_bytes", [1 << 17, 1 << 18 + 3, 1 << 22])

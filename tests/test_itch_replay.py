@@ -75,12 +75,16 @@ def test_bbo_report_follows_the_book(clean):
 
 def test_reports_carry_provenance_and_schemas(clean):
     truth, out, s = clean
+    sha = __import__("hashlib").sha256(open(truth.path, "rb").read()).hexdigest()
     for name in ("desyncs", "executions", "bbo", "latency", "symbols"):
         meta = pq.read_schema(out / f"{name}.parquet").metadata
         assert meta[b"source_file"] == b"20191230.synthetic.itch"
-        assert len(meta[b"source_sha256"]) == 64 and meta[b"session_date"] == b"2019-12-30"
+        assert meta[b"session_date"] == b"2019-12-30"
         assert meta[b"price_scale"] == b"10000"
-    assert s["source"]["source_sha256"] == __import__("hashlib").sha256(open(truth.path, "rb").read()).hexdigest()
+    # the hash runs beside the replay; every table, the status ones too, waits for it
+    tables = sorted(out.glob("*.parquet"))
+    assert len(tables) > 8 and {pq.read_schema(t).metadata[b"source_sha256"].decode() for t in tables} == {sha}
+    assert s["source"]["source_sha256"] == sha
     lat = pd.read_parquet(out / "latency.parquet")
     assert set(lat.kind) >= {"NEW", "CANCEL", "EXEC", "ALL"}
     assert (lat.p50_ns <= lat.p99_ns).all() and (lat.p99_ns <= lat.max_ns).all()
@@ -150,6 +154,23 @@ def test_output_directory_is_not_overwritten_without_force(synthetic_day, tmp_pa
         replay_itch(synthetic_day.path, str(out))
     s = replay_itch(synthetic_day.path, str(out), ReplayConfig(reports=("desyncs",)), force=True)
     assert s["status"] == "ok" and (out / "desyncs.parquet").exists() and not (out / "bbo.parquet").exists()
+
+
+def test_table_writer_takes_late_metadata_when_it_opens(tmp_path):
+    """A metadata value may be a Future (the file's SHA-256): resolved at the first write."""
+    from concurrent.futures import Future
+
+    import pyarrow as pa
+
+    from lobreplay.reports import TableWriter
+    late = Future()
+    w = TableWriter(str(tmp_path / "t.parquet"), pa.schema([("x", pa.int64())]), {"a": "1", "source_sha256": late})
+    late.set_result("f" * 64)
+    w.write({"x": np.arange(3)})
+    w.close()
+    meta = pq.read_schema(tmp_path / "t.parquet").metadata
+    assert (meta[b"a"], meta[b"source_sha256"]) == (b"1", b"f" * 64)
+    assert pq.read_table(tmp_path / "t.parquet")["x"].to_pylist() == [0, 1, 2]
 
 
 def test_a_failing_replay_leaves_valid_outputs(synthetic_day, tmp_path):

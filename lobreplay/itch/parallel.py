@@ -17,7 +17,6 @@ replay from the parts' histograms summed, and one summary.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import heapq
 import json
 import mmap
@@ -32,7 +31,7 @@ import numpy as np
 from .._lazy import Deferred
 from ..events import Kind
 from ..latency import histogram_table, summary_rows
-from ..reports import write_json
+from ..reports import file_sha256, write_json
 from .replay import ItchReplay, ReplayConfig, prepare_output, replay_itch
 
 PART_HIST = "latency_hist.npz"
@@ -60,7 +59,7 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
         with ctx.Pool(jobs) as pool:
             from concurrent.futures import ThreadPoolExecutor  # a thread only after the fork
             with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:
-                sha = helper.submit(_sha256, path)
+                sha = helper.submit(file_sha256, path)
                 summaries = pool.starmap(_run_part, args)
                 joined = time.time()
                 sha256 = sha.result()
@@ -137,15 +136,6 @@ class Exchange:
         loc = np.arange(65536)
         full = rows[loc % self.jobs, loc]  # a copy: each locate's row from the part that scanned it
         return full, split_locates(full["messages"], self.jobs)
-
-
-def _sha256(path: str) -> str:
-    h, buf = hashlib.sha256(), bytearray(1 << 20)  # one buffer, reused: no allocation per block
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buf):
-            h.update(view[:n])
-    return h.hexdigest()
 
 
 def _run_part(path: str, part_dir: str, cfg: ReplayConfig) -> dict | None:

@@ -9,7 +9,6 @@ message is an error unless allow_truncated, in which case it is counted.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import os
 import struct
@@ -78,8 +77,7 @@ class ItchFile:
     >>> for chunk in ItchFile(path).chunks(): ...
     """
 
-    def __init__(self, path: str | os.PathLike, *, chunk_bytes: int = 16 << 20, allow_truncated: bool = False,
-                 sha256: bool = False):
+    def __init__(self, path: str | os.PathLike, *, chunk_bytes: int = 16 << 20, allow_truncated: bool = False):
         self.path = os.fspath(path)
         self.name = os.path.basename(self.path)
         self.chunk_bytes = max(chunk_bytes, 2 * MAX_FRAME)
@@ -96,8 +94,6 @@ class ItchFile:
         self.compressed = head[:2] == GZIP_MAGIC
         self.framing = "pcap" if head in PCAP_MAGICS else "binaryfile"
         self.stats = ReadStats()
-        self.want_sha256 = sha256
-        self.sha256: str | None = None   # of the file's bytes, set after a whole pass with sha256=True
         self._raw: _CountingReader | None = None
 
     @property
@@ -108,13 +104,9 @@ class ItchFile:
     # ---- byte sources ----
 
     def _open(self) -> BinaryIO:
-        self._raw = _CountingReader(open(self.path, "rb"), hashlib.sha256() if self.want_sha256 else None)
+        self._raw = _CountingReader(open(self.path, "rb"))
         raw = io.BufferedReader(self._raw, buffer_size=1 << 20)
         return gzip.GzipFile(fileobj=raw, mode="rb") if self.compressed else raw
-
-    def _finish_hash(self) -> None:
-        if self._raw is not None and self._raw.hasher is not None:
-            self.sha256 = self._raw.digest()
 
     def _read_into(self, f: BinaryIO, view: memoryview) -> int:
         try:
@@ -140,11 +132,9 @@ class ItchFile:
         if self.framing == "pcap":
             payload = next(self._stream())
             yield from self._frame_bytes(iter([payload]), len(payload))
-            self._finish_hash()
             return
         with self._open() as f:
             yield from self._frame_stream(f)
-            self._finish_hash()
 
     def _frame_bytes(self, pieces: Iterator[bytes], total: int) -> Iterator[Chunk]:
         buf = np.frombuffer(b"".join(pieces), np.uint8)
@@ -294,19 +284,12 @@ def _udp_payload(frame: bytes) -> bytes | None:
 
 
 class _CountingReader(io.RawIOBase):
-    """A raw file that counts (and optionally hashes) the bytes read through it.
-    The hash runs on one worker thread (hashlib releases the GIL), one block
-    behind the reads, on a copy of each block (the caller may reuse its buffer)
-    in one of two buffers used in turn: no allocation per block."""
+    """A raw file that counts the bytes read through it (the progress bar's position;
+    the file's SHA-256 is lobreplay.reports.file_sha256, on its own reads)."""
 
-    def __init__(self, f: BinaryIO, hasher=None):
+    def __init__(self, f: BinaryIO):
         self.f = f
-        self.hasher = hasher
         self.position = 0
-        self._pool = None
-        self._pending = None
-        self._copies = [bytearray(), bytearray()]
-        self._turn = 0
 
     def readable(self) -> bool:
         return True
@@ -315,38 +298,8 @@ class _CountingReader(io.RawIOBase):
         n = self.f.readinto(b)
         if n:
             self.position += n
-            if self.hasher is not None:
-                self._hash(memoryview(b)[:n])
         return n
 
-    def _hash(self, block) -> None:
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="sha256")
-        copy = self._copies[self._turn]  # not the one being hashed: that is the other
-        if len(copy) < len(block):
-            copy = self._copies[self._turn] = bytearray(len(block))
-        copy[:len(block)] = block
-        if self._pending is not None:
-            self._pending.result()  # one block hashing at a time, in order
-        self._pending = self._pool.submit(self.hasher.update, memoryview(copy)[:len(block)])
-        self._turn ^= 1
-
-    def digest(self) -> str:
-        """Read (and hash) the rest of the file; the hex digest of all of it."""
-        while not self.f.closed:
-            block = self.f.read(1 << 20)
-            if not block:
-                break
-            self.position += len(block)
-            self._hash(block)
-        if self._pending is not None:
-            self._pending.result()
-            self._pending = None
-        return self.hasher.hexdigest()
-
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
         self.f.close()
         super().close()

@@ -18,7 +18,9 @@ import datetime as dt
 import os
 import re
 import sys
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
@@ -32,7 +34,7 @@ from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DT
 from ..latency import histogram_table, report_rows
 from .. import reports
 from .._lazy import Deferred
-from ..reports import ReplayRun, ReportSet, TableWriter, preload_arrow
+from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, preload_arrow
 from .decode import decode_type, to_arrow
 from .reader import ItchFile
 from .spec import LAYOUTS, PRICE4_SCALE
@@ -148,8 +150,10 @@ class ItchReplay:
         hash_file=False: no SHA-256 of the file (a parallel replay's parent computes it)."""
         self.path, self.out_dir, self.cfg = path, out_dir, cfg
         self.exchange = exchange
-        self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated,
-                            sha256=hash_file)
+        self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated)
+        self.hash_file = hash_file
+        self._sha256: Future | None = None  # the file's SHA-256, computed beside both passes
+        self._stop_hash = threading.Event()  # a failed replay does not wait for it
         # the part each locate belongs to (parallel replays)
         self.owner = None if cfg.part is None else np.arange(65536) % cfg.part[1]
         date = dt.date.fromisoformat(cfg.date) if cfg.date else session_date(path)
@@ -216,16 +220,26 @@ class ItchReplay:
     # ---- pass 2 ----
 
     def run(self) -> dict:
+        try:
+            return self._run()
+        finally:
+            self._stop_hash.set()  # a replay that failed does not wait for the hash
+
+    def _run(self) -> dict:
         cfg = self.cfg
         with ReplayRun(self.out_dir, self.src_meta()) as run:
+            if self.hash_file:
+                # on its own thread and its own reads, off the critical path: the report
+                # writers wait for it only when they open their files (sha256_later)
+                pool = ThreadPoolExecutor(1, thread_name_prefix="sha256")
+                self._sha256 = pool.submit(file_sha256, self.path, self._stop_hash)
+                pool.shutdown(wait=False)
             if cfg.reports:
                 preload_arrow()  # on another thread, during pass 1
             p1 = self.pass1()
-            self.src.want_sha256 = False  # hashed once, in pass 1
             if self.exchange is not None:
                 p1.stats, self.owner = self.exchange(cfg.part[0], p1.stats)
-            meta = self.src_meta()  # now with the file's sha256
-            run.summary["source"] = meta
+            meta = self.src_meta(sha256_later=True)
             read1 = self.src.stats
             locates = self._select(p1)
             sizing, notes = size_books(p1.stats, cfg.headroom, locates)
@@ -233,6 +247,7 @@ class ItchReplay:
             if cfg.depth_levels and "depth" in cfg.reports:
                 run.reports.extra_names.add("depth")
             run.summary.update(self._pass2(p1, sizing, run.reports))
+            run.summary["source"] = self.src_meta()  # with the file's SHA-256
             run.summary["notes"] = notes
             run.summary["pass1"] = {"seconds": round(p1.seconds, 3),
                                     "messages_per_second": round(read1.messages / p1.seconds) if p1.seconds
@@ -573,9 +588,14 @@ class ItchReplay:
         finally:
             w.close()
 
-    def src_meta(self) -> dict:
+    def src_meta(self, *, sha256_later: bool = False) -> dict:
+        """The provenance every table carries. The SHA-256 is "" until it is known; with
+        sha256_later, its Future (TableWriter resolves it when it opens its file)."""
+        sha = ""
+        if self._sha256 is not None:
+            sha = self._sha256 if sha256_later and not self._sha256.done() else self._sha256.result()
         return {"source_file": os.path.basename(self.path), "source_size": str(self.src.size),
-                "source_sha256": self.src.sha256 or "", "session_date": self.date.isoformat() if self.date else "",
+                "source_sha256": sha, "session_date": self.date.isoformat() if self.date else "",
                 "lobreplay_version": __version__, "price_scale": str(PRICE4_SCALE)}
 
 
