@@ -21,20 +21,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
+import golden_common  # noqa: E402
+from golden_common import RECORDINGS  # noqa: E402
 from lobreplay import lobc  # noqa: E402
 from lobreplay.binance.convert import convert  # noqa: E402
 
 GOLDEN = HERE / "golden" / "convert.json"
-BINANCE = ROOT.parent / "shared" / "data" / "binance"
-HFT = BINANCE / "hftbacktest"
-RECORDINGS = {
-    "spot_20240808": [HFT / "spot" / "btcusdt_20240808.gz"],
-    "spot_20240809": [HFT / "spot" / "btcusdt_20240809.gz"],
-    "spot_20240808_09": [HFT / "spot" / "btcusdt_20240808.gz", HFT / "spot" / "btcusdt_20240809.gz"],
-    "usdm_20240808": [HFT / "usdm" / "btcusdt_20240808.gz"],
-    "cryptofeed_spot": [BINANCE / "cryptofeed" / "BINANCE.ws.1.0"],
-    "cryptofeed_usdm": [BINANCE / "cryptofeed" / "BINANCE_FUTURES.ws.1.0"],
-}
 TIMING = ("seconds", "cpu_seconds", "level_updates_per_s", "dst")
 
 
@@ -69,8 +61,7 @@ def compare(golden: dict, got: dict) -> list[str]:
 
 
 def main() -> int:
-    import golden_cli
-    return golden_cli.run(GOLDEN, compute, compare, "conversions", __doc__.split("\n\n")[0])
+    return golden_common.run(GOLDEN, compute, compare, "conversions", __doc__.split("\n\n")[0])
 
 
 if __name__ == "__main__":

@@ -32,22 +32,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
+import golden_common  # noqa: E402
 from lobreplay import lobc  # noqa: E402
 from lobreplay.l2replay import ALL_REPORTS, L2ReplayConfig, replay_lobc  # noqa: E402
 
 GOLDEN = HERE / "golden" / "l2_reports.json"
-BINANCE = ROOT.parent / "shared" / "data" / "binance"
-HFT = BINANCE / "hftbacktest"
-
-# name -> the recording(s) converted as one
-REAL = {
-    "spot_20240808": [HFT / "spot" / "btcusdt_20240808.gz"],
-    "spot_20240809": [HFT / "spot" / "btcusdt_20240809.gz"],
-    "spot_20240808_09": [HFT / "spot" / "btcusdt_20240808.gz", HFT / "spot" / "btcusdt_20240809.gz"],
-    "usdm_20240808": [HFT / "usdm" / "btcusdt_20240808.gz"],
-    "cryptofeed_spot": [BINANCE / "cryptofeed" / "BINANCE.ws.1.0"],
-    "cryptofeed_usdm": [BINANCE / "cryptofeed" / "BINANCE_FUTURES.ws.1.0"],
-}
+REAL = golden_common.RECORDINGS  # name -> the recording(s) converted as one
 # the configurations each real recording is replayed with: (label, chunk_records, price_mode)
 REAL_RUNS = [("whole", 1 << 18, "auto"), ("chunks_4099", 4099, "auto")]
 
@@ -248,8 +238,7 @@ def compare(golden: dict, got: dict) -> list[str]:
 
 
 def main() -> int:
-    import golden_cli
-    return golden_cli.run(GOLDEN, compute, compare, "replays", __doc__.split("\n\n")[0])
+    return golden_common.run(GOLDEN, compute, compare, "replays", __doc__.split("\n\n")[0])
 
 
 if __name__ == "__main__":

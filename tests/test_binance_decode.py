@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 import convert_golden
+import golden_common
 from lobreplay import lobc
 from lobreplay._coreapi import BN_DEPTH, bn_decode
 from lobreplay.binance.convert import convert
 
-SPOT_SRC = convert_golden.HFT / "spot" / "btcusdt_20240808.gz"
-USDM_SRC = convert_golden.HFT / "usdm" / "btcusdt_20240808.gz"
+SPOT_SRC = golden_common.HFT / "spot" / "btcusdt_20240808.gz"
+USDM_SRC = golden_common.HFT / "usdm" / "btcusdt_20240808.gz"
 
 
 def converted_same(src, tmp_path, **kw) -> dict:

@@ -1,11 +1,24 @@
-"""The command line shared by the golden-digest scripts (tests/*_golden.py): compare the
-current code's digests with the golden file, or rewrite it with --write."""
+"""What the golden-digest scripts (tests/*_golden.py) share: the real Binance recordings
+they digest, and their command line (compare the current code's digests with the golden
+file, or rewrite it with --write)."""
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
 from typing import Callable
+
+BINANCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "binance"
+HFT = BINANCE / "hftbacktest"
+# name -> the recording(s) converted as one
+RECORDINGS = {
+    "spot_20240808": [HFT / "spot" / "btcusdt_20240808.gz"],
+    "spot_20240809": [HFT / "spot" / "btcusdt_20240809.gz"],
+    "spot_20240808_09": [HFT / "spot" / "btcusdt_20240808.gz", HFT / "spot" / "btcusdt_20240809.gz"],
+    "usdm_20240808": [HFT / "usdm" / "btcusdt_20240808.gz"],
+    "cryptofeed_spot": [BINANCE / "cryptofeed" / "BINANCE.ws.1.0"],
+    "cryptofeed_usdm": [BINANCE / "cryptofeed" / "BINANCE_FUTURES.ws.1.0"],
+}
 
 
 def run(golden: Path, compute: Callable[[], dict], compare: Callable[[dict, dict], list[str]], noun: str,
