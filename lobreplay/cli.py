@@ -210,18 +210,27 @@ def _cmd_itch_replay(args) -> int:
           f"({p2['messages_per_second'] / 1e6:.2f} M messages/s; core {p2['core_events_per_second'] / 1e6:.1f} "
           f"M events/s), wall {s['wall_seconds']:.2f} s, peak RSS {s['peak_rss_bytes'] / 2**20:.0f} MiB"
           if p2["messages_per_second"] else "")
-    causes = ", ".join(f"{k} {v:,}" for k, v in sorted(s["desyncs_by_cause"].items(), key=lambda kv: -kv[1]))
     rate = s["desync_rate_per_execution"]
-    print(f"desyncs: {s['desyncs']:,}" + (f" ({causes})" if causes else "")
-          + (f"; {rate:.4%} of {s['executions_in_feed']:,} executions" if rate is not None else ""))
+    print(desyncs_text(s) + (f"; {rate:.4%} of {s['executions_in_feed']:,} executions" if rate is not None else ""))
     if not s["session_complete"]:
         print("the file does not reach the end of the session (no S 'C'): orders still live at its end are "
               "reported as residual_order")
     if s["truncated"]:
         print(f"truncated: {s['truncated']['bytes']} byte(s) at offset {s['truncated']['offset']:,} not read")
-    print(f"reports in {args.output}/: " + ", ".join(f"{k} ({v:,} rows)" for k, v in s["report_rows"].items())
-          + ", symbols.parquet, summary.json")
+    print(reports_text(args.output, s["report_rows"], *["symbols.parquet"] * ("symbols" in cfg.reports),
+                       "summary.json"))
     return 0
+
+
+def desyncs_text(s: dict) -> str:
+    """A replay summary's desyncs, most frequent cause first (itch and lobc replays)."""
+    causes = ", ".join(f"{k} {v:,}" for k, v in sorted(s["desyncs_by_cause"].items(), key=lambda kv: -kv[1]))
+    return f"desyncs: {s['desyncs']:,}" + (f" ({causes})" if causes else "")
+
+
+def reports_text(out_dir: str, rows: dict, *files: str) -> str:
+    """The report files a replay wrote: each table with its rows, then the other files."""
+    return f"reports in {out_dir}/: " + ", ".join([f"{k} ({v:,} rows)" for k, v in rows.items()] + list(files))
 
 
 def add_itch_replay_options(rp) -> None:

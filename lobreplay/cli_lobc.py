@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from .cli import desyncs_text, reports_text
 
 
 def _utc(ns) -> str:
@@ -59,9 +60,7 @@ def cmd_replay(args) -> int:
         print(f"pass 1 {s['pass1']['seconds']:.2f} s, pass 2 {p2['seconds']:.2f} s "
               f"({p2['records_per_second'] / 1e6:.2f} M records/s; core "
               f"{(p2['core_events_per_second'] or 0) / 1e6:.1f} M events/s), wall {s['wall_seconds']:.2f} s")
-    causes = ", ".join(f"{k} {v:,}" for k, v in sorted(s["desyncs_by_cause"].items(), key=lambda kv: -kv[1]))
-    print(f"desyncs: {s['desyncs']:,}" + (f" ({causes})" if causes else "")
-          + f"; zero-quantity updates of unknown levels (normal): {s['zero_qty_unknown_level']:,}")
+    print(desyncs_text(s) + f"; zero-quantity updates of unknown levels (normal): {s['zero_qty_unknown_level']:,}")
     bt = s["bookticker"]
     if bt["tickers"]:
         nc = ", ".join(f"{k} {v:,}" for k, v in bt["not_comparable"].items())
@@ -71,9 +70,7 @@ def cmd_replay(args) -> int:
     if s["lobc"]["torn"]:
         t = s["lobc"]["torn"]
         print(f"torn tail: {t['bytes']:,} byte(s) at offset {t['offset']:,} not read ({t['reason']})")
-    rows = s.get("report_rows", {})
-    print(f"reports in {args.output}/: " + ", ".join(f"{k} ({v:,} rows)" for k, v in rows.items())
-          + (", " if rows else "") + "summary.json")
+    print(reports_text(args.output, s.get("report_rows", {}), "summary.json"))
     return 0
 
 
