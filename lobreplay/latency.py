@@ -8,9 +8,9 @@ from ._coreapi import book_bucket_lows, bucket_lows
 PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
 
 
-def _lows(counts: np.ndarray) -> np.ndarray:
-    """The bucket bounds that go with a histogram: the session's fine one or a book's coarse one."""
-    return book_bucket_lows() if len(counts) == len(book_bucket_lows()) else bucket_lows()
+def _lows(n_buckets: int) -> np.ndarray:
+    """The bucket bounds that go with a histogram of n buckets: the session's fine one or a book's coarse one."""
+    return book_bucket_lows() if n_buckets == len(book_bucket_lows()) else bucket_lows()
 
 
 def percentile(counts: np.ndarray, q: float) -> int:
@@ -24,7 +24,7 @@ def summaries(counts: np.ndarray, percentiles=PERCENTILES) -> dict[str, np.ndarr
     buckets on its last axis; each figure has the shape of the other axes (0 where
     a histogram is empty). Percentiles are bucket-quantised, as in `percentile`."""
     counts = np.asarray(counts).astype(np.uint64, copy=False)
-    lows = _lows(counts[(0,) * (counts.ndim - 1)] if counts.ndim > 1 else counts)
+    lows = _lows(counts.shape[-1])
     cum = np.cumsum(counts, axis=-1, dtype=np.uint64)
     total = cum[..., -1] if counts.shape[-1] else np.zeros(counts.shape[:-1], np.uint64)
     out = {"count": total.astype(np.int64)}

@@ -22,7 +22,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ._lazy import Deferred, preload
+from ._lazy import Deferred
 
 pa = Deferred("pyarrow")
 pc = Deferred("pyarrow.compute")
@@ -227,13 +227,6 @@ def file_sha256(path: str, stop=None) -> str | None:
 
 def _schema(name: str):
     return (globals().get("SCHEMAS") or __getattr__("SCHEMAS"))[name]
-
-
-def preload_arrow() -> None:
-    """Import pyarrow and pandas (which pyarrow imports on its first pa.array) on a
-    thread: a replay that will write reports starts this before its C-bound first
-    pass, so the imports overlap the scan instead of adding to it."""
-    preload()
 
 
 def write_json(path: str, obj) -> None:

@@ -33,8 +33,8 @@ from ..errors import InputError
 from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
 from ..latency import histogram_table, report_rows
 from .. import reports
-from .._lazy import Deferred
-from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, preload_arrow
+from .._lazy import Deferred, preload
+from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256
 from .decode import decode_type, to_arrow
 from .reader import ItchFile
 from .spec import LAYOUTS, PRICE4_SCALE
@@ -235,7 +235,7 @@ class ItchReplay:
                 self._sha256 = pool.submit(file_sha256, self.path, self._stop_hash)
                 pool.shutdown(wait=False)
             if cfg.reports:
-                preload_arrow()  # on another thread, during pass 1
+                preload()  # pyarrow and pandas, on another thread, during pass 1
             p1 = self.pass1()
             if self.exchange is not None:
                 p1.stats, self.owner = self.exchange(cfg.part[0], p1.stats)
