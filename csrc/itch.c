@@ -214,7 +214,7 @@ static inline int order_added(lob_itch_scan *s, lob_itch_locate *L, uint64_t ref
     return LOB_OK;
 }
 
-/* The order messages: the types whose reference the scan follows. */
+/* The order messages: the types whose reference the scan follows and that become events. */
 static const uint8_t ORDER_MSG[256] = {['A'] = 1, ['F'] = 1, ['E'] = 1, ['C'] = 1, ['X'] = 1, ['D'] = 1, ['U'] = 1};
 
 enum { SCAN_PF = 8 }; /* messages ahead whose order slot is fetched (the map outgrows the cache) */
@@ -296,7 +296,7 @@ size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         uint8_t t = types[i];
-        if (t != 'A' && t != 'F' && t != 'D' && t != 'X' && t != 'U' && t != 'E' && t != 'C') continue;
+        if (!ORDER_MSG[t]) continue;
         const uint8_t *m = buf + offsets[i];
         uint16_t locate = be16(m + O_LOCATE);
         if (select && !select[locate]) continue;
