@@ -74,28 +74,6 @@ class _Corrupt(Exception):
     """A block's CRC does not match: the replay starts again on the blocks before it."""
 
 
-class _ShaWriter(TableWriter):
-    """A table whose provenance gets the file's SHA-256 (a future) before its first write."""
-
-    def __init__(self, path: str, schema: pa.Schema, metadata, sha):
-        super().__init__(path, schema, metadata)
-        self._sha = sha
-
-    def _provenance(self) -> None:
-        if self._sha is not None:
-            self.schema = self.schema.with_metadata({**self.schema.metadata,
-                                                     b"source_sha256": self._sha.result().encode()})
-            self._sha = None
-
-    def write(self, columns) -> None:
-        self._provenance()
-        super().write(columns)
-
-    def write_arrow(self, table: pa.Table) -> None:
-        self._provenance()
-        super().write_arrow(table)
-
-
 def _symbols_of(names: list[str], sym: np.ndarray) -> pa.DictionaryArray:
     """The symbol of each row, dictionary-encoded with only the symbols present (an index
     beyond the file's symbols is named by its number)."""
@@ -128,10 +106,11 @@ class LobcReplay:
             meta = self.src_meta(data)
             run.summary["source"] = meta
             try:
-                run.reports = ReportSet(self.out_dir, [], meta)
+                # the tables take the SHA-256 (a Future) when they open their files
+                run.reports = ReportSet(self.out_dir, [], {**meta, "source_sha256": sha})
                 for name in self.cfg.reports:
-                    run.reports.writers[name] = _ShaWriter(os.path.join(self.out_dir, f"{name}.parquet"),
-                                                           L2_SCHEMAS[name], run.reports.metadata, sha)
+                    run.reports.writers[name] = TableWriter(os.path.join(self.out_dir, f"{name}.parquet"),
+                                                            L2_SCHEMAS[name], run.reports.metadata)
                 try:
                     res = self._replay(data, run.reports, lambda: verified.result() is data)
                 except _Corrupt:
