@@ -31,8 +31,8 @@ import pandas as pd
 from ._coreapi import book_bucket_lows, bucket_lows
 from .events import Kind
 
-__all__ = ["write_hgrm", "hgrm_text", "read_hgrm", "export_session_hgrm", "values_histogram", "write_values_hgrm",
-           "SIGNIFICANT_FIGURES"]
+__all__ = ["write_hgrm", "hgrm_text", "read_hgrm", "export_session_hgrm", "hgrm_files", "values_histogram",
+           "write_values_hgrm", "SIGNIFICANT_FIGURES"]
 
 SIGNIFICANT_FIGURES = 3
 HIGHEST_TRACKABLE = 1 << 42   # the core clamps at 2^40 ns
@@ -131,12 +131,16 @@ def export_session_hgrm(session, out_dir, *, instrument: int | None = None, pref
     else:
         hists = {k.name: np.asarray(session.book_histogram(instrument, k), np.uint64) for k in Kind}
         lows, tag = book_bucket_lows(), f"{prefix}_{instrument}"
-    hists["ALL"] = sum(hists.values())
-    written = {}
-    for name, h in hists.items():
-        if h.any():
-            written[name] = write_hgrm(h, lows, out / f"{tag}_{name}.hgrm")
-    return written
+    return {name: write_hgrm(h, lows, path) for name, (h, path) in hgrm_files(hists, out, tag).items()}
+
+
+def hgrm_files(hists: dict, out_dir, tag: str = "latency") -> dict:
+    """{kind name: (counts, path)} of the .hgrm files of histograms {kind name: counts}:
+    every kind with samples, then ALL (their sum), named `<tag>_<KIND>.hgrm`."""
+    hists = {name: np.asarray(h, np.uint64) for name, h in hists.items()}
+    if hists:
+        hists["ALL"] = sum(hists.values())
+    return {name: (h, Path(out_dir) / f"{tag}_{name}.hgrm") for name, h in hists.items() if h.any()}
 
 
 _ROW = re.compile(r"^\s*([0-9.]+)\s+([0-9.]+)\s+([0-9]+)(?:\s+([0-9.]+|Infinity))?\s*$")

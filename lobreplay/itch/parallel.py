@@ -230,11 +230,9 @@ def _part_hists(parts: list[str]) -> dict:
 
 
 def _hgrm_tasks(parts: list[str], out_dir: str) -> list[tuple[np.ndarray, str]]:
-    """(counts, path) of each .hgrm file of the merged histograms: every kind with samples, and ALL."""
-    hists = _part_hists(parts)
-    if hists:
-        hists["ALL"] = sum(hists.values())
-    return [(h, os.path.join(out_dir, f"latency_{name}.hgrm")) for name, h in hists.items() if np.any(h)]
+    """(counts, path) of each .hgrm file of the merged histograms (hgrm.hgrm_files)."""
+    from ..hgrm import hgrm_files
+    return [(h, str(path)) for h, path in hgrm_files(_part_hists(parts), out_dir).values()]
 
 
 def _write_hgrm(counts: np.ndarray, path: str) -> None:
