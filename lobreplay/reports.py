@@ -60,7 +60,8 @@ def _schemas() -> dict:
             ("ask_price", pa.int64()), ("ask_qty", pa.int64()), ("ask_count", pa.uint32()),
         ]),
         "latency": pa.schema([
-            ("scope", pa.string()), ("locate", pa.uint16()), ("kind", pa.string()), ("count", pa.int64()), ("p50_ns", pa.int64()),
+            ("scope", pa.string()), ("locate", pa.uint16()), ("kind", pa.string()), ("count", pa.int64()),
+            ("p50_ns", pa.int64()),
             ("p90_ns", pa.int64()), ("p99_ns", pa.int64()), ("p99_9_ns", pa.int64()), ("max_ns", pa.int64()),
         ]),
         "symbols": pa.schema([
