@@ -16,6 +16,12 @@ whereas `lobreplay.latency.summarize` reports the lowest: the two name the same 
 A book's coarse histogram (4 buckets per power of two) is recorded the same way, each count
 at its bucket's lowest value, so the file is as coarse as the histogram.
 
+The HdrHistogram's range ends at the largest recorded value (its footer's `Buckets` says how
+many powers of two that spans), not at the core's 2^40 ns clamp: the package's percentile
+and mean iterators walk every bucket up to the end of the range in Python, so a full-range
+histogram took about 0.15 s per file whatever it held, and a replay writes six. The rows
+are the same either way (tests/test_analysis.py checks it).
+
 Values are in ns. Requires the `hdrhistogram` package (`pip install lobreplay[analysis]`).
 """
 from __future__ import annotations
@@ -35,7 +41,6 @@ __all__ = ["write_hgrm", "hgrm_text", "read_hgrm", "export_session_hgrm", "hgrm_
            "write_values_hgrm", "SIGNIFICANT_FIGURES"]
 
 SIGNIFICANT_FIGURES = 3
-HIGHEST_TRACKABLE = 1 << 42   # the core clamps at 2^40 ns
 
 
 def _hdr():
@@ -54,8 +59,10 @@ def _histogram(counts, lows):
         raise ValueError(f"counts has {counts.shape[0] if counts.ndim else 0} buckets, bucket_lows {len(lows)}")
     if counts.dtype.kind in "if" and (counts < 0).any():
         raise ValueError("negative bucket count")
-    h = _hdr()(1, HIGHEST_TRACKABLE, SIGNIFICANT_FIGURES)
-    for i in np.flatnonzero(counts):
+    nonzero = np.flatnonzero(counts)
+    highest = max(2, int(lows[nonzero[-1]])) if len(nonzero) else 2  # the range ends where the values do
+    h = _hdr()(1, highest, SIGNIFICANT_FIGURES)
+    for i in nonzero:
         h.record_value(int(lows[i]), int(counts[i]))
     return h
 

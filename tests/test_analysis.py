@@ -302,6 +302,29 @@ def test_hgrm_exact_small_histogram(tmp_path):
         hgrm.write_hgrm(counts[:-1], lows, tmp_path / "bad.hgrm")
 
 
+def test_hgrm_range_ends_at_the_largest_value():
+    """The file's HdrHistogram spans 1 ns .. the largest recorded value (its iterators are
+    Python loops over the whole range); every row is that of the full 2^42 ns range."""
+    from hdrh.histogram import HdrHistogram
+
+    from lobreplay import hgrm
+    from lobreplay._coreapi import bucket_lows, hist_index
+    lows = bucket_lows()
+    counts = np.zeros(len(lows), np.uint64)
+    rng = np.random.default_rng(5)
+    for v in np.concatenate([rng.integers(30, 400, 3000), rng.integers(2_000, 3_000_000, 200), [2**39]]):
+        counts[hist_index(int(v))] += 1
+    full = HdrHistogram(1, 1 << 42, 3)
+    for i in np.flatnonzero(counts):
+        full.record_value(int(lows[i]), int(counts[i]))
+    text, want = hgrm.hgrm_text(counts, lows), hgrm._text(full, 5)
+    rows = [line for line in text.splitlines() if not line.startswith("#[Buckets")]
+    assert rows == [line for line in want.splitlines() if not line.startswith("#[Buckets")]
+    assert len(rows) > 50 and "Buckets =           30," in text and "Buckets =           33," in want
+    empty = hgrm.read_hgrm(hgrm.hgrm_text(np.zeros(len(lows), np.uint64), lows))[1]
+    assert empty["TotalCount"] == 0
+
+
 def test_hgrm_from_raw_values(tmp_path):
     """Raw values (ns) into a 1 ns .. 1 s, 3-figure HdrHistogram: the same as one record per value."""
     from hdrh.histogram import HdrHistogram
