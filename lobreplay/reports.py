@@ -78,16 +78,37 @@ def _schemas() -> dict:
     return {"TIME": TIME, "SYMBOL": SYMBOL, "SCHEMAS": SCHEMAS}
 
 
-class TableWriter:
-    """Appends column dicts to one Parquet file with a fixed schema."""
+STREAM_SUFFIX = ".arrows"  # a table written as an Arrow IPC stream (see TableWriter's stream)
 
-    def __init__(self, path: str, schema: pa.Schema, metadata: Mapping[str, object]):
+
+def report_path(out_dir: str, name: str, stream: bool = False) -> str:
+    """Where table `name` goes: name.parquet, or name.arrows for a stream."""
+    return os.path.join(out_dir, name + (STREAM_SUFFIX if stream else ".parquet"))
+
+
+def read_report(path: str) -> pa.Table:
+    """A table written by TableWriter, either format (by its suffix)."""
+    if path.endswith(STREAM_SUFFIX):  # memory-mapped: the table's buffers keep the mapping
+        return pa.ipc.open_stream(pa.memory_map(path)).read_all()
+    return pq.read_table(path)
+
+
+class TableWriter:
+    """Appends column dicts to one Parquet file with a fixed schema.
+
+    stream=True writes an uncompressed Arrow IPC stream instead: for tables that are read
+    back once and rewritten (the parts of `itch replay --jobs N`), where encoding zstd
+    Parquet twice cost more than the replay gained (benchmarks/RESULTS.md)."""
+
+    def __init__(self, path: str, schema: pa.Schema, metadata: Mapping[str, object], *, stream: bool = False):
         """metadata values are strings, or Futures of strings resolved when the file opens."""
         self.path = path
+        self.stream = stream
         self._late = {k: v for k, v in metadata.items() if isinstance(v, Future)}
         self.schema = schema.with_metadata({**(schema.metadata or {}),
                                             **{k: v for k, v in metadata.items() if k not in self._late}})
-        self._w: pq.ParquetWriter | None = None
+        self._w = None
+        self._sink = None
         self.rows = 0
 
     def _open(self) -> None:
@@ -95,7 +116,11 @@ class TableWriter:
             self.schema = self.schema.with_metadata({**(self.schema.metadata or {}),
                                                      **{k: f.result() for k, f in self._late.items()}})
             self._late = {}
-        self._w = pq.ParquetWriter(self.path, self.schema, compression="zstd")
+        if self.stream:
+            self._sink = pa.OSFile(self.path, "wb")
+            self._w = pa.ipc.new_stream(self._sink, self.schema)
+        else:
+            self._w = pq.ParquetWriter(self.path, self.schema, compression="zstd")
 
     def table(self, columns: Mapping[str, object]) -> pa.Table:
         """Columns (numpy arrays, lists or Arrow arrays) as a table of this writer's schema."""
@@ -122,6 +147,8 @@ class TableWriter:
         if self._w is None:  # nothing written: still leave a valid, empty table
             self.write({f.name: [] for f in self.schema})
         self._w.close()
+        if self._sink is not None:
+            self._sink.close()
 
 
 def _to_arrow(values, typ: pa.DataType) -> pa.Array:
@@ -140,10 +167,12 @@ class ReportSet:
 
     MAX_PENDING = 8  # batches waiting to be written; past this, write() waits
 
-    def __init__(self, out_dir: str, names: list[str], metadata: Mapping[str, str]):
+    def __init__(self, out_dir: str, names: list[str], metadata: Mapping[str, str], *, stream: bool = False):
+        """stream: every table as an Arrow IPC stream (TableWriter)."""
         self.out_dir = out_dir
         self.metadata = dict(metadata)
-        self.writers = {n: TableWriter(os.path.join(out_dir, f"{n}.parquet"), _schema(n), self.metadata)
+        self.stream = stream
+        self.writers = {n: TableWriter(report_path(out_dir, n, stream), _schema(n), self.metadata, stream=stream)
                         for n in names}
         self.extra: dict[str, TableWriter] = {}
         self.extra_names: set[str] = set()  # tables written with write_table that were asked for
@@ -182,8 +211,8 @@ class ReportSet:
     def write_table(self, name: str, table: pa.Table) -> None:
         """A table whose schema comes from the data (the status tables)."""
         if name not in self.extra:
-            self.extra[name] = TableWriter(os.path.join(self.out_dir, f"{name}.parquet"), table.schema,
-                                           self.metadata)
+            self.extra[name] = TableWriter(report_path(self.out_dir, name, self.stream), table.schema,
+                                           self.metadata, stream=self.stream)
         self._submit(self.extra[name].write_arrow, table)
 
     def rows(self) -> dict[str, int]:

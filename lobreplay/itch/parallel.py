@@ -8,11 +8,12 @@ all of them and the same split for pass 2, balanced by messages per locate
 (split_locates; locate 0, the system-wide messages, in part 0). The file's
 SHA-256 is computed once, by the parent on a thread while the parts run (it
 slows every part alike), and the merge writes it into the summary and every
-table's metadata. Each part replays its share into DIR/.part-k/, and the parts
-are merged into one report
-directory identical to a one-process replay: the same rows in the same order
-(every table is written in file order within a part), the latency of the whole
-replay from the parts' histograms summed, and one summary.
+table's metadata. Each part replays its share into DIR/.part-k/, its tables as
+uncompressed Arrow IPC streams (read back once, so not worth encoding), and the
+parts are merged, a table per thread, into one report directory identical to a
+one-process replay: the same rows in the same order (every table is written in
+file order within a part), the latency of the whole replay from the parts'
+histograms summed, and one summary.
 """
 from __future__ import annotations
 
@@ -25,13 +26,14 @@ import os
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .._lazy import Deferred
 from ..events import Kind
 from ..latency import histogram_table, summary_rows
-from ..reports import file_sha256, write_json
+from ..reports import STREAM_SUFFIX, file_sha256, read_report, report_path, write_json
 from .replay import ItchReplay, ReplayConfig, prepare_output, replay_itch
 
 PART_HIST = "latency_hist.npz"
@@ -57,8 +59,7 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
         _EXCHANGE = Exchange(jobs, ctx)
         forked, t_fork = time.time(), time.perf_counter()
         with ctx.Pool(jobs) as pool:
-            from concurrent.futures import ThreadPoolExecutor  # a thread only after the fork
-            with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:
+            with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:  # a thread only after the fork
                 sha = helper.submit(file_sha256, path)
                 summaries = pool.starmap(_run_part, args)
                 joined = time.time()
@@ -168,29 +169,37 @@ def merge(parts: list[str], out_dir: str, summaries: list[dict], last_event_ns: 
     """last_event_ns: the time of the replay's last event (the latest of the parts'),
     the time of the residual rows in desyncs, as in one process. hgrm=False: the
     caller writes the .hgrm files (_hgrm_tasks)."""
-    names = sorted({f for d in parts for f in os.listdir(d) if f.endswith(".parquet")})
-    for name in names:
-        files = [os.path.join(d, name) for d in parts if os.path.exists(os.path.join(d, name))]
-        tables = [pq.read_table(f) for f in files]
-        meta = dict(tables[0].schema.metadata or {})
-        meta[b"source_sha256"] = summaries[0]["source"]["source_sha256"].encode()  # the parent's hash
-        t = pa.concat_tables(tables, promote_options="default").unify_dictionaries().combine_chunks()
-        stem = name[:-len(".parquet")]
-        if stem == "symbols":
-            t = _merge_symbols(t)
-        elif stem == "latency":
-            t = _merge_latency(t, parts, tables[0].schema.with_metadata(meta), hgrm)
-        elif "message" in t.column_names or stem == "depth":
-            if "message" in t.column_names:  # residual rows (message -1) come last, as in one process
-                m = t["message"]
-                t = t.append_column("_key", pc.if_else(pc.less(m, 0), pa.scalar(2**62, pa.int64()), m))
-            t = t.take(pc.sort_indices(t, _order_key(t, stem)))
-            if "_key" in t.column_names:
-                t = t.drop_columns(["_key"])
-            if stem == "desyncs" and last_event_ns is not None:
-                t = _residual_time(t, last_event_ns)
-        pq.write_table(t.replace_schema_metadata(meta), os.path.join(out_dir, name), compression="zstd")
+    names = sorted({f[:-len(STREAM_SUFFIX)] for d in parts for f in os.listdir(d) if f.endswith(STREAM_SUFFIX)})
+    files = {n: [p for d in parts if os.path.exists(p := report_path(d, n, stream=True))] for n in names}
+    size = {n: sum(os.path.getsize(p) for p in files[n]) for n in names}
+    # a table per thread, the largest first: reading, sorting and writing Parquet release the GIL
+    with ThreadPoolExecutor(max(2, len(parts)), thread_name_prefix="lobreplay-merge") as pool:
+        list(pool.map(lambda n: _merge_table(files[n], out_dir, n, parts, summaries, last_event_ns, hgrm),
+                      sorted(names, key=lambda n: -size[n])))
     return _merge_summaries(summaries, out_dir, sorted(f for f in os.listdir(out_dir) if f.endswith(".parquet")))
+
+
+def _merge_table(files: list[str], out_dir: str, stem: str, parts: list[str], summaries: list[dict],
+                 last_event_ns: int | None, hgrm: bool) -> None:
+    """The parts' tables `stem` (their streams `files`) as one Parquet file, in file order."""
+    tables = [read_report(f) for f in files]
+    meta = dict(tables[0].schema.metadata or {})
+    meta[b"source_sha256"] = summaries[0]["source"]["source_sha256"].encode()  # the parent's hash
+    t = pa.concat_tables(tables, promote_options="default").unify_dictionaries().combine_chunks()
+    if stem == "symbols":
+        t = _merge_symbols(t)
+    elif stem == "latency":
+        t = _merge_latency(t, parts, tables[0].schema.with_metadata(meta), hgrm)
+    elif "message" in t.column_names or stem == "depth":
+        if "message" in t.column_names:  # residual rows (message -1) come last, as in one process
+            m = t["message"]
+            t = t.append_column("_key", pc.if_else(pc.less(m, 0), pa.scalar(2**62, pa.int64()), m))
+        t = t.take(pc.sort_indices(t, _order_key(t, stem)))
+        if "_key" in t.column_names:
+            t = t.drop_columns(["_key"])
+        if stem == "desyncs" and last_event_ns is not None:
+            t = _residual_time(t, last_event_ns)
+    pq.write_table(t.replace_schema_metadata(meta), report_path(out_dir, stem), compression="zstd")
 
 
 def _residual_time(t: pa.Table, when: int) -> pa.Table:

@@ -34,7 +34,7 @@ from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DT
 from ..latency import histogram_table, report_rows
 from .. import reports
 from .._lazy import Deferred, preload
-from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256
+from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path
 from .decode import decode_type, to_arrow
 from .reader import ItchFile
 from .spec import LAYOUTS, PRICE4_SCALE
@@ -243,7 +243,9 @@ class ItchReplay:
             read1 = self.src.stats
             locates = self._select(p1)
             sizing, notes = size_books(p1.stats, cfg.headroom, locates)
-            run.reports = ReportSet(self.out_dir, [r for r in cfg.reports if r not in ("symbols", "depth")], meta)
+            # a part of a parallel replay writes streams, which the merge reads back once
+            run.reports = ReportSet(self.out_dir, [r for r in cfg.reports if r not in ("symbols", "depth")], meta,
+                                    stream=cfg.part is not None)
             if cfg.depth_levels and "depth" in cfg.reports:
                 run.reports.extra_names.add("depth")
             run.summary.update(self._pass2(p1, sizing, run.reports))
@@ -582,7 +584,9 @@ class ItchReplay:
             cols[f] = st[f][locs]
         cols["desyncs"] = per_locate[locs]
         cols["residual_orders"] = [residual.get(loc, 0) for loc in locs]
-        w = TableWriter(os.path.join(self.out_dir, "symbols.parquet"), reports.SCHEMAS["symbols"], self.src_meta())
+        part = self.cfg.part is not None
+        w = TableWriter(report_path(self.out_dir, "symbols", part), reports.SCHEMAS["symbols"], self.src_meta(),
+                        stream=part)
         try:
             w.write(cols)
         finally:
