@@ -19,7 +19,6 @@ Several files are read as one continuous recording (e.g. hftbacktest day files i
 from __future__ import annotations
 
 import gc
-import gzip
 import io
 import os
 import re
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import lobc
+from .. import _gz, lobc
 from .._coreapi import BN_AGGTRADE, BN_DEPTH, BN_TICKER, BN_TRADE, bn_decode
 from ..errors import InputError
 from ..lobc import GAP_SHUTDOWN, INT64_MAX, RECORD_DTYPE, TICKER_ASK, TICKER_BID, TRADE
@@ -41,7 +40,7 @@ def _open(path: Path):
     with open(path, "rb") as f:
         magic = f.read(2)
     if magic == b"\x1f\x8b":
-        return io.BufferedReader(gzip.open(path, "rb"), CHUNK)
+        return io.BufferedReader(_gz.open_path(path), CHUNK)
     return open(path, "rb", buffering=CHUNK)
 
 

@@ -8,11 +8,9 @@ message is an error unless allow_truncated, in which case it is counted.
 """
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import struct
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
@@ -20,6 +18,7 @@ from typing import BinaryIO, Iterator
 import numpy as np
 
 from .. import _coreapi as core
+from .. import _gz
 from ..errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -106,12 +105,12 @@ class ItchFile:
     def _open(self) -> BinaryIO:
         self._raw = _CountingReader(open(self.path, "rb"))
         raw = io.BufferedReader(self._raw, buffer_size=1 << 20)
-        return gzip.GzipFile(fileobj=raw, mode="rb") if self.compressed else raw
+        return _gz.open_read(raw, thread=True) if self.compressed else raw
 
     def _read_into(self, f: BinaryIO, view: memoryview) -> int:
         try:
             return f.readinto(view)
-        except (gzip.BadGzipFile, zlib.error, EOFError, OSError) as e:
+        except _gz.ERRORS as e:
             where = f"after about {self.stats.bytes:,} decompressed bytes" if self.compressed else ""
             raise InputError(f"{self.path}: corrupt {'gzip ' if self.compressed else ''}data {where}: {e}".rstrip()) \
                 from None
