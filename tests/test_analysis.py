@@ -321,6 +321,21 @@ def test_hgrm_range_ends_at_the_largest_value():
     rows = [line for line in text.splitlines() if not line.startswith("#[Buckets")]
     assert rows == [line for line in want.splitlines() if not line.startswith("#[Buckets")]
     assert len(rows) > 50 and "Buckets =           30," in text and "Buckets =           33," in want
+    # the same range through the package alone: the same file, byte for byte (hgrm._fast)
+    plain = HdrHistogram(1, int(lows[np.flatnonzero(counts)[-1]]), 3)
+    for i in np.flatnonzero(counts):
+        plain.record_value(int(lows[i]), int(counts[i]))
+    assert text == hgrm._text(plain, 5)
+    # a book's coarse buckets (several core values to one bucket) too
+    from lobreplay._coreapi import book_bucket_lows, book_hist_index
+    blows = book_bucket_lows()
+    coarse = np.zeros(len(blows), np.uint64)
+    for v in rng.integers(20, 5_000_000, 4000):
+        coarse[book_hist_index(int(v))] += 1
+    plain = HdrHistogram(1, int(blows[np.flatnonzero(coarse)[-1]]), 3)
+    for i in np.flatnonzero(coarse):
+        plain.record_value(int(blows[i]), int(coarse[i]))
+    assert hgrm.hgrm_text(coarse, blows) == hgrm._text(plain, 5)
     empty = hgrm.read_hgrm(hgrm.hgrm_text(np.zeros(len(lows), np.uint64), lows))[1]
     assert empty["TotalCount"] == 0
 
