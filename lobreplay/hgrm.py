@@ -140,7 +140,7 @@ def values_histogram(values, *, lowest: int = 1, highest: int = 10**9,
     if len(v) and v.min() < 0:
         raise ValueError("negative value")
     clamped = int((v > highest).sum())
-    h = _hdr()(lowest, highest, significant_figures)
+    h = _fast(_hdr())(lowest, highest, significant_figures)
     uniq, cnt = np.unique(np.minimum(v, highest), return_counts=True)
     for x, c in zip(uniq.tolist(), cnt.tolist()):
         h.record_value(x, c)
