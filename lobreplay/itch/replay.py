@@ -14,6 +14,7 @@ numpy, never per message.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
@@ -141,6 +142,17 @@ def size_books(stats: np.ndarray, headroom: float, locates) -> tuple[list[Sizing
     return out, notes
 
 
+class _NoBar(contextlib.nullcontext):
+    """What a replay without a progress bar updates instead of one."""
+    n = 0
+
+    def __init__(self):
+        super().__init__(self)
+
+    def update(self, k: int) -> None:
+        self.n += k
+
+
 class ItchReplay:
     """One replay of one file into one report directory (see replay_itch)."""
 
@@ -171,9 +183,10 @@ class ItchReplay:
     # ---- helpers ----
 
     def _bar(self, desc: str):
+        if not self.cfg.progress:  # (tqdm's import alone is about 20 ms of a replay's start-up)
+            return _NoBar()
         from tqdm import tqdm
-        return tqdm(total=self.src.size, unit="B", unit_scale=True, desc=desc, file=sys.stderr,
-                    disable=not self.cfg.progress, leave=False)
+        return tqdm(total=self.src.size, unit="B", unit_scale=True, desc=desc, file=sys.stderr, leave=False)
 
     def _utc(self, time_ns: np.ndarray):
         if self.midnight_utc_ns is None:
