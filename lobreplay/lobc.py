@@ -1,6 +1,7 @@
 """The .lobc capture format, version 1 (docs/lobc.md is the contract).
 
-A .lobc file is a 512-byte header (magic, version, JSON metadata) followed by
+A .lobc file is a header (magic, version, JSON metadata; 512 bytes, or more in
+64-byte units when the metadata needs it) followed by
 checksummed blocks of 64-byte records. A writer appends one whole block per
 write() call and never rewrites earlier bytes, so a crash or kill -9 leaves
 every completed block readable; a reader memory-maps the file, checks every
@@ -36,9 +37,10 @@ __all__ = [
 MAGIC = b"LOBC"
 BLOCK_MAGIC = b"BLK1"
 VERSION = 1
-HEADER_LEN = 512
-META_MAX = HEADER_LEN - 12
+HEADER_LEN = 512          # the header's length unless the metadata needs more
 UNIT = 64
+HEADER_MAX = 65535 // UNIT * UNIT  # the header length is a uint16, a multiple of UNIT
+META_MAX = HEADER_MAX - 12
 DEFAULT_SCALE = 10**8
 INT64_MAX = (1 << 63) - 1
 
@@ -167,6 +169,7 @@ class LobcWriter:
         if len(blob) > META_MAX:
             raise ValueError(f"{self.path}: metadata is {len(blob)} bytes of JSON; the header holds {META_MAX} "
                              "(fewer symbols or streams per file)")
+        hlen = header_length(len(blob))
         self.n_symbols = len(symbols)
         self.flush_records = int(flush_records)
         self.flush_seconds = float(flush_seconds)
@@ -176,15 +179,15 @@ class LobcWriter:
         self._pending = 0
         self._first_recv = 0
         self._t_first = 0.0
-        header = _HDR.pack(MAGIC, VERSION, HEADER_LEN, len(blob)) + blob
-        header += b"\0" * (HEADER_LEN - len(header))
+        header = _HDR.pack(MAGIC, VERSION, hlen, len(blob)) + blob
+        header += b"\0" * (hlen - len(header))
         self._f = open(self.path, "wb", buffering=0)
         try:
             self._write(header)
         except BaseException:
             self._f.close()
             raise
-        self.bytes = HEADER_LEN
+        self.bytes = hlen
 
     @property
     def pending(self) -> int:
@@ -314,7 +317,8 @@ class LobcData:
         return self.torn is None
 
 
-def _open(path) -> tuple[np.ndarray, dict]:
+def _open(path) -> tuple[np.ndarray, dict, int]:
+    """The file's memory map, its metadata and its header length (where the blocks start)."""
     path = os.fspath(path)
     try:
         size = os.path.getsize(path)
@@ -331,10 +335,14 @@ def _open(path) -> tuple[np.ndarray, dict]:
     _, version, hlen, mlen = _HDR.unpack_from(head)
     if version != VERSION:
         raise InputError(f"{path}: offset 4: .lobc format version {version}; this reader knows version {VERSION}")
-    if hlen != HEADER_LEN:
-        raise InputError(f"{path}: offset 6: header length {hlen}, expected {HEADER_LEN}")
-    if mlen > META_MAX:
-        raise InputError(f"{path}: offset 8: metadata length {mlen} exceeds {META_MAX}")
+    if hlen < HEADER_LEN or hlen % UNIT:
+        raise InputError(f"{path}: offset 6: header length {hlen}, expected {HEADER_LEN} or more in "
+                         f"{UNIT}-byte units")
+    if mlen > hlen - 12:
+        raise InputError(f"{path}: offset 8: metadata length {mlen} exceeds the header's {hlen - 12}")
+    if size < hlen:
+        raise InputError(f"{path}: offset {size}: file header cut short ({size} of {hlen} bytes)")
+    head = bytes(mm[:hlen])
     try:
         meta = json.loads(head[12:12 + mlen].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -345,7 +353,12 @@ def _open(path) -> tuple[np.ndarray, dict]:
         raise InputError(f"{path}: offset {12 + mlen}: header padding after the metadata is not zero")
     meta.setdefault("price_scale", DEFAULT_SCALE)
     meta.setdefault("qty_scale", DEFAULT_SCALE)
-    return mm, meta
+    return mm, meta, hlen
+
+
+def header_length(meta_bytes: int) -> int:
+    """The header length for metadata of meta_bytes: 512, or the next multiple of 64 that holds it."""
+    return max(HEADER_LEN, -(-(12 + meta_bytes) // UNIT) * UNIT)
 
 
 class BlockReader:
@@ -355,7 +368,7 @@ class BlockReader:
 
     def __init__(self, path):
         self.path = os.fspath(path)
-        self._mm, self.meta = _open(self.path)
+        self._mm, self.meta, self.header_length = _open(self.path)
         self.size = len(self._mm)
         self.torn: Torn | None = None
         self.blocks = 0
@@ -365,7 +378,7 @@ class BlockReader:
         """(seq, offset, n, crc, recv_ns) of each block whose header and length are sound, in
         order, up to the first that is not (then `torn` is set); the CRCs are not checked."""
         mm, size = self._mm, self.size
-        off = HEADER_LEN
+        off = self.header_length
         seq = 0
         while off < size:
             if size - off < UNIT:

@@ -116,8 +116,28 @@ def test_side_forms_and_field_checks(tmp_path):
         with pytest.raises(ValueError):
             w.add_many(np.zeros(2, np.int64))
     assert lobc.read(p).records["side"].tolist() == [66, 83, 66, 0, 83]
-    with pytest.raises(ValueError, match="metadata"):
-        lobc.LobcWriter(tmp_path / "y.lobc", venue="binance", market="spot", symbols=[f"S{i:08d}" for i in range(60)])
+    with pytest.raises(ValueError, match="metadata"):  # 65,472 bytes of header at most
+        lobc.LobcWriter(tmp_path / "y.lobc", venue="binance", market="spot",
+                        symbols=[f"S{i:08d}" for i in range(6000)])
+
+
+@pytest.mark.parametrize("n_symbols", [1, 30, 600, 4000])
+def test_header_grows_with_the_metadata(tmp_path, n_symbols):
+    """A header of 512 bytes, or the 64-byte units the metadata needs: the symbols of a
+    capture of the whole exchange fit one file."""
+    p = tmp_path / "many.lobc"
+    symbols = [f"SYM{i:05d}USDT" for i in range(n_symbols)]
+    with lobc.LobcWriter(p, venue="binance", market="spot", symbols=symbols) as w:
+        for i in range(0, n_symbols, max(1, n_symbols // 7)):
+            w.add(kind=lobc.TRADE, recv_ns=10 + i, price=5, qty=1, side="B", symbol=i)
+    raw = p.read_bytes()
+    hlen, mlen = int.from_bytes(raw[6:8], "little"), int.from_bytes(raw[8:12], "little")
+    assert hlen == max(512, -(-(12 + mlen) // 64) * 64) and hlen % 64 == 0
+    assert (hlen > 512) == (12 + mlen > 512) and not any(raw[12 + mlen:hlen])
+    assert raw[hlen:hlen + 4] == b"BLK1"  # the first block right after the header
+    d = lobc.read(p)
+    assert d.meta["symbols"] == symbols and d.torn is None and w.bytes == len(raw) == d.size
+    assert d.records["symbol"].tolist() == list(range(0, n_symbols, max(1, n_symbols // 7)))
 
 
 def test_flush_by_count_by_time_and_on_request(tmp_path):
@@ -221,6 +241,8 @@ def test_bad_files_raise_input_error_naming_file_and_offset(tmp_path):
         raw[:8] + (600).to_bytes(4, "little") + raw[12:]: "offset 8: metadata length",
         raw[:12] + b"{not json" + raw[21:]: "offset 12: metadata is not UTF-8 JSON",
         raw[:300]: "header cut short",
+        raw[:6] + (520).to_bytes(2, "little") + raw[8:]: "offset 6: header length 520, expected 512 or more in",
+        raw[:6] + (4096).to_bytes(2, "little") + raw[8:]: "file header cut short",  # shorter than it says
     }
     for data, msg in cases.items():
         p.write_bytes(data)

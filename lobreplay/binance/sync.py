@@ -114,7 +114,7 @@ def _ms(v, name) -> int:
 # ---------------------------------------------------------------- .lobc writer
 
 def open_writer(path, *, market, symbols, streams=(), source=None, **kw) -> "lobc.LobcWriter":
-    """A LobcWriter whose metadata fits the 500-byte header: the stream list is kept whole
+    """A LobcWriter whose metadata fits the header (at most 65,460 bytes): the stream list is kept whole
     if it fits, else summarised as "*@<stream type>" (the symbols are listed anyway); a
     long source is cut to its file names."""
     streams = list(streams)
