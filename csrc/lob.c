@@ -582,6 +582,25 @@ int64_t lob_book_level_orders(const lob_book *b, int64_t price, uint64_t *ids, i
     return L->count;
 }
 
+size_t lob_book_orders(const lob_book *b, uint8_t side, uint64_t *ids, int64_t *qtys, int64_t *prices,
+                       size_t cap)
+{
+    if (side != LOB_BUY && side != LOB_SELL) return 0;
+    size_t n = 0, w = 0; /* orders on the side, orders written */
+    for (int64_t li = side == LOB_BUY ? b->best_bid : b->best_ask; li >= 0;
+         li = side == LOB_BUY ? find_le(b, li - 1) : find_ge(b, li + 1)) {
+        const level_t *L = &b->levels[li];
+        int64_t px = level_price(b, li);
+        for (uint32_t oi = L->head; oi != NIL && w < cap; oi = b->orders[oi].next, w++) {
+            if (ids) ids[w] = b->orders[oi].id;
+            if (qtys) qtys[w] = b->orders[oi].qty;
+            if (prices) prices[w] = px;
+        }
+        n += L->count;
+    }
+    return n;
+}
+
 int lob_book_participant(const lob_book *b, uint64_t id, uint32_t *participant)
 {
     uint32_t oi = index_find(b, id);

@@ -239,6 +239,11 @@ uint32_t lob_book_depth(const lob_book *b, uint8_t side, uint32_t n, int64_t *pr
  * side is written if non-NULL and the level is not empty. */
 int64_t lob_book_level_orders(const lob_book *b, int64_t price, uint64_t *ids,
                               int64_t *qtys, uint32_t cap, uint8_t *side);
+/* Every live order of one side, best price first and front of each queue first,
+ * up to cap: ids, qtys and prices (each may be NULL). Returns how many orders rest
+ * on that side (may exceed cap; only cap written), 0 for a bad side. */
+size_t lob_book_orders(const lob_book *b, uint8_t side, uint64_t *ids, int64_t *qtys, int64_t *prices,
+                       size_t cap);
 /* Look up a live order: returns 1 and fills side/price/qty, or 0 if not live. */
 int lob_book_find(const lob_book *b, uint64_t id, uint8_t *side, int64_t *price,
                   int64_t *qty);

@@ -109,6 +109,7 @@ uint32_t lob_book_order_count(const lob_book *b);
 int lob_book_best(const lob_book *b, uint8_t side, int64_t *price, int64_t *qty, uint32_t *count);
 uint32_t lob_book_depth(const lob_book *b, uint8_t side, uint32_t n, int64_t *prices, int64_t *qtys, uint32_t *counts);
 int64_t lob_book_level_orders(const lob_book *b, int64_t price, uint64_t *ids, int64_t *qtys, uint32_t cap, uint8_t *side);
+size_t lob_book_orders(const lob_book *b, uint8_t side, uint64_t *ids, int64_t *qtys, int64_t *prices, size_t cap);
 int lob_book_find(const lob_book *b, uint64_t id, uint8_t *side, int64_t *price, int64_t *qty);
 int lob_book_participant(const lob_book *b, uint64_t id, uint32_t *participant);
 int lob_book_validate(const lob_book *b, char *msg, size_t msglen);

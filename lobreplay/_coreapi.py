@@ -321,6 +321,15 @@ class CoreBook:
                                       _buf("int64_t[]", qtys, True), n, side)
         return ids, qtys, side[0] if n else 0
 
+    def orders(self, side: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ids, qtys, prices) of every order on a side: best price first, queue order."""
+        n = lib.lob_book_orders(self.ptr, side, ffi.NULL, ffi.NULL, ffi.NULL, 0)
+        ids, qtys, prices = np.zeros(n, np.uint64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+        if n:
+            lib.lob_book_orders(self.ptr, side, _buf("uint64_t[]", ids, True), _buf("int64_t[]", qtys, True),
+                                _buf("int64_t[]", prices, True), n)
+        return ids, qtys, prices
+
     def find(self, order_id: int):
         side, p, q = ffi.new("uint8_t *"), ffi.new("int64_t *"), ffi.new("int64_t *")
         if not lib.lob_book_find(self.ptr, order_id, side, p, q):

@@ -78,6 +78,11 @@ class BookView:
         ids, qtys, _ = self._b.level_orders(price)
         return list(zip(ids.tolist(), qtys.tolist()))
 
+    def orders(self, side) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every order resting on a side as numpy arrays (ids, qtys, prices): best price
+        first, front of each queue first (one call into the core, whatever the count)."""
+        return self._b.orders(as_side(side))
+
     def find(self, order_id: int) -> tuple[int, int, int] | None:
         """(side, price, qty) of a live order, or None."""
         return self._b.find(order_id)

@@ -661,3 +661,20 @@ def test_depth_rows_do_not_depend_on_the_row_buffer():
     assert len(whole["event"]) > 500
     for key in ("event", "prices", "qtys", "counts"):
         np.testing.assert_array_equal(small[key], whole[key])
+
+
+def test_orders_of_a_side_best_first_in_queue_order_and_capped():
+    from lobreplay._coreapi import ffi, lib
+    b = L.OrderBook(100, 200, 1, 16)
+    for oid, side, px, q in ((1, B, 150, 10), (2, S, 160, 5), (3, B, 151, 1), (4, B, 150, 7), (5, S, 170, 2)):
+        b.new(oid, side, px, q)
+    ids, qtys, prices = b.orders(B)
+    assert list(zip(ids.tolist(), qtys.tolist(), prices.tolist())) == [(3, 1, 151), (1, 10, 150), (4, 7, 150)]
+    assert b.orders("S")[0].tolist() == [2, 5]
+    out = ffi.new("uint64_t[2]")
+    assert lib.lob_book_orders(b._b.ptr, ord("B"), out, ffi.NULL, ffi.NULL, 2) == 3  # all counted
+    assert list(out) == [3, 1]                                                      # cap written
+    assert lib.lob_book_orders(b._b.ptr, ord("X"), out, ffi.NULL, ffi.NULL, 2) == 0
+    b.cancel(3)
+    b.cancel(1)
+    assert b.orders(B)[0].tolist() == [4] and len(L.OrderBook(100, 200, 1, 4).orders(S)[0]) == 0

@@ -796,8 +796,12 @@ class OrderBookMachine(RuleBasedStateMachine):
         for side in (B, S):
             assert self.book.best(side) == self.ref.best(side)
             assert self.book.depth(side, 20) == self.ref.depth(side)
+            want = []
             for price, _, _ in self.ref.depth(side):
                 assert self.book.level_orders(price) == self.ref.level_orders(price)
+                want += [(oid, q, price) for oid, q in self.ref.level_orders(price)]
+            ids, qtys, prices = self.book.orders(side)  # the whole side in one call
+            assert list(zip(ids.tolist(), qtys.tolist(), prices.tolist())) == want
         for oid in list(self.ref.orders) + [0, 1, 7, 12]:
             assert self.book.find(oid) == self.ref.find(oid)
 

@@ -536,33 +536,31 @@ class ItchReplay:
 
     def _residuals(self, sess, sizing, symtab, last_ts, reports, per_locate) -> dict[int, int]:
         """Orders still live at the end: a full day deletes everything."""
-        left = {}
-        rows = {k: [] for k in ("locate", "order_ref", "qty", "price")}
+        left, locs, ids, qtys, prices = {}, [], [], [], []
         for z in sizing:
             b = sess.book(z.locate)
             if not b.order_count:
                 continue
             left[z.locate] = b.order_count
-            for side in (b"B", b"S"):
-                for price, _, _ in b.depth(side.decode(), 1 << 30):
-                    for oid, q in b.level_orders(price):
-                        rows["locate"].append(z.locate)
-                        rows["order_ref"].append(oid)
-                        rows["qty"].append(q)
-                        rows["price"].append(price)
-        n = len(rows["locate"])
+            for side in "BS":  # bids best first, then asks best first; queue order within a price
+                i, q, p = b.orders(side)
+                locs.append(np.full(len(i), z.locate, np.uint16))
+                ids.append(i)
+                qtys.append(q)
+                prices.append(p)
+        n = int(sum(left.values()))
         if n:
             self.counts["desyncs"]["residual_order"] = n
-            loc = np.array(rows["locate"], np.uint16)
+            loc = np.concatenate(locs)
             np.add.at(per_locate, loc, 1)
             if "desyncs" in reports:
                 t = np.full(n, last_ts, np.int64)
                 reports.write("desyncs", {
                     "time_ns": t, "ts": self._utc(t), "message": np.full(n, -1, np.int64), "locate": loc,
-                    "symbol": symbols_of(symtab, loc), "order_ref": np.array(rows["order_ref"], np.uint64),
+                    "symbol": symbols_of(symtab, loc), "order_ref": np.concatenate(ids),
                     "cause": np.full(n, "residual_order", object), "other_ref": np.zeros(n, np.uint64),
-                    "expected_qty": np.zeros(n, np.int64), "found_qty": np.array(rows["qty"], np.int64),
-                    "expected_price": np.zeros(n, np.int64), "found_price": np.array(rows["price"], np.int64)})
+                    "expected_qty": np.zeros(n, np.int64), "found_qty": np.concatenate(qtys),
+                    "expected_price": np.zeros(n, np.int64), "found_price": np.concatenate(prices)})
         return left
 
     def _latency(self, sess, sizing, symtab, reports) -> None:
