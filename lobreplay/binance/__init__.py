@@ -6,6 +6,13 @@ capture.py the live capture (asyncio + websockets)
 fake.py    a local fake Binance (websocket streams + REST snapshots) for tests and --selftest
 cli.py     `lobreplay capture binance ...`
 """
-from .sync import SPOT, USDM, DepthSync
-
 __all__ = ["SPOT", "USDM", "DepthSync"]
+
+
+def __getattr__(name):
+    """The names of sync.py, imported on first use (the CLI imports this package to build
+    its parser: every command would pay for sync.py's import otherwise)."""
+    if name in __all__:
+        from . import sync
+        return getattr(sync, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
