@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import __version__, lobc
+from ._lazy import preload
 from .errors import InputError
 from .itch.replay import prepare_output
 from .l2 import MAX_GRID_LEVELS, L2Replay, scan_counts
@@ -98,6 +99,8 @@ class LobcReplay:
         thread while the replay runs. The first report rows wait for the CRCs (and the
         tables' provenance for the SHA-256); a block whose CRC does not match ends the file
         there, and the replay starts again on the records before it."""
+        if self.cfg.reports:
+            preload(("pandas",))  # pyarrow imports it on its first pa.array: on a thread, beside the replay
         with ReplayRun(self.out_dir, {"source_file": os.path.basename(self.path)}) as run, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-verify") as helper:
             data = lobc.read(self.path, verify=False)
