@@ -26,6 +26,7 @@ Values are in ns. Requires the `hdrhistogram` package (`pip install lobreplay[an
 """
 from __future__ import annotations
 
+import functools
 import io
 import math
 import os
@@ -53,6 +54,7 @@ def _hdr():
     return HdrHistogram
 
 
+@functools.cache
 def _fast(base):
     """base (HdrHistogram) whose mean and standard deviation visit only the non-empty buckets.
 
