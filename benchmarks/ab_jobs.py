@@ -37,9 +37,10 @@ def run(checkout: str, path: str, out: str, jobs: int, extra: list[str]) -> dict
     got = {"wall": round(wall, 3), "pass1": s["pass1"]["seconds"], "pass2": s["pass2"]["seconds"],
            "core": s["pass2"]["core_seconds"]}
     if jobs > 1:
-        got["parts"] = [{"pass1": a["seconds"], "pass2": b["seconds"], "core": b["core_seconds"],
+        per1 = s["pass1"].get("per_part") or [{}] * len(s["pass2"]["per_part"])  # (pass 1 in each part: before stop 11)
+        got["parts"] = [{"pass1": a.get("seconds"), "pass2": b["seconds"], "core": b["core_seconds"],
                          "events": b.get("events")}
-                        for a, b in zip(s["pass1"]["per_part"], s["pass2"]["per_part"])]
+                        for a, b in zip(per1, s["pass2"]["per_part"])]
         got["parallel"] = s.get("parallel")
     return got
 

@@ -1,30 +1,27 @@
 """`lobreplay itch replay FILE --jobs N`: one day on N processes.
 
-Books are independent per symbol, so the stock locates are shared out. Each
-part reads the whole file (framing is cheap next to the book work). Pass 1
-scans locate % N == k in part k; then the parts meet (a barrier, a shared
-memory block): each hands over its locates' pass-1 figures, and every part takes
-all of them and the same split for pass 2, balanced by messages per locate
-(split_locates; locate 0, the system-wide messages, in part 0). The file's
-SHA-256 is computed once, by the parent on a thread while the parts run (it
-slows every part alike), and the merge writes it into the summary and every
-table's metadata. Each part replays its share into DIR/.part-k/, its tables as
-uncompressed Arrow IPC streams (read back once, so not worth encoding), and the
+Books are independent per symbol, so the stock locates are shared out. Pass 1
+runs once, in the parent: one reader frames every chunk once, and N threads
+scan it (locate % N == k on thread k: the scan releases the GIL), while
+another thread computes the file's SHA-256. Its figures give the split for
+pass 2, balanced by messages per locate (split_locates; locate 0, the
+system-wide messages, in part 0). Then, with every thread done, the parent
+forks N processes; each inherits pass 1, reads the whole file again and
+replays its share of the locates into DIR/.part-k/, its tables as
+uncompressed Arrow IPC streams (read back once, so not worth encoding). The
 parts are merged, a table per thread, into one report directory identical to a
 one-process replay: the same rows in the same order (every table is written in
 file order within a part), the latency of the whole replay from the parts'
-histograms summed, and one summary.
+histograms summed, the parent's SHA-256 in every table, and one summary.
 """
 from __future__ import annotations
 
 import dataclasses
 import heapq
 import json
-import mmap
 import multiprocessing
 import os
 import shutil
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,7 +34,7 @@ from ..reports import STREAM_SUFFIX, file_sha256, read_report, report_path, writ
 from .replay import ItchReplay, ReplayConfig, prepare_output, replay_itch
 
 PART_HIST = "latency_hist.npz"
-_EXCHANGE = None  # set in the parent before the fork; the parts inherit it
+_PASS1 = None  # (pass 1 of the whole file, the locate -> part split): set before the fork, inherited
 pa, pc, pq = Deferred("pyarrow"), Deferred("pyarrow.compute"), Deferred("pyarrow.parquet")
 
 
@@ -52,46 +49,45 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
         os.makedirs(d)
     args = [(path, parts[k], dataclasses.replace(cfg, part=(k, jobs), progress=cfg.progress and k == 0))
             for k in range(jobs)]
-    global _EXCHANGE
+    global _PASS1
     try:
-        # fork: the parent has read nothing and started no thread; each child builds its own session
-        ctx = multiprocessing.get_context("fork")
-        _EXCHANGE = Exchange(jobs, ctx)
+        # pass 1 here, once (its scans on `jobs` threads), beside the file's SHA-256 on
+        # another thread; both are done before the fork
+        with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:
+            sha = helper.submit(file_sha256, path)
+            p1 = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False).pass1(threads=jobs)
+            scanned = time.perf_counter()
+            sha256 = sha.result()
+        _PASS1 = (p1, split_locates(p1.stats["messages"], jobs))
+        ctx = multiprocessing.get_context("fork")  # the parts inherit _PASS1; no thread is running
         forked, t_fork = time.time(), time.perf_counter()
         with ctx.Pool(jobs) as pool:
-            with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:  # a thread only after the fork
-                sha = helper.submit(file_sha256, path)
-                summaries = pool.starmap(_run_part, args)
-                joined = time.time()
-                sha256 = sha.result()
-            hashed = time.time()
-            if any(s is None for s in summaries):
-                raise RuntimeError("a part stopped at the exchange after pass 1, and no part said why")
+            summaries = pool.starmap(_run_part, args)
+            joined = time.time()
             times = [s.pop("part_times") for s in summaries]
             for s in summaries:
                 s["source"]["source_sha256"] = sha256
-            # the .hgrm files (pure Python, about 0.15 s each) on the pool's processes while
-            # this one merges the tables
+            # the .hgrm files (pure Python) on the pool's processes while this one merges the tables
             hgrm = pool.starmap_async(_write_hgrm, _hgrm_tasks(parts, out_dir)) if "latency" in cfg.reports else None
             summary = merge(parts, out_dir, summaries, max(s.pop("last_event_ns") for s in summaries),
                             hgrm=hgrm is None)
             if hgrm is not None:
                 hgrm.get()
         summary["parallel"] = {
-            "split": "pass 1: locate % jobs; pass 2: balanced by messages per locate",
-            "setup_seconds": round(t_fork - t0, 3),
+            "split": "pass 1: one reader, locate % jobs per scan thread; pass 2: balanced by messages per locate",
+            "pass1_seconds": round(p1.seconds, 3),
+            "hash_wait_seconds": round(t_fork - scanned, 3),
             "start_seconds": [round(a - forked, 3) for a, _ in times],
             "part_seconds": [round(b - a, 3) for a, b in times],
             "join_seconds": round(joined - max(b for _, b in times), 3),
-            "hash_wait_seconds": round(hashed - joined, 3),
-            "merge_seconds": round(time.time() - hashed, 3),
+            "merge_seconds": round(time.time() - joined, 3),
         }
     except BaseException as e:
         write_json(os.path.join(out_dir, "summary.json"),
                    {"status": "failed", "error": f"{type(e).__name__}: {e}", "jobs": jobs})
         raise
     finally:
-        _EXCHANGE = None
+        _PASS1 = None
         for d in parts:
             shutil.rmtree(d, ignore_errors=True)
     summary["jobs"] = jobs
@@ -118,38 +114,10 @@ def split_locates(messages: np.ndarray, jobs: int) -> np.ndarray:
     return owner
 
 
-class Exchange:
-    """Where the parts meet after pass 1: each writes its locates' pass-1 figures
-    (locate % jobs == part) into a shared block; after the barrier each reads all
-    of them back. Made before the fork."""
-
-    def __init__(self, jobs: int, ctx):
-        from .._coreapi import LOCATE_DTYPE
-        self.jobs, self.dtype = jobs, np.dtype(LOCATE_DTYPE)
-        self.stats_bytes = jobs * 65536 * self.dtype.itemsize
-        self.mem = mmap.mmap(-1, self.stats_bytes)  # anonymous, shared with the children
-        self.barrier = ctx.Barrier(jobs)
-
-    def __call__(self, part: int, stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        rows = np.frombuffer(self.mem, self.dtype).reshape(self.jobs, 65536)
-        rows[part] = stats
-        self.barrier.wait()
-        loc = np.arange(65536)
-        full = rows[loc % self.jobs, loc]  # a copy: each locate's row from the part that scanned it
-        return full, split_locates(full["messages"], self.jobs)
-
-
-def _run_part(path: str, part_dir: str, cfg: ReplayConfig) -> dict | None:
-    ex, started = _EXCHANGE, time.time()
-    try:
-        r = ItchReplay(path, part_dir, cfg, exchange=ex, hash_file=False)  # the parent hashes the file
-        s = r.run()
-    except threading.BrokenBarrierError:
-        return None  # another part failed before the exchange: its error is the one raised
-    except BaseException:
-        if ex is not None:
-            ex.barrier.abort()  # do not leave the other parts waiting for this one
-        raise
+def _run_part(path: str, part_dir: str, cfg: ReplayConfig) -> dict:
+    started = time.time()
+    r = ItchReplay(path, part_dir, cfg, pass1=_PASS1, hash_file=False)  # the parent did pass 1 and the hash
+    s = r.run()
     if r.session is not None:
         np.savez(os.path.join(part_dir, PART_HIST), **{k.name: r.session.histogram(k) for k in Kind})
     s["last_event_ns"] = r.last_event_ns
@@ -284,11 +252,10 @@ def _merge_summaries(summaries: list[dict], out_dir: str, names: list[str]) -> d
     out["notes"] = [n for s in summaries for n in s.get("notes", [])]
     out["report_rows"] = {n[:-len(".parquet")]: pq.read_metadata(os.path.join(out_dir, n)).num_rows
                           for n in names if n != "symbols.parquet"}
-    p1 = max(s["pass1"]["seconds"] for s in summaries)
+    p1 = first["pass1"]["seconds"]  # the parent's, which every part carries
     p2 = max(s["pass2"]["seconds"] for s in summaries)
     core_s = max(s["pass2"]["core_seconds"] for s in summaries)
-    out["pass1"] = {"seconds": p1, "messages_per_second": round(out["messages"] / p1) if p1 else None,
-                    "per_part": [s["pass1"] for s in summaries]}
+    out["pass1"] = {"seconds": p1, "messages_per_second": round(out["messages"] / p1) if p1 else None}
     out["pass2"] = {"seconds": p2, "core_seconds": core_s,
                     "messages_per_second": round(out["messages"] / p2) if p2 else None,
                     "core_events_per_second": round(out["events"] / core_s) if core_s else None,

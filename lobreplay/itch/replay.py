@@ -70,7 +70,7 @@ class ReplayConfig:
     depth_levels: int = 0                # N-level book samples (depth.parquet); 0: none
     depth_every_ns: int = 1_000_000_000  # ... every this many ns of feed time; 0: after every change
     part: tuple[int, int] | None = None  # (k, jobs): replay only part k's share of the locates
-    #                                      (locate % jobs == k, unless an exchange hands out another split)
+    #                                      (locate % jobs == k, unless pass1= hands out another split)
 
 
 @dataclass
@@ -89,6 +89,7 @@ class _Pass1:
     symbols: dict = field(default_factory=dict)     # locate -> symbol (R, else order messages)
     system_events: list = field(default_factory=list)  # (time_ns, event code) of S messages
     seconds: float = 0.0
+    messages: int = 0                                 # messages read
 
 
 def session_date(name: str) -> dt.date | None:
@@ -156,18 +157,18 @@ class _NoBar(contextlib.nullcontext):
 class ItchReplay:
     """One replay of one file into one report directory (see replay_itch)."""
 
-    def __init__(self, path: str, out_dir: str, cfg: ReplayConfig, *, exchange=None, hash_file: bool = True):
-        """exchange (parallel replays): called after pass 1 as exchange(part, stats), returns
-        every locate's pass-1 stats and the locate -> part split for pass 2.
+    def __init__(self, path: str, out_dir: str, cfg: ReplayConfig, *, pass1=None, hash_file: bool = True):
+        """pass1 (a part of a parallel replay): (the whole file's pass 1, the locate -> part
+        split), done by the parent; this replay then starts at pass 2.
         hash_file=False: no SHA-256 of the file (a parallel replay's parent computes it)."""
         self.path, self.out_dir, self.cfg = path, out_dir, cfg
-        self.exchange = exchange
+        self._given_pass1 = pass1
         self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated)
         self.hash_file = hash_file
         self._sha256: Future | None = None  # the file's SHA-256, computed beside both passes
         self._stop_hash = threading.Event()  # a failed replay does not wait for it
         # the part each locate belongs to (parallel replays)
-        self.owner = None if cfg.part is None else np.arange(65536) % cfg.part[1]
+        self.owner = None if cfg.part is None else (np.arange(65536) % cfg.part[1] if pass1 is None else pass1[1])
         date = dt.date.fromisoformat(cfg.date) if cfg.date else session_date(path)
         self.date = date
         self.midnight_utc_ns = None
@@ -195,15 +196,24 @@ class ItchReplay:
 
     # ---- pass 1 ----
 
-    def pass1(self) -> _Pass1:
+    def pass1(self, threads: int = 1) -> _Pass1:
+        """The sizing scan of the whole file. threads > 1: the locates shared out (locate %
+        threads), each share scanned by its own ItchScan on its own thread, every chunk read
+        and framed once (the scan releases the GIL)."""
         t0 = time.perf_counter()
-        scan = core.ItchScan()
+        scans = [core.ItchScan() for _ in range(threads)]
+        shares = [None] if threads == 1 else [(np.arange(65536) % threads == k).astype(np.uint8)
+                                              for k in range(threads)]
+        pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="lobreplay-scan") if threads > 1 else None
         p1 = _Pass1(stats=np.empty(0))
         harvest = None  # no directory at the start: take symbols from the order messages
-        share = None if self.cfg.part is None else self._share(np.ones(65536, np.uint8))
-        with self._bar("pass 1") as bar:
+        with self._bar("pass 1") as bar, (pool or contextlib.nullcontext()):
             for chunk in self.src.chunks():
-                scan.feed(chunk.buf, chunk.offsets, chunk.types, chunk.n, share)
+                feeds = [pool.submit(scans[k].feed, chunk.buf, chunk.offsets, chunk.types, chunk.n, shares[k])
+                         for k in range(1, threads)]
+                scans[0].feed(chunk.buf, chunk.offsets, chunk.types, chunk.n, shares[0])
+                for f in feeds:  # every scan is done with the chunk before the reader reuses its buffer
+                    f.result()
                 present = chunk.present()
                 if "R" in present:
                     r = decode_type(chunk, "R")
@@ -226,7 +236,10 @@ class ItchReplay:
                             for loc, i in zip(locs.tolist(), first.tolist()):
                                 p1.symbols.setdefault(loc, cols["stock"][i].decode())
                 bar.update(self.src.raw_position - bar.n)
-        p1.stats = scan.stats()
+        rows = np.stack([sc.stats() for sc in scans])
+        loc = np.arange(65536)
+        p1.stats = rows[loc % threads, loc]  # each locate's figures from the scan that saw it
+        p1.messages = self.src.stats.messages
         p1.seconds = time.perf_counter() - t0
         return p1
 
@@ -249,11 +262,8 @@ class ItchReplay:
                 pool.shutdown(wait=False)
             if cfg.reports:
                 preload()  # pyarrow and pandas, on another thread, during pass 1
-            p1 = self.pass1()
-            if self.exchange is not None:
-                p1.stats, self.owner = self.exchange(cfg.part[0], p1.stats)
+            p1 = self.pass1() if self._given_pass1 is None else self._given_pass1[0]
             meta = self.src_meta(sha256_later=True)
-            read1 = self.src.stats
             locates = self._select(p1)
             sizing, notes = size_books(p1.stats, cfg.headroom, locates)
             # a part of a parallel replay writes streams, which the merge reads back once
@@ -265,7 +275,7 @@ class ItchReplay:
             run.summary["source"] = self.src_meta()  # with the file's SHA-256
             run.summary["notes"] = notes
             run.summary["pass1"] = {"seconds": round(p1.seconds, 3),
-                                    "messages_per_second": round(read1.messages / p1.seconds) if p1.seconds
+                                    "messages_per_second": round(p1.messages / p1.seconds) if p1.seconds
                                     else None}
         return run.summary
 
