@@ -283,6 +283,20 @@ int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *off
     return LOB_OK;
 }
 
+void lob_itch_partition(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
+                        const uint8_t *owner, uint32_t parts, uint32_t *out_offsets, uint8_t *out_types, size_t cap,
+                        size_t *counts)
+{
+    for (uint32_t k = 0; k < parts; k++) counts[k] = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t k = owner[be16(buf + offsets[i] + O_LOCATE)];
+        if (k >= parts) continue;
+        size_t j = (size_t)k * cap + counts[k]++;
+        out_offsets[j] = offsets[i];
+        out_types[j] = types[i];
+    }
+}
+
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out)
 {
     memcpy(out, s->loc, sizeof s->loc);

@@ -58,6 +58,14 @@ void lob_itch_scan_free(lob_itch_scan *s);
  * is then incomplete). */
 int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
                        size_t n, const uint8_t *select);
+/* Split n framed messages among parts by their locate: message i goes to part
+ * owner[locate] (0 .. parts-1; a larger value: to none). Part k's offsets and
+ * types, in order, go to out_offsets/out_types[k * cap ...], and their number to
+ * counts[k]; cap >= n. One pass, so that parts scanning on their own threads
+ * (lob_itch_scan_feed with select NULL) do not each walk every message. */
+void lob_itch_partition(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
+                        const uint8_t *owner, uint32_t parts, uint32_t *out_offsets, uint8_t *out_types, size_t cap,
+                        size_t *counts);
 /* Copy the per-locate figures into out[65536]. Can't fail. */
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
 

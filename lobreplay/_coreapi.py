@@ -425,6 +425,26 @@ def itch_frames(buf: np.ndarray, nbytes: int, offsets: np.ndarray, types: np.nda
     return st, n[0], consumed[0], bool(end[0]), bad[0]
 
 
+def itch_partition(buf: np.ndarray, offsets: np.ndarray, types: np.ndarray, n: int, owner: np.ndarray,
+                   out_offsets: np.ndarray, out_types: np.ndarray) -> np.ndarray:
+    """Split n framed messages by owner[locate] (uint8[65536]) into the rows of out_offsets
+    (uint32) and out_types (uint8), each (parts, cap >= n); returns the counts per part."""
+    check_array(buf, np.dtype(np.uint8), "buf")
+    check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
+    check_array(types, np.dtype(np.uint8), "types", length=n)
+    check_array(owner, np.dtype(np.uint8), "owner", length=65536)
+    parts, cap = out_offsets.shape
+    if out_types.shape != (parts, cap) or cap < n:
+        raise ValueError(f"out arrays {out_offsets.shape} / {out_types.shape}: need ({parts}, >= {n}) both")
+    check_array(out_offsets.reshape(-1), np.dtype(np.uint32), "out_offsets", writable=True)
+    check_array(out_types.reshape(-1), np.dtype(np.uint8), "out_types", writable=True)
+    counts = np.zeros(parts, np.uintp)
+    lib.lob_itch_partition(_buf("uint8_t[]", buf), _buf("uint32_t[]", offsets), _buf("uint8_t[]", types), n,
+                           _buf("uint8_t[]", owner), parts, _buf("uint32_t[]", out_offsets, True),
+                           _buf("uint8_t[]", out_types, True), cap, _buf("size_t[]", counts, True))
+    return counts
+
+
 class ItchScan:
     """Pass 1 over framed messages (lob_itch_scan): per-locate sizing figures."""
 

@@ -142,3 +142,26 @@ def test_scan_agrees_with_repeated_and_odd_prices(tmp_path):
                                   "nasdaq_20230822_by_type.itch"])
 def test_scan_agrees_on_real_samples(name):
     assert check(str(SHARED_ITCH / name))[0] > 0
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_partition_splits_messages_by_owner_in_order_and_threaded_scans_agree(synthetic_day, parts):
+    """core.itch_partition against numpy's split of the same chunk; and pass 1 on `parts`
+    threads (the partition, one scan per share) gives the one-scan figures exactly."""
+    from lobreplay.itch.replay import ItchReplay, ReplayConfig
+    owner = (np.arange(65536) % parts).astype(np.uint8)
+    owner[7] = 255  # owned by no part: dropped
+    for chunk in ItchFile(synthetic_day.path, chunk_bytes=1 << 18).chunks():
+        offs = np.zeros((parts, chunk.n + 3), np.uint32)
+        types = np.zeros(offs.shape, np.uint8)
+        counts = core.itch_partition(chunk.buf, chunk.offsets, chunk.types, chunk.n, owner, offs, types)
+        loc = (chunk.buf[chunk.offsets + 1].astype(np.int64) << 8) | chunk.buf[chunk.offsets + 2]
+        for k in range(parts):
+            mine = owner[loc] == k
+            assert counts[k] == mine.sum()
+            assert (offs[k, :counts[k]] == chunk.offsets[mine]).all() and (types[k, :counts[k]] == chunk.types[mine]).all()
+        assert counts.sum() == (owner[loc] != 255).sum()
+    one = ItchReplay(synthetic_day.path, "unused", ReplayConfig(), hash_file=False).pass1()
+    many = ItchReplay(synthetic_day.path, "unused", ReplayConfig(chunk_bytes=1 << 18), hash_file=False).pass1(parts)
+    assert one.stats.tobytes() == many.stats.tobytes() and one.symbols == many.symbols
+    assert one.messages == many.messages > 0

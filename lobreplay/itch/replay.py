@@ -198,22 +198,30 @@ class ItchReplay:
 
     def pass1(self, threads: int = 1) -> _Pass1:
         """The sizing scan of the whole file. threads > 1: the locates shared out (locate %
-        threads), each share scanned by its own ItchScan on its own thread, every chunk read
-        and framed once (the scan releases the GIL)."""
+        threads); each chunk is read and framed once, its messages split by share in one C
+        pass, and each share scanned by its own ItchScan on its own thread (the scan releases
+        the GIL)."""
         t0 = time.perf_counter()
         scans = [core.ItchScan() for _ in range(threads)]
-        shares = [None] if threads == 1 else [(np.arange(65536) % threads == k).astype(np.uint8)
-                                              for k in range(threads)]
+        owner = (np.arange(65536) % threads).astype(np.uint8)
         pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="lobreplay-scan") if threads > 1 else None
+        offs = types = None
         p1 = _Pass1(stats=np.empty(0))
         harvest = None  # no directory at the start: take symbols from the order messages
         with self._bar("pass 1") as bar, (pool or contextlib.nullcontext()):
             for chunk in self.src.chunks():
-                feeds = [pool.submit(scans[k].feed, chunk.buf, chunk.offsets, chunk.types, chunk.n, shares[k])
-                         for k in range(1, threads)]
-                scans[0].feed(chunk.buf, chunk.offsets, chunk.types, chunk.n, shares[0])
-                for f in feeds:  # every scan is done with the chunk before the reader reuses its buffer
-                    f.result()
+                if threads == 1:
+                    scans[0].feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
+                else:
+                    if offs is None or offs.shape[1] < chunk.n:
+                        offs = np.empty((threads, chunk.n + chunk.n // 4), np.uint32)
+                        types = np.empty(offs.shape, np.uint8)
+                    counts = core.itch_partition(chunk.buf, chunk.offsets, chunk.types, chunk.n, owner, offs, types)
+                    feeds = [pool.submit(scans[k].feed, chunk.buf, offs[k, :c], types[k, :c], c)
+                             for k, c in enumerate(counts.tolist()) if k]
+                    scans[0].feed(chunk.buf, offs[0, :int(counts[0])], types[0, :int(counts[0])], int(counts[0]))
+                    for f in feeds:  # every scan is done with the chunk before the reader reuses its buffer
+                        f.result()
                 present = chunk.present()
                 if "R" in present:
                     r = decode_type(chunk, "R")
