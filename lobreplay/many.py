@@ -16,9 +16,11 @@ and publishes them. The dataset:
     DATASET/_lobreplay.json            the format and the replay options of the dataset
 
 <key> is the day (YYYY-MM-DD) of an ITCH file, and the file name of a .lobc
-capture (several captures may share a date). Readers ignore the names that
-begin with '_' or '.', so pyarrow.dataset.dataset("DATASET/executions",
-partitioning="hive") and pandas.read_parquet see the published rows only.
+capture (several captures may share a date; a capture's event rows go under the
+UTC date of their recv_ns, so one that runs past midnight spans several dates).
+Readers ignore the names that begin with '_' or '.', so
+pyarrow.dataset.dataset("DATASET/executions", partitioning="hive") and
+pandas.read_parquet see the published rows only.
 
 Publishing: the task stages the whole partitioned tree, writes _READY (the
 tree is complete), then renames it into place -- one directory rename per
@@ -74,6 +76,8 @@ class Format:
     name: str                       # itch | lobc
     unit: str                       # what one file is: day | capture
     by_symbol: frozenset            # reports partitioned by date and symbol (the rest by date)
+    row_time: str | None            # by_symbol rows: the column (ns since the epoch, UTC) whose date
+    #                                 partitions each row (None: every row under the file's date)
     replay: Callable                # (task, out_dir) -> summary: the single-file replay
     find_date: Callable             # (path) -> YYYY-MM-DD | None, on the worker when the plan has none
     describe: Callable              # (summary) -> one line
@@ -138,9 +142,9 @@ def _lobc_options(cfg) -> dict:
 
 
 FORMATS = {
-    "itch": Format("itch", "day", frozenset({"executions", "bbo", "desyncs", "depth"}),
+    "itch": Format("itch", "day", frozenset({"executions", "bbo", "desyncs", "depth"}), None,
                    _itch_replay, _itch_date, _itch_describe, _itch_options),
-    "lobc": Format("lobc", "capture", frozenset({"bbo", "desyncs", "trades", "ticker_mismatches"}),
+    "lobc": Format("lobc", "capture", frozenset({"bbo", "desyncs", "trades", "ticker_mismatches"}), "recv_ns",
                    _lobc_replay, _lobc_date, _lobc_describe, _lobc_options),
 }
 
@@ -325,21 +329,28 @@ def publish(dataset: str, stage: str) -> None:
     move the reports into place, then the _days/<key> files, then _SUCCESS."""
     ready = _read_json(os.path.join(stage, READY))
     key, date, files = ready["key"], ready["date"], set(ready["files"])
+    # where an earlier replay of this key may have left files: its date, or for a format
+    # whose rows carry their own dates (a capture past midnight), every date
+    every_date = FORMATS[_read_json(os.path.join(dataset, MANIFEST))["format"]].row_time is not None
     tree = os.path.join(stage, "tree")
     for kind in sorted(os.listdir(dataset)):
-        day = os.path.join(dataset, kind, f"date={_value(date)}")
-        if kind.startswith(("_", ".")) or not os.path.isdir(day):
+        if kind.startswith(("_", ".")) or not os.path.isdir(os.path.join(dataset, kind)):
             continue
-        for dirpath, _, names in os.walk(day):
-            for n in names:
-                p = os.path.join(dirpath, n)
-                if n == _part(key) and os.path.relpath(p, dataset) not in files:
-                    os.remove(p)
+        days = sorted(os.listdir(os.path.join(dataset, kind))) if every_date else [f"date={_value(date)}"]
+        for day in (os.path.join(dataset, kind, d) for d in days):
+            if not os.path.isdir(day):
+                continue
+            for dirpath, _, names in os.walk(day):
+                for n in names:
+                    p = os.path.join(dirpath, n)
+                    if n == _part(key) and os.path.relpath(p, dataset) not in files:
+                        os.remove(p)
     if os.path.isdir(tree):
         for name in sorted(os.listdir(tree), key=lambda n: n == DAYS):  # reports first, _days last
             _move(os.path.join(tree, name), os.path.join(dataset, name))
     write_json(os.path.join(dataset, DAYS, key, SUCCESS), {
-        "key": key, "date": date, "file": ready["file"], "source": ready.get("source"),
+        "key": key, "date": date, "dates": sorted(set(ready.get("dates") or [date])), "file": ready["file"],
+        "source": ready.get("source"),
         "report_rows": ready.get("report_rows"), "published_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
         "lobreplay_version": __version__})
     fail = os.path.join(dataset, FAILURES, f"{key}.json")
@@ -350,42 +361,49 @@ def publish(dataset: str, stage: str) -> None:
 
 # ---------------------------------------------------------------- partitioning one file's reports
 
-def stage_tree(raw: str, tree: str, fmt: Format, key: str, date: str, max_rows: int = DEFAULT_MAX_ROWS) -> list[str]:
+def stage_tree(raw: str, tree: str, fmt: Format, key: str, date: str,
+               max_rows: int = DEFAULT_MAX_ROWS) -> tuple[list[str], list[str]]:
     """The single-file replay's reports in raw/ as hive partitions under tree/
-    (moved or rewritten; raw/ is emptied as it goes). Returns the files, relative to tree."""
+    (moved or rewritten; raw/ is emptied as it goes). Returns the files, relative to tree,
+    and the dates they are under: `date` (the file's), and for a format with row_time the
+    UTC date of every by-symbol row (a capture that runs past midnight spans several)."""
+    dates = {date}
     for name in sorted(os.listdir(raw)):
         src = os.path.join(raw, name)
         kind, ext = os.path.splitext(name)
         if ext == ".parquet":
-            out = os.path.join(tree, kind, f"date={_value(date)}")
             if kind in fmt.by_symbol:
-                _by_symbol(src, out, key, max_rows)
+                dates |= _by_symbol(src, os.path.join(tree, kind), key, max_rows, date, fmt.row_time)
                 os.remove(src)
             else:
+                out = os.path.join(tree, kind, f"date={_value(date)}")
                 os.makedirs(out, exist_ok=True)
                 os.replace(src, os.path.join(out, _part(key)))
         else:  # summary.json, latency_*.hgrm
             out = os.path.join(tree, DAYS, key)
             os.makedirs(out, exist_ok=True)
             os.replace(src, os.path.join(out, name))
-    return sorted(os.path.relpath(os.path.join(d, n), tree) for d, _, ns in os.walk(tree) for n in ns)
+    return sorted(os.path.relpath(os.path.join(d, n), tree) for d, _, ns in os.walk(tree) for n in ns), sorted(dates)
 
 
-def _by_symbol(src: str, out: str, key: str, max_rows: int) -> None:
-    """One file per symbol, rows in the replay's order, the symbol in the path only.
-    Up to max_rows rows are split in memory; a larger table goes through hash buckets
-    of about max_rows / 2 rows (Arrow IPC files beside out), each split in turn."""
+def _by_symbol(src: str, out: str, key: str, max_rows: int, date: str, row_time: str | None = None) -> set[str]:
+    """One file per date and symbol under out/ (date=D/symbol=S/), rows in the replay's
+    order, the date and symbol in the path only; D is `date`, or with row_time each row's
+    UTC date. Up to max_rows rows are split in memory; a larger table goes through hash
+    buckets of about max_rows / 2 rows (Arrow IPC files beside out), each split in turn.
+    Returns the dates written."""
     pf = pq.ParquetFile(src)
     meta = pf.schema_arrow.metadata
     n = pf.metadata.num_rows
     if n == 0:  # an empty file for the day keeps the schema readable (no symbol: no rows to give it one)
-        os.makedirs(out, exist_ok=True)
+        day = os.path.join(out, f"date={_value(date)}")
+        os.makedirs(day, exist_ok=True)
         empty = pf.schema_arrow.empty_table().drop_columns(["symbol"])
-        pq.write_table(empty.replace_schema_metadata(meta), os.path.join(out, _part(key)), compression="zstd")
-        return
+        pq.write_table(empty.replace_schema_metadata(meta), os.path.join(day, _part(key)), compression="zstd")
+        return {date}
     if n <= max_rows:
-        _write_groups(pf.read(), out, key, meta)
-        return
+        return _write_groups(pf.read(), out, key, meta, date, row_time)
+    dates = set()
     buckets = max(2, -(-2 * n // max_rows))
     spill = out + ".buckets"
     os.makedirs(spill, exist_ok=True)
@@ -411,31 +429,44 @@ def _by_symbol(src: str, out: str, key: str, max_rows: int) -> None:
         writers = {}
         for name in sorted(os.listdir(spill)):
             with pa.memory_map(os.path.join(spill, name)) as source:
-                _write_groups(pa.ipc.open_stream(source).read_all(), out, key, meta)
+                dates |= _write_groups(pa.ipc.open_stream(source).read_all(), out, key, meta, date, row_time)
     finally:
         for w in writers.values():
             w.close()
         shutil.rmtree(spill, ignore_errors=True)
+    return dates
 
 
 def _strings(col) -> pa.ChunkedArray:
     return col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
 
 
-def _write_groups(t: pa.Table, out: str, key: str, meta) -> None:
+DAY_NS = 86_400_000_000_000
+EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
+
+
+def _write_groups(t: pa.Table, out: str, key: str, meta, date: str, row_time: str | None) -> set[str]:
+    """t's rows under out/date=D/symbol=S/ (see _by_symbol); returns the dates written."""
     sym = _strings(t["symbol"])
     enc = pc.dictionary_encode(sym).combine_chunks()
     values = enc.dictionary.to_pylist()
-    codes = enc.indices.fill_null(len(values)).to_numpy()
-    order = np.argsort(codes, kind="stable")  # within a symbol, the replay's order
-    codes = codes[order]
+    codes = enc.indices.fill_null(len(values)).to_numpy().astype(np.int64)
+    if row_time is not None:
+        days, day_of = np.unique(t[row_time].to_numpy() // DAY_NS, return_inverse=True)
+        dates = [dt.date.fromordinal(EPOCH_ORDINAL + int(d)).isoformat() for d in days.tolist()]
+    else:
+        dates, day_of = [date], np.zeros(len(codes), np.int64)
+    group = day_of.astype(np.int64) * (len(values) + 1) + codes
+    order = np.argsort(group, kind="stable")  # within a date and symbol, the replay's order
+    group = group[order]
     body = t.drop_columns(["symbol"]).take(pa.array(order)).replace_schema_metadata(meta)
-    bounds = np.flatnonzero(np.diff(codes)) + 1
-    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(codes)]):
-        c = int(codes[lo])
-        d = os.path.join(out, f"symbol={_value(values[c] if c < len(values) else None)}")
+    bounds = np.flatnonzero(np.diff(group)) + 1
+    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(group)]):
+        day, c = divmod(int(group[lo]), len(values) + 1)
+        d = os.path.join(out, f"date={_value(dates[day])}", f"symbol={_value(values[c] if c < len(values) else None)}")
         os.makedirs(d, exist_ok=True)
         pq.write_table(body.slice(lo, hi - lo), os.path.join(d, _part(key)), compression="zstd")
+    return set(dates)
 
 
 # ---------------------------------------------------------------- one task, on a worker
@@ -482,9 +513,9 @@ def run_task(task: Task) -> dict:
         if date is None:
             raise InputError(f"{task.path}: no date in its name and no record to take one from: "
                              "pass --date FILE=YYYY-MM-DD")
-        files = stage_tree(raw, tree, f, task.key, date, task.max_rows)
+        files, dates = stage_tree(raw, tree, f, task.key, date, task.max_rows)
         write_json(os.path.join(stage, READY), {
-            "key": task.key, "date": date, "file": task.path, "source": summary.get("source"),
+            "key": task.key, "date": date, "dates": dates, "file": task.path, "source": summary.get("source"),
             "report_rows": summary.get("report_rows"), "files": files})
         ready = True
         publish(task.dataset, stage)

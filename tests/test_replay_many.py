@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -235,18 +236,20 @@ def test_lobc_captures_equal_the_single_replays(scheduler, tmp_path, capsys):
     rec = json.loads((out / "_failures" / "broken.json").read_text())
     assert rec["offset"] == 0 and "not a .lobc file" in rec["message"] and rec["file"] == files[0]
 
-    # the date: from the name, else the UTC date of the first record (synth_stream's: 2023-11-14)
+    # the capture's date: from the name, else the UTC date of the first record (synth_stream's:
+    # 2023-11-14); its event rows go under their own UTC date (here all of them 2023-11-14)
     dates = {"spot-a": "2023-11-14", "spot-b": "2023-11-14", "spot-20240105": "2024-01-05"}
-    assert sorted(os.listdir(out / "bbo")) == ["date=2023-11-14", "date=2024-01-05"]
-    assert sorted(os.listdir(out / "bbo" / "date=2023-11-14" / "symbol=AAA")) == ["part-spot-a.parquet",
-                                                                                  "part-spot-b.parquet"]
+    assert sorted(os.listdir(out / "bbo")) == ["date=2023-11-14"]
+    assert sorted(os.listdir(out / "latency")) == ["date=2023-11-14", "date=2024-01-05"]
+    assert sorted(os.listdir(out / "bbo" / "date=2023-11-14" / "symbol=AAA")) == [
+        "part-spot-20240105.parquet", "part-spot-a.parquet", "part-spot-b.parquet"]
     by_symbol = many.FORMATS["lobc"].by_symbol
     for name, date in dates.items():
         single = tmp_path / "single" / name
         assert replay_lobc(src / f"{name}.lobc", str(single), L2ReplayConfig())["status"] == "ok"
         for kind in ("bbo", "desyncs", "trades", "ticker_mismatches", "latency"):
             want = pd.read_parquet(single / f"{kind}.parquet")
-            want["date"] = date
+            want["date"] = (_utc_dates(want["recv_ns"]) if kind in by_symbol and len(want) else date)
             want = _norm(want)
             got = _rows_of(out / kind, name)
             if not len(want):
@@ -264,7 +267,47 @@ def test_lobc_captures_equal_the_single_replays(scheduler, tmp_path, capsys):
     for kind in ("bbo", "trades"):
         whole = _actual(out, kind)
         assert len(whole) == sum(len(_rows_of(out / kind, n)) for n in dates) > 50
-        assert set(whole["symbol"]) == {"AAA", "BBB", "CCC"} and set(whole["date"]) == set(dates.values())
+        assert set(whole["symbol"]) == {"AAA", "BBB", "CCC"} and set(whole["date"]) == {"2023-11-14"}
+
+
+def _utc_dates(recv_ns) -> list[str]:
+    return pd.to_datetime(recv_ns, unit="ns", utc=True).dt.strftime("%Y-%m-%d").tolist()
+
+
+def test_a_capture_past_midnight_puts_each_row_under_its_own_date(tmp_path):
+    """Event rows under the UTC date of their recv_ns; a capture replayed again leaves no
+    file of its earlier replay under a date it no longer has (--date or not)."""
+    recs, _ = synth_stream(64, n_messages=300, n_symbols=2)
+    half = len(recs) // 2
+    recs["recv_ns"][half:] += 86_400 * 10**9  # the second half a day later: 2023-11-15
+    src = tmp_path / "cap.lobc"
+    write_lobc(src, recs)
+    out = tmp_path / "ds"
+    cfg = L2ReplayConfig()
+    many.open_dataset(str(out), "lobc", many.FORMATS["lobc"].options(cfg))
+    [task] = many.plan("lobc", [str(src)], str(out), cfg)
+    assert many.run_task(task)["status"] == "ok"
+    assert sorted(os.listdir(out / "bbo")) == ["date=2023-11-14", "date=2023-11-15"]
+    assert sorted(os.listdir(out / "latency")) == ["date=2023-11-14"]  # the capture's own date
+    single = tmp_path / "single"
+    replay_lobc(src, str(single), cfg)
+    for kind in ("bbo", "trades"):
+        want = pd.read_parquet(single / f"{kind}.parquet")
+        got = _rows_of(out / kind, "cap")
+        assert len(got) == len(want) > 10
+        assert got["date"].tolist() == _utc_dates(got["recv_ns"])
+        assert sorted(set(got["date"])) == ["2023-11-14", "2023-11-15"]
+    success = json.loads((out / "_days" / "cap" / "_SUCCESS").read_text())
+    assert success["date"] == "2023-11-14" and success["dates"] == ["2023-11-14", "2023-11-15"]
+    # the same key again, from a capture of the first day only: nothing of it is left on the second
+    shutil.rmtree(out / "_days" / "cap")
+    write_lobc(src, recs[:half])
+    assert many.run_task(task)["status"] == "ok"
+    assert not list((out / "bbo").glob("date=2023-11-15/*/part-cap.parquet"))
+    replay_lobc(src, str(tmp_path / "single-1"), cfg)
+    got = _rows_of(out / "bbo", "cap")
+    assert len(got) == len(pd.read_parquet(tmp_path / "single-1" / "bbo.parquet")) > 10
+    assert set(got["date"]) == {"2023-11-14"}
 
 
 def _rows_of(root: Path, key: str) -> pd.DataFrame:
