@@ -29,7 +29,7 @@ __all__ = [
     "SNAPSHOT_BEGIN", "SNAPSHOT_LEVEL", "SNAPSHOT_END", "DIFF_BEGIN", "DIFF_LEVEL", "DIFF_END", "TRADE", "GAP",
     "RESYNC", "TICKER_BID", "TICKER_ASK",
     "GAP_SEQUENCE", "GAP_DISCONNECT", "GAP_24H", "GAP_SHUTDOWN", "GAP_STALE_SNAPSHOT", "GAP_RATE_LIMIT",
-    "GAP_MALFORMED",
+    "GAP_MALFORMED", "GAP_ROTATE",
     "parse_decimal", "format_decimal", "LobcWriter", "LobcData", "Torn", "Block", "read", "verify_crc",
     "iter_blocks", "check",
 ]
@@ -65,9 +65,9 @@ KIND_NAMES = {1: "SNAPSHOT_BEGIN", 2: "SNAPSHOT_LEVEL", 3: "SNAPSHOT_END", 4: "D
               6: "DIFF_END", 7: "TRADE", 8: "GAP", 9: "RESYNC", 10: "TICKER_BID", 11: "TICKER_ASK"}
 
 GAP_SEQUENCE, GAP_DISCONNECT, GAP_24H, GAP_SHUTDOWN = 1, 2, 3, 4
-GAP_STALE_SNAPSHOT, GAP_RATE_LIMIT, GAP_MALFORMED = 5, 6, 7
+GAP_STALE_SNAPSHOT, GAP_RATE_LIMIT, GAP_MALFORMED, GAP_ROTATE = 5, 6, 7, 8
 GAP_REASONS = {1: "sequence", 2: "disconnect", 3: "24h", 4: "shutdown", 5: "stale_snapshot", 6: "rate_limit",
-               7: "malformed"}
+               7: "malformed", 8: "rotate"}
 
 SIDE_BID, SIDE_ASK = ord("B"), ord("S")
 

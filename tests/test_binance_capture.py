@@ -220,3 +220,57 @@ def test_sigterm_mid_run_leaves_a_whole_file(tmp_path):
     c = lobc.check(out)
     assert c["whole"] and c["torn"] is None
     assert c["records_by_kind"]["SNAPSHOT_BEGIN"] == 1 and c["records_by_kind"]["DIFF_BEGIN"] > 5
+
+
+def test_rotate_starts_a_file_per_period_each_replaying_on_its_own(tmp_path):
+    """--rotate: a new file at every multiple of the period, named after its start; each
+    ends with one GAP (rotate) per symbol and the next starts as a new capture (a snapshot,
+    no RESYNC); every synced stretch is the server's sequence; the books of the last file
+    with events are the server's; each raw log converts to its own file's records."""
+    from lobreplay.binance.capture import rotated_name
+    from lobreplay.lobc import GAP_ROTATE
+    names = ["ETHUSDT", "BTCUSDT"]
+    scripts = [synthetic_script(n, SPOT, n_events=2400, seed=8 + i) for i, n in enumerate(names)]
+    fb, cap, st = asyncio.run(capture_against(
+        (SPOT, scripts), dict(rate=2500), tmp_path, symbols=[n.lower() for n in names], trades=True,
+        raw=str(tmp_path / "cap.jsonl"), rotate=1.0))
+    files = st["files"]
+    assert len(files) >= 2 and st["records"] == sum(f["records"] for f in files)
+    stamps = [os.path.basename(f["out"])[len("cap."):-len(".lobc")] for f in files]
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)  # one file per period, in order
+    assert all(len(x) == len("2026-11-30T13-00-00") for x in stamps)
+    assert rotated_name(str(tmp_path / "cap.lobc"), 0, 86400).endswith("cap.1970-01-01.lobc")
+    assert rotated_name("x.jsonl.gz", 3600 * 10**9, 3600) == "x.1970-01-01T01-00-00.jsonl.gz"
+    synced_files = []
+    for i, f in enumerate(files):
+        last = i == len(files) - 1
+        assert lobc.check(f["out"])["whole"]
+        rec = lobc.read(f["out"]).records
+        assert not (rec["kind"] == RESYNC).any()
+        for s, name in enumerate(names):
+            segs, reasons = segments(rec, s)
+            true = [(U, u) for U, u, _ in fb.applied_depth[name]]
+            for L, ids in segs:  # every synced stretch is the server's own sequence
+                j0 = next(j for j, (U, u) in enumerate(true) if u > L)
+                assert ids == true[j0:j0 + len(ids)], (i, name, L)
+            if segs:
+                synced_files.append((i, s))
+                assert reasons == ([] if last else [GAP_ROTATE]), (i, name, reasons)
+            if reasons:
+                assert rec[rec["symbol"] == s][-1]["kind"] == GAP  # the file's last word on the symbol
+        again = tmp_path / f"again-{i}.lobc"
+        convert(f["raw"], again)
+        assert len(lobc.read(again).records) == len(rec) and (lobc.read(again).records == rec).all()
+    # every file but possibly the last (a period after the server went quiet) synced both symbols
+    for i in range(len(files) - 1):
+        assert {s for j, s in synced_files if j == i} == {0, 1}, i
+    # the last synced stretch runs to the server's last event, and its book is the server's;
+    # unless the server went quiet just after a rotation: then the events it sent in the new
+    # period are in a file that never got to sync (a snapshot needs a later event)
+    for s, name in enumerate(names):
+        i = max(j for j, k in synced_files if k == s)
+        rec = lobc.read(files[i]["out"]).records
+        if segments(rec, s)[0][-1][1][-1] == [(U, u) for U, u, _ in fb.applied_depth[name]][-1]:
+            assert replay_books(rec, 2)[s] == true_book(fb, name)
+        else:
+            assert i == len(files) - 2 and not segments(lobc.read(files[-1]["out"]).records, s)[0]

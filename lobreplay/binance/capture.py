@@ -6,7 +6,10 @@ symbol through a small asyncio HTTP/1.1 client (cancellable, no new dependency),
 procedure of sync.py, and on any gap, disconnect, 24-hour cut or serverShutdown: a GAP
 record, reconnect (exponential backoff with jitter; 429/418 wait for Retry-After),
 re-snapshot, RESYNC, carry on. `--seconds`, SIGINT and SIGTERM end it cleanly: everything
-is flushed and the file is whole.
+is flushed and the file is whole. With `rotate` (seconds; 86400: a file per UTC day) the
+capture moves on to a new file at every multiple of it since the epoch, named after the
+period's start: the old file ends with a GAP (GAP_ROTATE) per symbol, the new one starts as a
+new capture (a snapshot per symbol), so each file replays on its own.
 
 With --raw FILE every message is also written as `<recv ns> <message>` (hftbacktest's
 layout), plus the snapshots (`{"stream":"<sym>@depthSnapshot","data":<REST body>}`) and the
@@ -62,6 +65,7 @@ class CaptureOptions:
     progress: bool | None = None                   # None: yes (a \r line on a terminal, else a line every 10 s)
     progress_interval: float | None = None         # default 1 s on a terminal, else 10 s
     install_signals: bool = True
+    rotate: float | None = None                    # a new file every this many seconds (86400: per UTC day)
 
     def validate(self) -> None:
         if self.market not in (SPOT, USDM):
@@ -78,6 +82,8 @@ class CaptureOptions:
             raise ValueError(f"--snapshot-limit for usdm: one of {', '.join(map(str, lim))}")
         if self.seconds is not None and self.seconds <= 0:
             raise ValueError("--seconds must be > 0")
+        if self.rotate is not None and not self.rotate >= 1:  # (file names tell periods apart to the second)
+            raise ValueError(f"--rotate: at least 1 s, got {self.rotate!r}")
         for name, url, schemes in (("--ws-url", self.ws_url, ("ws", "wss")),
                                    ("--rest-url", self.rest_url, ("http", "https"))):
             if url is not None and (urlsplit(url).scheme not in schemes or not urlsplit(url).hostname):
@@ -243,6 +249,7 @@ class Capture:
         self._last_take = time.monotonic()
         self._t0 = time.monotonic()
         self.started_ns = 0
+        self.files = []  # with rotate: {"out", "raw", "records", "bytes"} of each file closed
 
     # ------------------------------------------------------------ records
 
@@ -391,6 +398,50 @@ class Capture:
         if len(self.errors) > 100:
             del self.errors[:50]
 
+    # ------------------------------------------------------------ files
+
+    def _paths(self, start_ns: int) -> tuple[str, str | None]:
+        """The .lobc (and raw) file names for the period starting at start_ns."""
+        o = self.opts
+        if not o.rotate:
+            return o.out, o.raw
+        return rotated_name(o.out, start_ns, o.rotate), (rotated_name(o.raw, start_ns, o.rotate) if o.raw else None)
+
+    def _open_files(self, start_ns: int) -> None:
+        o = self.opts
+        out, raw = self._paths(start_ns)
+        self.writer = open_writer(out, market=o.market, symbols=self.machine.symbols, streams=self.streams)
+        if raw:
+            self.raw = RawLog(raw, {"format": "raw", "version": 1, "market": o.market,
+                                    "symbols": self.machine.symbols, "streams": self.streams,
+                                    "tool": f"lobreplay {__version__}"})
+
+    def _close_files(self) -> None:
+        self._drain()
+        self.writer.close()
+        if self.raw:
+            self.raw.close()
+        self.files.append({"out": self.writer.path, "raw": self.raw.path if self.raw else None,
+                           "records": self.writer.records, "bytes": self.writer.bytes})
+
+    async def _rotator(self) -> None:
+        period = int(self.opts.rotate * 1e9)
+        while True:
+            now = time.time_ns()
+            start = (now // period + 1) * period
+            await asyncio.sleep((start - now) / 1e9)
+            recv = time.time_ns()
+            for t in self.snapshot_tasks.values():  # the new file asks for its own snapshots
+                t.cancel()
+            self.snapshot_tasks.clear()
+            if self.raw:
+                self.raw.control(recv, event="end_file")
+            self.machine.end_file(recv)
+            self.machine.events = []
+            self._close_files()
+            self._open_files(start)
+            self._after()
+
     # ------------------------------------------------------------ progress
 
     def progress_line(self) -> str:
@@ -423,11 +474,7 @@ class Capture:
             o.progress = True
         interval = o.progress_interval or (1.0 if tty else 10.0)
         self.started_ns = time.time_ns()
-        self.writer = open_writer(o.out, market=o.market, symbols=self.machine.symbols, streams=self.streams)
-        if o.raw:
-            self.raw = RawLog(o.raw, {"format": "raw", "version": 1, "market": o.market,
-                                      "symbols": self.machine.symbols, "streams": self.streams,
-                                      "tool": f"lobreplay {__version__}"})
+        self._open_files(self.started_ns // int(o.rotate * 1e9) * int(o.rotate * 1e9) if o.rotate else 0)
         loop = asyncio.get_running_loop()
         sigs = []
         if o.install_signals and threading.current_thread() is threading.main_thread():
@@ -439,6 +486,8 @@ class Capture:
                     pass
         tasks = [loop.create_task(self._conn_loop(c)) for c in self.conns]
         tasks.append(loop.create_task(self._ticker(tty, interval)))
+        if o.rotate:
+            tasks.append(loop.create_task(self._rotator()))
         self._t0 = time.monotonic()
         try:
             if o.seconds is None:
@@ -456,10 +505,7 @@ class Capture:
             for t in everything:
                 t.cancel()
             await asyncio.gather(*everything, return_exceptions=True)
-            self._drain()
-            self.writer.close()
-            if self.raw:
-                self.raw.close()
+            self._close_files()
             if o.progress:
                 sys.stderr.write(("\r" if tty else "") + self.progress_line() + "\n")
                 sys.stderr.flush()
@@ -469,10 +515,24 @@ class Capture:
         st = dict(self.machine.stats)
         st.update(messages_received=self.messages, bytes_received=self.bytes_in, connects=self.connects,
                   disconnects=self.disconnects, rate_limited=self.rate_limited, snapshot_errors=self.snapshot_errors,
-                  records=self.writer.records if self.writer else 0, bytes=self.writer.bytes if self.writer else 0,
-                  out=self.opts.out, raw=self.opts.raw, per_symbol=self.machine.symbol_stats(),
-                  notes=list(self.errors[-10:]))
+                  records=sum(f["records"] for f in self.files) if self.files else
+                  (self.writer.records if self.writer else 0),
+                  bytes=sum(f["bytes"] for f in self.files) if self.files else (self.writer.bytes if self.writer else 0),
+                  out=self.writer.path if self.writer else self.opts.out, raw=self.opts.raw,
+                  files=list(self.files), per_symbol=self.machine.symbol_stats(), notes=list(self.errors[-10:]))
         return st
+
+
+def rotated_name(path: str, start_ns: int, period: float) -> str:
+    """path with the period's start (UTC) before its extension: cap.lobc -> cap.2026-11-30.lobc
+    for whole days, cap.2026-11-30T13-00-00.lobc otherwise (.jsonl.gz and the like kept whole)."""
+    t = time.gmtime(start_ns // 1_000_000_000)
+    stamp = time.strftime("%Y-%m-%d" if period % 86400 == 0 else "%Y-%m-%dT%H-%M-%S", t)
+    head, name = os.path.split(path)
+    parts = name.split(".")
+    keep = 2 if len(parts) > 2 and parts[-1] == "gz" else 1
+    base, ext = (".".join(parts[:-keep]), "." + ".".join(parts[-keep:])) if len(parts) > 1 else (name, "")
+    return os.path.join(head, f"{base}.{stamp}{ext}")
 
 
 def run_capture(opts: CaptureOptions) -> dict:

@@ -45,6 +45,8 @@ def _cmd_capture_binance(args) -> int:
                           progress=False if args.no_progress else None)
     if args.max_connection_age:
         opts.max_connection_age = args.max_connection_age
+    if args.rotate:
+        opts.rotate = _rotate_seconds(args.rotate)
     try:
         opts.validate()
     except ValueError as e:
@@ -57,6 +59,15 @@ def _cmd_capture_binance(args) -> int:
         with open(args.stats_json, "w") as f:
             json.dump(st, f, indent=1, default=str)
     return 0
+
+
+def _rotate_seconds(text: str) -> float:
+    from ..errors import InputError
+    named = {"day": 86400.0, "hour": 3600.0}
+    try:
+        return named[text] if text in named else float(text)
+    except ValueError:
+        raise InputError(f"capture binance --rotate: day, hour or a number of seconds, not {text!r}") from None
 
 
 def add_commands(subparsers) -> argparse.ArgumentParser:
@@ -85,6 +96,9 @@ def add_commands(subparsers) -> argparse.ArgumentParser:
     b.add_argument("--rest-url", help="REST base URL (default the market's Binance URL)")
     b.add_argument("--max-connection-age", type=float, default=None, metavar="S",
                    help="reconnect after S seconds (default 86100: before Binance's 24-hour cut)")
+    b.add_argument("--rotate", metavar="day|hour|S",
+                   help="a new file at every UTC midnight (day), hour, or multiple of S seconds, named after "
+                        "its start (OUT.2026-11-30.lobc); each file replays on its own")
     b.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     b.add_argument("--stats-json", metavar="FILE", help="write the final counters as JSON")
     b.add_argument("--selftest", action="store_true",

@@ -473,4 +473,6 @@ def _raw_control(machine: DepthSync, msg: bytes, recv: int) -> None:
         machine.disconnected(recv, int(ctl["reason"]), ctl.get("symbols"))
     elif ev == "snapshot_failed":
         machine.snapshot_failed(ctl["symbol"], recv, int(ctl["reason"]))
+    elif ev == "end_file":  # capture --rotate: the last line of a file
+        machine.end_file(recv)
     machine.events = []

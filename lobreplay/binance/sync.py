@@ -50,7 +50,7 @@ import numpy as np
 
 from .. import lobc
 from ..lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT,
-                    GAP_SEQUENCE, GAP_STALE_SNAPSHOT, RECORD_DTYPE, RESYNC, SNAPSHOT_BEGIN,
+                    GAP_ROTATE, GAP_SEQUENCE, GAP_STALE_SNAPSHOT, RECORD_DTYPE, RESYNC, SNAPSHOT_BEGIN,
                     SNAPSHOT_END, SNAPSHOT_LEVEL, TICKER_ASK, TICKER_BID, TRADE)
 
 SPOT, USDM = "spot", "usdm"
@@ -486,6 +486,16 @@ class DepthSync:
             self._lose(st)
             st.buffer.clear()
             st.requested = False
+
+    def end_file(self, recv_ns: int) -> None:
+        """The capture moves on to its next file (capture --rotate): a GAP (GAP_ROTATE) for
+        each symbol that had received depth events since its last GAP, then every symbol
+        starts again as in a new capture (buffering, no open gap), so that the next file's
+        records stand on their own: a snapshot per symbol, no RESYNC."""
+        self.disconnected(recv_ns, GAP_ROTATE)
+        for st in self.syms:
+            st.gap_open = False
+            st.fresh = False
 
     # ------------------------------------------------------------ messages
 
