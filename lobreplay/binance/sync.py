@@ -413,7 +413,7 @@ class DepthSync:
                 self.feed_snapshot(None, data, recv_ns)
             else:
                 self.stats["ignored"] += 1  # kline, partial depth, subscription replies, ...
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError) as err:
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError):
             self._malformed(raw, recv_ns, err)
 
     def feed_depth(self, stream, s, U, u, pu, exch_ms, recv_ns: int, bids: np.ndarray, asks: np.ndarray) -> None:
@@ -447,7 +447,7 @@ class DepthSync:
             exch = _ms(data.get("E"), "E")
             bids = self.levels.prepare(data["bids"])
             asks = self.levels.prepare(data["asks"])
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError) as err:
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError):
             self.stats["malformed"] += 1
             targets = [st] if st is not None else [s for s in self.syms if s.state == BUFFERING and s.requested]
             for s in targets or self.syms:
