@@ -413,7 +413,7 @@ class DepthSync:
                 self.feed_snapshot(None, data, recv_ns)
             else:
                 self.stats["ignored"] += 1  # kline, partial depth, subscription replies, ...
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError):
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError) as err:
             self._malformed(raw, recv_ns, err)
 
     def feed_depth(self, stream, s, U, u, pu, exch_ms, recv_ns: int, bids: np.ndarray, asks: np.ndarray) -> None:
