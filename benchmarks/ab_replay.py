@@ -26,7 +26,8 @@ FIELDS = ("wall", "cpu", "pass1", "pass2", "core")
 
 
 def run(checkout: str, path: str, out: str, extra: list[str]) -> dict:
-    cores = glob.glob(os.path.join(checkout, "lobreplay", "_core*.so"))
+    # the newest build: an in-place build and an installed one can sit side by side
+    cores = sorted(glob.glob(os.path.join(checkout, "lobreplay", "_core*.so")), key=os.path.getmtime, reverse=True)
     if not cores:
         sys.exit(f"{checkout}: no built core (run `python csrc/build_core.py` there)")
     env = dict(os.environ, PYTHONPATH=checkout, LOBREPLAY_CORE=cores[0])
