@@ -705,7 +705,39 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
                  (unsigned long long)id);
     }
     if (used != b->live) FAIL("index holds %llu ids, live count %u", (unsigned long long)used, b->live);
+    if (!b->owners_used) /* set_owner writes an entry only once a participant has rested */
+        for (uint32_t oi = 0; oi < b->capacity; oi++)
+            if (b->owner[oi]) FAIL("order record %u has participant %u in a book that has seen none", oi, b->owner[oi]);
     if (msg && msglen) msg[0] = 0;
+    return LOB_OK;
+}
+
+int lob_book_break(lob_book *b, int what)
+{
+    int64_t li = b->best_bid >= 0 ? b->best_bid : b->best_ask;
+    if (li < 0) return LOB_EARG;
+    level_t *L = &b->levels[li];
+    order_t *o = &b->orders[L->head];
+    switch (what) {
+    case LOB_BREAK_LEVEL_TOTAL: L->total += 1; break;
+    case LOB_BREAK_LEVEL_COUNT: L->count += 1; break;
+    case LOB_BREAK_PREV_LINK: o->prev = L->head; break;
+    case LOB_BREAK_LEVEL_BIT: b->bits[li >> 6] &= ~(1ULL << (li & 63)); break;
+    case LOB_BREAK_SUMMARY_BIT: b->bits2[(li >> 6) >> 6] &= ~(1ULL << ((li >> 6) & 63)); break;
+    case LOB_BREAK_BEST_BID: b->best_bid = b->best_bid >= 0 ? -1 : (int64_t)b->nlevels - 1; break;
+    case LOB_BREAK_INDEX_TAG: b->slots[o->slot].tag ^= 1u; break;
+    case LOB_BREAK_ORDER_QTY: o->qty = 0; break;
+    case LOB_BREAK_LIVE_COUNT: b->live += 1; break;
+    case LOB_BREAK_FREE_LIST:
+        if (b->free_head == NIL) return LOB_EARG;
+        b->orders[b->free_head].next = b->free_head; /* a cycle */
+        break;
+    case LOB_BREAK_PARTICIPANT:
+        if (b->owners_used) return LOB_EARG;
+        b->owner[L->head] = 7;
+        break;
+    default: return LOB_EARG;
+    }
     return LOB_OK;
 }
 

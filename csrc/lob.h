@@ -255,6 +255,16 @@ int lob_book_participant(const lob_book *b, uint64_t id, uint32_t *participant);
  * not crossed). Returns LOB_OK, or LOB_ECORRUPT with a description in msg
  * (NUL-terminated, truncated to msglen; msg may be NULL). Read-only. */
 int lob_book_validate(const lob_book *b, char *msg, size_t msglen);
+/* For tests of lob_book_validate only: break one invariant of a book that holds at
+ * least one order (what: LOB_BREAK_*). Returns LOB_OK, or LOB_EARG if the book has no
+ * order or `what` is unknown. A broken book must not be used for anything but
+ * lob_book_validate and lob_book_free. */
+enum {
+    LOB_BREAK_LEVEL_TOTAL = 1, LOB_BREAK_LEVEL_COUNT, LOB_BREAK_PREV_LINK, LOB_BREAK_LEVEL_BIT,
+    LOB_BREAK_SUMMARY_BIT, LOB_BREAK_BEST_BID, LOB_BREAK_INDEX_TAG, LOB_BREAK_ORDER_QTY,
+    LOB_BREAK_LIVE_COUNT, LOB_BREAK_FREE_LIST, LOB_BREAK_PARTICIPANT
+};
+int lob_book_break(lob_book *b, int what);
 
 /* ---- sessions ------------------------------------------------------- */
 

@@ -113,6 +113,12 @@ size_t lob_book_orders(const lob_book *b, uint8_t side, uint64_t *ids, int64_t *
 int lob_book_find(const lob_book *b, uint64_t id, uint8_t *side, int64_t *price, int64_t *qty);
 int lob_book_participant(const lob_book *b, uint64_t id, uint32_t *participant);
 int lob_book_validate(const lob_book *b, char *msg, size_t msglen);
+enum {
+    LOB_BREAK_LEVEL_TOTAL = 1, LOB_BREAK_LEVEL_COUNT, LOB_BREAK_PREV_LINK, LOB_BREAK_LEVEL_BIT,
+    LOB_BREAK_SUMMARY_BIT, LOB_BREAK_BEST_BID, LOB_BREAK_INDEX_TAG, LOB_BREAK_ORDER_QTY,
+    LOB_BREAK_LIVE_COUNT, LOB_BREAK_FREE_LIST, LOB_BREAK_PARTICIPANT
+};
+int lob_book_break(lob_book *b, int what);
 
 lob_session *lob_session_new(uint32_t max_instrument, int *status);
 void lob_session_free(lob_session *s);

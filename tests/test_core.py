@@ -678,3 +678,24 @@ def test_orders_of_a_side_best_first_in_queue_order_and_capped():
     b.cancel(3)
     b.cancel(1)
     assert b.orders(B)[0].tolist() == [4] and len(L.OrderBook(100, 200, 1, 4).orders(S)[0]) == 0
+
+
+@pytest.mark.parametrize("what, says", [
+    ("LEVEL_TOTAL", "total"), ("LEVEL_COUNT", "orders linked, count"), ("PREV_LINK", "prev link"),
+    ("LEVEL_BIT", "bitmap says 0"), ("SUMMARY_BIT", "summary bit of word"), ("BEST_BID", "cached best bid"),
+    ("INDEX_TAG", "index does not lead to it"), ("ORDER_QTY", "non-positive qty"),
+    ("LIVE_COUNT", "live count"), ("FREE_LIST", "free list longer than"),
+    ("PARTICIPANT", "has participant 7 in a book that has seen none")])
+def test_validate_finds_each_broken_invariant(what, says):
+    """validate() is what every other test trusts: each invariant broken on purpose
+    (lob_book_break) is reported, by name; the same book unbroken passes."""
+    from lobreplay._coreapi import lib
+    from lobreplay.errors import CorruptBookError
+    b = L.OrderBook(100, 200, 1, 64)
+    for oid, side, px, q in ((1, B, 150, 10), (2, B, 150, 5), (3, S, 160, 7), (4, B, 140, 1)):
+        b.new(oid, side, px, q)
+    b.validate()
+    assert lib.lob_book_break(b._b.ptr, getattr(lib, f"LOB_BREAK_{what}")) == lib.LOB_OK
+    with pytest.raises(CorruptBookError, match=says):
+        b.validate()
+    assert lib.lob_book_break(L.OrderBook(100, 200, 1, 4)._b.ptr, lib.LOB_BREAK_LEVEL_TOTAL) == lib.LOB_EARG
