@@ -125,13 +125,6 @@ def _run_part(path: str, part_dir: str, cfg: ReplayConfig) -> dict:
     return s
 
 
-def _order_key(t: pa.Table, name: str) -> list[tuple[str, str]]:
-    """File order: by message (residual rows last), ties (residual rows) by locate;
-    depth samples by time, then locate."""
-    first = ("time_ns", "ascending") if name == "depth" else ("_key", "ascending")
-    return [first] + [("locate", "ascending")] * ("locate" in t.column_names)
-
-
 def merge(parts: list[str], out_dir: str, summaries: list[dict], last_event_ns: int | None = None, *,
           hgrm: bool = True) -> dict:
     """last_event_ns: the time of the replay's last event (the latest of the parts'),
@@ -153,20 +146,23 @@ def _merge_table(files: list[str], out_dir: str, stem: str, parts: list[str], su
     tables = [read_report(f) for f in files]
     meta = dict(tables[0].schema.metadata or {})
     meta[b"source_sha256"] = summaries[0]["source"]["source_sha256"].encode()  # the parent's hash
-    t = pa.concat_tables(tables, promote_options="default").unify_dictionaries().combine_chunks()
+    t = pa.concat_tables(tables, promote_options="default").unify_dictionaries()
     if stem == "symbols":
-        t = _merge_symbols(t)
+        t = _merge_symbols(t.combine_chunks())
     elif stem == "latency":
-        t = _merge_latency(t, parts, tables[0].schema.with_metadata(meta), hgrm)
-    elif "message" in t.column_names or stem == "depth":
-        if "message" in t.column_names:  # residual rows (message -1) come last, as in one process
-            m = t["message"]
-            t = t.append_column("_key", pc.if_else(pc.less(m, 0), pa.scalar(2**62, pa.int64()), m))
-        t = t.take(pc.sort_indices(t, _order_key(t, stem)))
-        if "_key" in t.column_names:
-            t = t.drop_columns(["_key"])
+        t = _merge_latency(t.combine_chunks(), parts, tables[0].schema.with_metadata(meta), hgrm)
+    elif "message" in t.column_names:
+        # file order: each part's rows are in it already, and rows of one message come from
+        # one part, so a stable sort by message merges them (numpy's timsort: runs); residual
+        # rows (message -1) last, by locate, as in one process
+        m = t["message"].to_numpy()
+        loc = t["locate"].to_numpy().astype(np.int64) if "locate" in t.column_names else 0
+        key = np.where(m < 0, (1 << 62) + loc, m)
+        t = t.take(pa.array(np.argsort(key, kind="stable")))
         if stem == "desyncs" and last_event_ns is not None:
             t = _residual_time(t, last_event_ns)
+    elif stem == "depth":
+        t = t.take(pc.sort_indices(t, [("time_ns", "ascending"), ("locate", "ascending")]))
     pq.write_table(t.replace_schema_metadata(meta), report_path(out_dir, stem), compression="zstd")
 
 
