@@ -32,9 +32,14 @@ class Deferred:
         return f"<deferred module {self._name!r}>"
 
 
-def preload(names=ARROW) -> None:
-    """Import the modules on a daemon thread (the import lock makes a use meanwhile wait)."""
+def preload(names=ARROW) -> threading.Thread | None:
+    """Import the modules on a daemon thread (the import lock makes a use meanwhile wait).
+    Returns the thread (None if every module is imported already), for a caller that must
+    join it, e.g. before a fork."""
     missing = [n for n in names if n not in sys.modules]
-    if missing:
-        threading.Thread(target=lambda: [importlib.import_module(n) for n in missing], daemon=True,
-                         name="preload-imports").start()
+    if not missing:
+        return None
+    t = threading.Thread(target=lambda: [importlib.import_module(n) for n in missing], daemon=True,
+                         name="preload-imports")
+    t.start()
+    return t

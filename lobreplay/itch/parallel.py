@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._lazy import Deferred
+from .._lazy import Deferred, preload
 from ..events import Kind
 from ..latency import histogram_table, summary_rows
 from ..reports import STREAM_SUFFIX, file_sha256, read_report, report_path, write_json
@@ -51,13 +51,17 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             for k in range(jobs)]
     global _PASS1
     try:
-        # pass 1 here, once (its scans on `jobs` threads), beside the file's SHA-256 on
-        # another thread; both are done before the fork
+        # pass 1 here, once (its scans on `jobs` threads), beside the file's SHA-256 and, with
+        # reports, the pyarrow and pandas imports (once here, not in every part) on other
+        # threads; all of them are done before the fork
+        imports = preload() if cfg.reports else None
         with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:
             sha = helper.submit(file_sha256, path)
             p1 = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False).pass1(threads=jobs)
             scanned = time.perf_counter()
             sha256 = sha.result()
+        if imports is not None:
+            imports.join()
         _PASS1 = (p1, split_locates(p1.stats["messages"], jobs))
         ctx = multiprocessing.get_context("fork")  # the parts inherit _PASS1; no thread is running
         forked, t_fork = time.time(), time.perf_counter()
