@@ -524,10 +524,11 @@ class Capture:
 
 
 def rotated_name(path: str, start_ns: int, period: float) -> str:
-    """path with the period's start (UTC) before its extension: cap.lobc -> cap.2026-11-30.lobc
-    for whole days, cap.2026-11-30T13-00-00.lobc otherwise (.jsonl.gz and the like kept whole)."""
+    """path with the period's start (UTC) before its extension: cap.lobc -> cap.20261130.lobc
+    for whole days, cap.20261130T130000.lobc otherwise (.jsonl.gz and the like kept whole). The
+    YYYYMMDD is what replay-many and the replays read a file's date from."""
     t = time.gmtime(start_ns // 1_000_000_000)
-    stamp = time.strftime("%Y-%m-%d" if period % 86400 == 0 else "%Y-%m-%dT%H-%M-%S", t)
+    stamp = time.strftime("%Y%m%d" if period % 86400 == 0 else "%Y%m%dT%H%M%S", t)
     head, name = os.path.split(path)
     parts = name.split(".")
     keep = 2 if len(parts) > 2 and parts[-1] == "gz" else 1

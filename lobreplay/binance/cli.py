@@ -98,7 +98,7 @@ def add_commands(subparsers) -> argparse.ArgumentParser:
                    help="reconnect after S seconds (default 86100: before Binance's 24-hour cut)")
     b.add_argument("--rotate", metavar="day|hour|S",
                    help="a new file at every UTC midnight (day), hour, or multiple of S seconds, named after "
-                        "its start (OUT.2026-11-30.lobc); each file replays on its own")
+                        "its start (OUT.20261130.lobc); each file replays on its own")
     b.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     b.add_argument("--stats-json", metavar="FILE", help="write the final counters as JSON")
     b.add_argument("--selftest", action="store_true",
