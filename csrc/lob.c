@@ -899,8 +899,14 @@ static inline uint64_t ticks_to_ns(const lob_session *s, uint64_t ticks)
 }
 
 /* ns per tick, measured against CLOCK_MONOTONIC over about 2 ms. */
+/* The TSC's ns per tick (32.32 fixed point) over a 2 ms spin against CLOCK_MONOTONIC,
+ * measured once per process (the TSC is invariant: every session gets the same). */
+static _Atomic uint64_t tsc_mult_cached;
+
 static uint64_t tsc_calibrate(void)
 {
+    uint64_t have = atomic_load_explicit(&tsc_mult_cached, memory_order_relaxed);
+    if (have) return have;
     int64_t t0 = lob_clock_ns(), t1;
     uint64_t c0 = clock_ticks(LOB_CLOCK_TSC), c1;
     do {
@@ -908,7 +914,9 @@ static uint64_t tsc_calibrate(void)
         c1 = clock_ticks(LOB_CLOCK_TSC);
     } while (t1 - t0 < 2000000);
     if (c1 <= c0) return 0;
-    return (uint64_t)((((unsigned __int128)(uint64_t)(t1 - t0)) << 32) / (c1 - c0));
+    uint64_t mult = (uint64_t)((((unsigned __int128)(uint64_t)(t1 - t0)) << 32) / (c1 - c0));
+    atomic_store_explicit(&tsc_mult_cached, mult, memory_order_relaxed);
+    return mult;
 }
 
 static void probe(const lob_session *s, int clock, uint32_t iterations, double *cost_ns, int64_t *min_step_ns)
