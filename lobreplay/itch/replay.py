@@ -335,12 +335,13 @@ class ItchReplay:
             for chunk in self.src.chunks():
                 if len(ev) < chunk.n:
                     # reused for every chunk (a quarter to spare: chunks differ in messages),
-                    # and written once now: a first write to a fresh page inside the core
-                    # would be a page fault timed as an event's latency
+                    # and with timing on written once now: a first write to a fresh page inside
+                    # the core would be a page fault timed as an event's latency
                     cap = chunk.n + chunk.n // 4
-                    ev, ts, mi, res = (_touched(np.empty(cap, d)) for d in (EVENT_DTYPE, np.int64, np.uint32,
-                                                                           RESULT_DTYPE))
-                    bbo = _touched(np.empty(cap, BBO_DTYPE)) if want_bbo else None
+                    prep = _touched if cfg.timing else (lambda a: a)
+                    ev, ts, mi, res = (prep(np.empty(cap, d)) for d in (EVENT_DTYPE, np.int64, np.uint32,
+                                                                        RESULT_DTYPE))
+                    bbo = prep(np.empty(cap, BBO_DTYPE)) if want_bbo else None
                 k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
                 a0 = time.perf_counter()
                 if cfg.depth_levels and "depth" in reports and cfg.depth_every_ns == 0:
