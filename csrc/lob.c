@@ -898,7 +898,6 @@ static inline uint64_t ticks_to_ns(const lob_session *s, uint64_t ticks)
     return (uint64_t)(((unsigned __int128)ticks * s->tsc_mult) >> 32);
 }
 
-/* ns per tick, measured against CLOCK_MONOTONIC over about 2 ms. */
 /* The TSC's ns per tick (32.32 fixed point) over a 2 ms spin against CLOCK_MONOTONIC,
  * measured once per process (the TSC is invariant: every session gets the same). */
 static _Atomic uint64_t tsc_mult_cached;

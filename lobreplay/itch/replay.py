@@ -70,7 +70,7 @@ class ReplayConfig:
     depth_levels: int = 0                # N-level book samples (depth.parquet); 0: none
     depth_every_ns: int = 1_000_000_000  # ... every this many ns of feed time; 0: after every change
     part: tuple[int, int] | None = None  # (k, jobs): replay only part k's share of the locates
-    #                                      (locate % jobs == k, unless pass1= hands out another split)
+    #                                      (the split comes with ItchReplay's pass1=)
 
 
 @dataclass
@@ -167,8 +167,9 @@ class ItchReplay:
         self.hash_file = hash_file
         self._sha256: Future | None = None  # the file's SHA-256, computed beside both passes
         self._stop_hash = threading.Event()  # a failed replay does not wait for it
-        # the part each locate belongs to (parallel replays)
-        self.owner = None if cfg.part is None else (np.arange(65536) % cfg.part[1] if pass1 is None else pass1[1])
+        if cfg.part is not None and pass1 is None:
+            raise ValueError("a part of a parallel replay starts from the parent's pass 1 (pass1=)")
+        self.owner = None if pass1 is None else pass1[1]  # the part each locate belongs to (parallel replays)
         date = dt.date.fromisoformat(cfg.date) if cfg.date else session_date(path)
         self.date = date
         self.midnight_utc_ns = None
@@ -375,7 +376,7 @@ class ItchReplay:
                 reports.write_table("latency_histograms", histogram_table(hists))
         clock = sess.clock(200_000) if cfg.timing else None
         if "symbols" in cfg.reports:
-            self._symbols(p1, sizing, desync_per_locate, residual)
+            self._symbols(p1, sizing, desync_per_locate, residual, reports.stream)
         n_desync = int(sum(self.counts["desyncs"].values()) + sum(self.counts["rejects"].values()))
         execs = int(p1.stats["executions"][[z.locate for z in sizing]].sum()) if sizing else 0
         return {
@@ -587,7 +588,7 @@ class ItchReplay:
         reports.write("latency", report_rows(sess, [(symtab[z.locate].as_py() or str(z.locate), z.locate)
                                                     for z in sizing]))
 
-    def _symbols(self, p1: _Pass1, sizing, per_locate, residual) -> None:
+    def _symbols(self, p1: _Pass1, sizing, per_locate, residual, stream: bool) -> None:
         st = p1.stats
         locs = sorted(set(p1.symbols) | {int(x) for x in np.flatnonzero(st["messages"])} - {0})
         z = {s.locate: s for s in sizing}
@@ -614,9 +615,8 @@ class ItchReplay:
             cols[f] = st[f][locs]
         cols["desyncs"] = per_locate[locs]
         cols["residual_orders"] = [residual.get(loc, 0) for loc in locs]
-        part = self.cfg.part is not None
-        w = TableWriter(report_path(self.out_dir, "symbols", part), reports.SCHEMAS["symbols"], self.src_meta(),
-                        stream=part)
+        w = TableWriter(report_path(self.out_dir, "symbols", stream), reports.SCHEMAS["symbols"], self.src_meta(),
+                        stream=stream)  # as the ReportSet's tables
         try:
             w.write(cols)
         finally:
