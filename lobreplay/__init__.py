@@ -1,11 +1,23 @@
-"""lobreplay: market-data replay on a C price-time priority matching core."""
-from .book import BatchResult, BookView, Fill, OrderBook, Session
-from .errors import (BadEventError, BadPriceError, BadQuantityError, BookFullError, CorruptBookError,
-                     DuplicateOrderError, InputError, LobError, OutOfBandError, UnknownInstrumentError,
-                     UnknownOrderError)
-from .events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, TIF, Cause, Flag, Kind, Side, Status
+"""lobreplay: market-data replay on a C price-time priority matching core.
+
+The public names below are imported on first use (PEP 562), so that the
+command line can start, and set up its environment, before numpy loads.
+"""
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
+
+_FROM = {
+    ".book": ("BatchResult", "BookView", "Fill", "OrderBook", "Session"),
+    ".errors": ("BadEventError", "BadPriceError", "BadQuantityError", "BookFullError", "CorruptBookError",
+                "DuplicateOrderError", "InputError", "LobError", "OutOfBandError", "UnknownInstrumentError",
+                "UnknownOrderError"),
+    ".events": ("BBO_DTYPE", "DESYNC_DTYPE", "EVENT_DTYPE", "EXEC_DTYPE", "RESULT_DTYPE", "TIF", "Cause", "Flag",
+                "Kind", "Side", "Status"),
+}
+_WHERE = {name: module for module, names in _FROM.items() for name in names}
 
 __all__ = [
     "Session", "OrderBook", "BookView", "BatchResult", "Fill",
@@ -15,3 +27,16 @@ __all__ = [
     "BadQuantityError", "BadPriceError", "BadEventError", "UnknownInstrumentError", "CorruptBookError",
     "InputError", "__version__",
 ]
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lobreplay' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -301,6 +302,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # lobreplay calls no BLAS, but numpy's OpenBLAS starts a thread per core at
+    # import, and each spins about 0.1 s of CPU waiting for work that never
+    # comes: a core taken from the reader, hash and --jobs processes. Only
+    # before numpy loads, and a user's own setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

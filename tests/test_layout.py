@@ -91,3 +91,22 @@ def test_the_core_loaded_is_the_one_asked_for():
         assert loaded == os.path.realpath(wanted)
     else:
         assert os.path.dirname(loaded) == os.path.dirname(os.path.realpath(lobreplay.__file__))
+
+
+def test_public_names_resolve_and_numpy_loads_on_first_use():
+    """Every name in __all__ resolves; `import lobreplay` (and the command
+    line's module) load no numpy, so the command line sets its environment
+    first (OPENBLAS_NUM_THREADS: lobreplay calls no BLAS)."""
+    import subprocess
+    import sys
+    for name in lobreplay.__all__:
+        assert getattr(lobreplay, name) is not None, name
+    with pytest.raises(AttributeError, match="no_such_name"):
+        lobreplay.no_such_name  # noqa: B018
+    code = ("import sys, lobreplay, lobreplay.cli; assert 'numpy' not in sys.modules, 'numpy loaded'; "
+            "import os; os.environ.pop('OPENBLAS_NUM_THREADS', None); "
+            "sys.argv = ['lobreplay', 'demo', '--events', '2000', '--repeat', '1']; "
+            "rc = lobreplay.cli.main(); assert rc == 0, rc; "
+            "assert os.environ['OPENBLAS_NUM_THREADS'] == '1'; assert 'numpy' in sys.modules")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
