@@ -13,7 +13,6 @@ run whose parts' core seconds are not about half of --jobs 1's.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import statistics
@@ -22,13 +21,11 @@ import sys
 import tempfile
 import time
 
+from ab_replay import checkout_env
+
 
 def run(checkout: str, path: str, out: str, jobs: int, extra: list[str]) -> dict:
-    # the newest build: an in-place build and an installed one can sit side by side
-    cores = sorted(glob.glob(os.path.join(checkout, "lobreplay", "_core*.so")), key=os.path.getmtime, reverse=True)
-    if not cores:
-        sys.exit(f"{checkout}: no built core (run `python csrc/build_core.py` there)")
-    env = dict(os.environ, PYTHONPATH=checkout, LOBREPLAY_CORE=cores[0])
+    env = checkout_env(checkout)
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import sys; from lobreplay.cli import main; sys.exit(main())",
                     "itch", "replay", path, "-o", out, "--force", "--no-progress", "--jobs", str(jobs), *extra],

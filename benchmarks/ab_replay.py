@@ -12,6 +12,7 @@ threads), and pass 1, pass 2 and core seconds from summary.json.
 from __future__ import annotations
 
 import argparse
+import compileall
 import glob
 import json
 import os
@@ -25,12 +26,20 @@ import time
 FIELDS = ("wall", "cpu", "pass1", "pass2", "core")
 
 
-def run(checkout: str, path: str, out: str, extra: list[str]) -> dict:
-    # the newest build: an in-place build and an installed one can sit side by side
+def checkout_env(checkout: str) -> dict:
+    """The environment that runs this checkout's package with its newest core build
+    (an in-place build and an installed one can sit side by side), after compiling
+    its bytecode: an installed package has it (pip compiles on install), a checkout
+    run with PYTHONDONTWRITEBYTECODE would otherwise compile every module every run."""
     cores = sorted(glob.glob(os.path.join(checkout, "lobreplay", "_core*.so")), key=os.path.getmtime, reverse=True)
     if not cores:
         sys.exit(f"{checkout}: no built core (run `python csrc/build_core.py` there)")
-    env = dict(os.environ, PYTHONPATH=checkout, LOBREPLAY_CORE=cores[0])
+    compileall.compile_dir(os.path.join(checkout, "lobreplay"), quiet=1)
+    return dict(os.environ, PYTHONPATH=checkout, LOBREPLAY_CORE=cores[0])
+
+
+def run(checkout: str, path: str, out: str, extra: list[str]) -> dict:
+    env = checkout_env(checkout)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import sys; from lobreplay.cli import main; sys.exit(main())",

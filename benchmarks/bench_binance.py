@@ -11,6 +11,7 @@ Markdown table for benchmarks/RESULTS.md. Speed is never asserted.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import resource
@@ -83,6 +84,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5.0, help="capture duration")
     ap.add_argument("--only", default="convert,replay,capture", help="comma-separated: convert, replay, capture")
     args = ap.parse_args()
+    compileall.compile_dir(ROOT / "lobreplay", quiet=1)  # as installed (pip compiles bytecode)
     only = {w.strip() for w in args.only.split(",")}
     rows = []
     with tempfile.TemporaryDirectory() as d:

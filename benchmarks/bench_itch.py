@@ -12,6 +12,7 @@ Prints a Markdown table for benchmarks/RESULTS.md. Speed is never asserted.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
@@ -95,6 +96,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--configs", help="comma-separated config numbers (1-based) to run")
     args = ap.parse_args()
+    compileall.compile_dir(ROOT / "lobreplay", quiet=1)  # as installed (pip compiles bytecode)
     BUILD.mkdir(parents=True, exist_ok=True)
     days = [("wide", int(m)) for m in args.sizes.split(",")] + [("narrow", 5)]
     files = {(n, m): make_day(n, m) for n, m in days}

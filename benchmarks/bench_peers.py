@@ -21,6 +21,7 @@ with the symbol and both values and counted in the table. Speed is never asserte
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import platform
@@ -488,6 +489,7 @@ def main() -> int:
     ap.add_argument("--write", help="replace the delimited section of this Markdown file (benchmarks/RESULTS.md)")
     ap.add_argument("--command", default=None, help="the command to print in the report")
     ARGS = ap.parse_args()
+    compileall.compile_dir(ROOT / "lobreplay", quiet=1)  # as installed (pip compiles bytecode)
     t_start = time.perf_counter()
     machine = machine_note()
     source = source_note()
