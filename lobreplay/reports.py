@@ -12,10 +12,13 @@ at most a few batches waiting: the core replays the next chunk meanwhile.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import resource
+import sys
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Mapping
@@ -245,6 +248,8 @@ def file_sha256(path: str, stop=None) -> str | None:
     """The SHA-256 of a file's bytes, the provenance every report carries (read into one
     reused buffer; hashlib releases the GIL on each block, so it runs beside a replay on
     its own thread). None if `stop` (a threading.Event) was set before the end."""
+    if threading.current_thread() is not threading.main_thread():
+        _background()
     h, buf = hashlib.sha256(), bytearray(1 << 20)
     view = memoryview(buf)
     with open(path, "rb", buffering=0) as f:
@@ -253,6 +258,15 @@ def file_sha256(path: str, stop=None) -> str | None:
                 return None
             h.update(view[:n])
     return h.hexdigest()
+
+
+def _background() -> None:
+    """Lower the calling thread's priority (Linux: nice 19 for this thread only), so that
+    work beside the replay takes the CPU the replay leaves and not a core it needs: the
+    hash of a file is needed only at the end, the replay's own threads all along."""
+    if sys.platform.startswith("linux"):  # elsewhere a thread id is not a PRIO_PROCESS target
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def _schema(name: str):

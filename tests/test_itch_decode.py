@@ -3,6 +3,7 @@ decoder (tests/itch_ref.py), field by field, on every real fixture and on a
 synthetic day with every message type; bad input gives a clear error."""
 import gzip
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -122,6 +123,29 @@ def test_file_sha256_is_the_files(synthetic_day, tmp_path):
     assert file_sha256(synthetic_day.path, stop) is None
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priority is Linux's")
+def test_file_sha256_on_a_thread_runs_at_low_priority_and_leaves_the_process_alone(synthetic_day, monkeypatch):
+    """Beside a replay the hash takes the CPU the replay leaves: its thread (only) at nice 19."""
+    import os
+    import threading
+
+    from lobreplay import reports
+    seen = {}
+    real = reports.hashlib.sha256
+
+    def spy():
+        seen["nice"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        return real()
+
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    monkeypatch.setattr(reports.hashlib, "sha256", spy)
+    t = threading.Thread(target=reports.file_sha256, args=(synthetic_day.path,))
+    t.start()
+    t.join()
+    assert seen["nice"] == 19
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before  # the process (main thread) untouched
+
+
 @pytest.mark.parametrize("chunk_bytes", [1 << 17, 1 << 18 + 3, 1 << 22])
 def test_chunk_boundaries_do_not_matter(synthetic_day, chunk_bytes):
     f = ItchFile(synthetic_day.path, chunk_bytes=chunk_bytes)
@@ -228,3 +252,66 @@ def test_chunk_type_presence_from_the_framing_counts(synthetic_day):
         assert chunk.type_counts is not None and chunk.present() == bare.present() == want
         for t in "SRAFDEXCUPQHI":
             assert chunk.has(t) == bare.has(t) == (t in want)
+
+
+# ---- read_ahead: the reader one chunk ahead on a thread ----
+
+def _messages(chunk) -> list[bytes]:
+    """The chunk's messages, copied out of its buffer."""
+    ends = np.append(chunk.offsets[1:] - 2, 0)
+    return [bytes(chunk.buf[o:o + int(LENGTHS[chr(t)])]) for o, t, _ in zip(chunk.offsets, chunk.types, ends)]
+
+
+@pytest.mark.parametrize("slots, thread", [(1, True), (2, True), (3, True), (2, False)])
+def test_read_ahead_gives_the_chunks_in_order_and_keeps_them_valid(synthetic_day, slots, thread):
+    """The same chunks as chunks(), and each one's bytes, framing and work result still
+    whole until the next is asked for, with the reader let run ahead meanwhile (the
+    contract the replay relies on)."""
+    import time
+
+    from lobreplay.itch.reader import read_ahead
+    plain = [_messages(c) for c in ItchFile(synthetic_day.path, chunk_bytes=1 << 17).chunks()]
+    assert len(plain) > 4  # several chunks, so that buffers turn over
+    f = ItchFile(synthetic_day.path, chunk_bytes=1 << 17)
+    seen, slots_seen = [], []
+
+    def work(chunk, slot):
+        slots_seen.append(slot)
+        return chunk.first_message, chunk.types.copy()
+
+    for chunk, (first, types) in read_ahead(f, work, slots=slots, thread=thread):
+        time.sleep(0.005)  # the reader reads ahead as far as it may
+        assert chunk.first_message == first and np.array_equal(chunk.types, types)
+        seen.append(_messages(chunk))
+    assert seen == plain
+    assert slots_seen == [i % slots for i in range(len(plain))]
+    assert f.stats.messages == synthetic_day.n_messages
+
+
+def test_read_ahead_raises_a_readers_error_after_the_chunks_before_it(synthetic_day, tmp_path):
+    from lobreplay.itch.reader import read_ahead
+    p = tmp_path / "cut.itch"
+    p.write_bytes(open(synthetic_day.path, "rb").read()[:1_000_003])
+    whole = sum(c.n for c in ItchFile(p, chunk_bytes=1 << 17, allow_truncated=True).chunks())
+    got = 0
+    with pytest.raises(InputError, match="truncated"):
+        for chunk, _ in read_ahead(ItchFile(p, chunk_bytes=1 << 17)):
+            got += chunk.n
+    assert got == whole > 0
+
+
+def test_read_ahead_stops_its_thread_when_the_caller_stops(synthetic_day):
+    """A caller that stops early (an error of its own, a break) leaves no reader behind."""
+    import threading
+
+    from lobreplay.itch.reader import read_ahead
+    before = set(threading.enumerate())
+    it = read_ahead(ItchFile(synthetic_day.path, chunk_bytes=1 << 17), lambda c, s: c.n)
+    next(it)
+    assert any(t.name == "lobreplay-read" for t in threading.enumerate())
+    it.close()
+    assert set(threading.enumerate()) == before
+    with pytest.raises(ZeroDivisionError):
+        for _ in read_ahead(ItchFile(synthetic_day.path, chunk_bytes=1 << 17), lambda c, s: 1 // (c.first_message > 0)):
+            pass
+    assert set(threading.enumerate()) == before

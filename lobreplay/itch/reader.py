@@ -8,12 +8,16 @@ message is an error unless allow_truncated, in which case it is counted.
 """
 from __future__ import annotations
 
+import contextlib
 import io
+import itertools
 import os
+import queue
 import struct
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 import numpy as np
 
@@ -123,25 +127,30 @@ class ItchFile:
 
     # ---- chunks ----
 
-    def chunks(self) -> Iterator[Chunk]:
+    def chunks(self, buffers: int = 1) -> Iterator[Chunk]:
         """Complete messages in chunks of about chunk_bytes. Raises InputError on
         a corrupt frame, on a file that is not ITCH, and (at the end, after every
-        complete message has been yielded) on a partial last message."""
+        complete message has been yielded) on a partial last message.
+
+        A chunk's bytes stay valid until `buffers` more chunks have been read: the
+        reader fills that many buffers in turn (read_ahead keeps chunks in flight)."""
         self.stats = ReadStats()
         if self.framing == "pcap":
             payload = next(self._stream())
             yield from self._frame_bytes(iter([payload]), len(payload))
             return
         with self._open() as f:
-            yield from self._frame_stream(f)
+            yield from self._frame_stream(f, buffers)
 
     def _frame_bytes(self, pieces: Iterator[bytes], total: int) -> Iterator[Chunk]:
         buf = np.frombuffer(b"".join(pieces), np.uint8)
         yield from self._walk(buf, len(buf), 0, final=True)
 
-    def _frame_stream(self, f: BinaryIO) -> Iterator[Chunk]:
+    def _frame_stream(self, f: BinaryIO, buffers: int = 1) -> Iterator[Chunk]:
         cap = self.chunk_bytes + MAX_FRAME
-        buf = np.empty(cap, np.uint8)
+        bufs = [np.empty(cap, np.uint8) for _ in range(buffers)]
+        turn = 0
+        buf = bufs[0]
         view = memoryview(buf)
         have = 0     # valid bytes in buf
         base = 0     # stream offset of buf[0]
@@ -166,7 +175,10 @@ class ItchFile:
                 return
             if consumed == 0 and rest >= cap:
                 raise InputError(f"{self.path}: no complete frame in {rest:,} bytes at stream offset {base:,}")
-            buf[:rest] = buf[consumed:have]
+            turn += 1
+            nxt = bufs[turn % buffers]
+            nxt[:rest] = buf[consumed:have]  # the partial last frame starts the next buffer
+            buf, view = nxt, memoryview(nxt)
             base += consumed
             have = rest
 
@@ -262,6 +274,59 @@ class ItchFile:
         if not out:
             raise InputError(f"{self.path}: no MoldUDP64 messages found in the pcap")
         return b"".join(out)
+
+
+def read_ahead(src: ItchFile, work: Callable[[Chunk, int], object] | None = None, *,
+               slots: int = 2, thread: bool = True) -> Iterator[tuple[Chunk, object]]:
+    """(chunk, work(chunk, slot)) for every chunk of src, read, framed and worked on
+    a thread up to slots - 1 chunks ahead of the caller: the caller's processing of
+    one chunk (the core, C calls without the GIL) overlaps the reading of the next.
+    thread=False does the same in the caller's thread, one chunk at a time (when
+    every core already has a replay of its own, a reader thread only competes).
+
+    An item stays valid until the caller asks for the next one (then the reader may
+    fill its buffer): the reader turns over `slots` buffers, and work gets the slot
+    (0 .. slots-1) whose output arrays it may reuse. An error of the reader (a
+    truncated or corrupt file) reaches the caller after every chunk before it, as
+    without the thread."""
+    if not thread:
+        with contextlib.closing(src.chunks()) as chunks:
+            for turn, chunk in enumerate(chunks):
+                yield chunk, (work(chunk, turn % slots) if work else None)
+        return
+    free = threading.Semaphore(slots)
+    items: queue.SimpleQueue = queue.SimpleQueue()
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            with contextlib.closing(src.chunks(buffers=slots)) as chunks:
+                for turn in itertools.count():
+                    free.acquire()  # the item `slots` places back is done with
+                    if stop.is_set():
+                        return
+                    chunk = next(chunks, None)
+                    if chunk is None:
+                        break
+                    items.put((chunk, work(chunk, turn % slots) if work else None))
+        except BaseException as e:  # noqa: BLE001 -- handed to the caller, raised there
+            items.put(e)
+            return
+        items.put(done)
+
+    thread = threading.Thread(target=produce, name="lobreplay-read", daemon=True)
+    thread.start()
+    try:
+        while (item := items.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            free.release()
+    finally:
+        stop.set()
+        free.release()  # a reader waiting for a slot wakes and stops
+        thread.join()
 
 
 def _udp_payload(frame: bytes) -> bytes | None:

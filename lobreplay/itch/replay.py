@@ -37,7 +37,7 @@ from .. import reports
 from .._lazy import Deferred, preload
 from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path
 from .decode import decode_type, to_arrow
-from .reader import ItchFile
+from .reader import ItchFile, read_ahead
 from .spec import LAYOUTS, PRICE4_SCALE
 
 ALL_REPORTS = ("desyncs", "executions", "bbo", "latency", "symbols", "depth")  # depth: with depth_levels
@@ -210,7 +210,8 @@ class ItchReplay:
         p1 = _Pass1(stats=np.empty(0))
         harvest = None  # no directory at the start: take symbols from the order messages
         with self._bar("pass 1") as bar, (pool or contextlib.nullcontext()):
-            for chunk in self.src.chunks():
+            # the next chunk read and framed meanwhile, on a core the scans leave
+            for chunk, _ in read_ahead(self.src, thread=self._spare_core(threads)):
                 if threads == 1:
                     scans[0].feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
                 else:
@@ -296,6 +297,14 @@ class ItchReplay:
         out[self.owner != self.cfg.part[0]] = 0
         return out
 
+    def _spare_core(self, busy: int | None = None) -> bool:
+        """Whether a reader thread has a core to itself beside `busy` (default: the parts
+        of a parallel replay, else 1) other busy threads or processes."""
+        if busy is None:
+            busy = self.cfg.part[1] if self.cfg.part is not None else 1
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return cpus > busy
+
     def _select(self, p1: _Pass1) -> list[int]:
         with_orders = [int(x) for x in np.flatnonzero(self._share(p1.stats["price_gcd"] != 0))]
         if not self.cfg.symbols:
@@ -326,41 +335,51 @@ class ItchReplay:
         # (pyarrow, and pandas, which it imports on its first pa.array: not without reports)
         symtab = pa.array([p1.symbols.get(i, "") for i in range(65536)], pa.string()) if cfg.reports else None
         want_bbo = "bbo" in reports
-        ev = np.empty(0, EVENT_DTYPE)
         desync_per_locate = np.zeros(65536, np.int64)
         n_events = 0
         last_ts = 0
         t0 = time.perf_counter()
         apply_s = 0.0
+        slots: list[tuple[np.ndarray, ...] | None] = [None, None]
+
+        def events_of(chunk, slot: int):
+            """On the reader's thread: the chunk's events into the slot's arrays (reused;
+            a quarter to spare: chunks differ in messages)."""
+            if slots[slot] is None or len(slots[slot][0]) < chunk.n:
+                cap = chunk.n + chunk.n // 4
+                slots[slot] = tuple(np.empty(cap, d) for d in (EVENT_DTYPE, np.int64, np.uint32))
+            ev, ts, mi = slots[slot]
+            k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
+            return ev[:k], ts[:k], mi[:k]
+
+        res = np.empty(0, RESULT_DTYPE)
         with self._bar("pass 2") as bar:
-            for chunk in self.src.chunks():
-                if len(ev) < chunk.n:
-                    # reused for every chunk (a quarter to spare: chunks differ in messages),
-                    # and with timing on written once now: a first write to a fresh page inside
-                    # the core would be a page fault timed as an event's latency
-                    cap = chunk.n + chunk.n // 4
+            for chunk, (ev, ts, mi) in read_ahead(self.src, events_of, slots=len(slots), thread=self._spare_core()):
+                k = len(ev)
+                if len(res) < k:
+                    # the core's outputs, reused for every chunk, and with timing on written
+                    # once now: a first write to a fresh page inside the core would be a page
+                    # fault timed as an event's latency
+                    cap = k + k // 4
                     prep = _touched if cfg.timing else (lambda a: a)
-                    ev, ts, mi, res = (prep(np.empty(cap, d)) for d in (EVENT_DTYPE, np.int64, np.uint32,
-                                                                        RESULT_DTYPE))
+                    res = prep(np.empty(cap, RESULT_DTYPE))
                     bbo = prep(np.empty(cap, BBO_DTYPE)) if want_bbo else None
-                k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
                 a0 = time.perf_counter()
                 if cfg.depth_levels and "depth" in reports and cfg.depth_every_ns == 0:
-                    out = sess.apply(ev[:k], bbo=bbo[:k] if want_bbo else False, depth_levels=cfg.depth_levels,
+                    out = sess.apply(ev, bbo=bbo[:k] if want_bbo else False, depth_levels=cfg.depth_levels,
                                      results=res[:k])
-                    self._depth_changes(out.depth, ev[:k], ts[:k], symtab, reports)
+                    self._depth_changes(out.depth, ev, ts, symtab, reports)
                 elif cfg.depth_levels and "depth" in reports:
-                    out = self._apply_sampling(sess, ev[:k], ts[:k], bbo[:k] if want_bbo else None, symtab, reports,
+                    out = self._apply_sampling(sess, ev, ts, bbo[:k] if want_bbo else None, symtab, reports,
                                                res[:k])
                     self._flush_samples(reports)
                 else:
-                    out = sess.apply(ev[:k], bbo=bbo[:k] if want_bbo else False, results=res[:k])
+                    out = sess.apply(ev, bbo=bbo[:k] if want_bbo else False, results=res[:k])
                 apply_s += time.perf_counter() - a0
                 n_events += k
                 if k:
                     last_ts = int(ts[k - 1])
-                self._chunk_reports(chunk, ev[:k], ts[:k], mi[:k], out, symtab, select, reports,
-                                    desync_per_locate)
+                self._chunk_reports(chunk, ev, ts, mi, out, symtab, select, reports, desync_per_locate)
                 bar.update(self.src.raw_position - bar.n)
         pass2_s = time.perf_counter() - t0
         self.last_event_ns = last_ts  # a parallel replay's residual rows take the latest part's
