@@ -48,7 +48,7 @@ uint32_t lob_itch_length(uint8_t type) { return LENGTHS[type]; }
 /* ---- framing ------------------------------------------------------------------ */
 
 int lob_itch_frames(const uint8_t *buf, size_t len, uint32_t *offsets, uint8_t *types, size_t cap,
-                    size_t *n_out, size_t *consumed, int *end, size_t *bad)
+                    uint64_t *type_counts, size_t *n_out, size_t *consumed, int *end, size_t *bad)
 {
     size_t pos = 0, n = 0;
     int rc = LOB_OK;
@@ -77,6 +77,8 @@ int lob_itch_frames(const uint8_t *buf, size_t len, uint32_t *offsets, uint8_t *
         n++;
         pos += 2 + flen;
     }
+    if (type_counts)
+        for (size_t i = 0; i < n; i++) type_counts[types[i]]++;
     *n_out = n;
     *consumed = pos;
     return rc;

@@ -20,7 +20,8 @@ extern "C" {
 uint32_t lob_itch_length(uint8_t type);
 
 /* Walk frames in buf[0..len). For each complete message writes the offset of
- * its type byte (relative to buf; len must be < 2^32) and its type, up to cap.
+ * its type byte (relative to buf; len must be < 2^32) and its type, up to cap,
+ * and adds one to type_counts[type] (type_counts: 256 counters, or NULL).
  * Stops at cap, at the first frame that is not complete (*consumed = its
  * offset; everything before it was walked), or at a zero-length frame
  * (*end = 1; *consumed is past it). Returns LOB_OK, LOB_EARG, or LOB_EFRAME
@@ -28,7 +29,7 @@ uint32_t lob_itch_length(uint8_t type);
  * frame's offset; the messages before it are in the outputs). Unknown types
  * are framed like any other (skipped by length). Can't fail otherwise. */
 int lob_itch_frames(const uint8_t *buf, size_t len, uint32_t *offsets, uint8_t *types, size_t cap,
-                    size_t *n_out, size_t *consumed, int *end, size_t *bad);
+                    uint64_t *type_counts, size_t *n_out, size_t *consumed, int *end, size_t *bad);
 
 /* Pass 1: a scan that keeps, per stock locate, what sizing a book needs:
  * the range and common divisor of the order prices (A, F, U), the live order

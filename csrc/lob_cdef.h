@@ -169,7 +169,7 @@ void lob_alloc_stats(uint64_t *allocs, uint64_t *bytes, uint64_t *frees, uint64_
 /* itch.h */
 uint32_t lob_itch_length(uint8_t type);
 int lob_itch_frames(const uint8_t *buf, size_t len, uint32_t *offsets, uint8_t *types, size_t cap,
-                    size_t *n_out, size_t *consumed, int *end, size_t *bad);
+                    uint64_t *type_counts, size_t *n_out, size_t *consumed, int *end, size_t *bad);
 
 typedef struct lob_itch_locate {
     int64_t min_price, max_price;

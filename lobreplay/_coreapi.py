@@ -411,15 +411,21 @@ def itch_length(msg_type: int) -> int:
     return lib.lob_itch_length(msg_type)
 
 
-def itch_frames(buf: np.ndarray, nbytes: int, offsets: np.ndarray, types: np.ndarray):
-    """Frame buf[:nbytes]. Returns (status, n, consumed, end_of_session, bad_offset)."""
+def itch_frames(buf: np.ndarray, nbytes: int, offsets: np.ndarray, types: np.ndarray,
+                type_counts: np.ndarray | None = None):
+    """Frame buf[:nbytes]; type_counts (uint64[256], optional) gains the messages per
+    type byte. Returns (status, n, consumed, end_of_session, bad_offset)."""
     check_array(buf, np.dtype(np.uint8), "buf", length=nbytes)
     check_array(offsets, np.dtype(np.uint32), "offsets", writable=True)
     check_array(types, np.dtype(np.uint8), "types", writable=True, length=len(offsets))
+    counts = ffi.NULL
+    if type_counts is not None:
+        check_array(type_counts, np.dtype(np.uint64), "type_counts", writable=True, length=256)
+        counts = _buf("uint64_t[]", type_counts, True)
     n, consumed, bad = ffi.new("size_t *"), ffi.new("size_t *"), ffi.new("size_t *")
     end = ffi.new("int *")
     st = lib.lob_itch_frames(_buf("uint8_t[]", buf), nbytes, _buf("uint32_t[]", offsets, True),
-                             _buf("uint8_t[]", types, True), len(offsets), n, consumed, end, bad)
+                             _buf("uint8_t[]", types, True), len(offsets), counts, n, consumed, end, bad)
     if st == lib.LOB_EARG:
         raise_for_status(st, "framing ITCH bytes")
     return st, n[0], consumed[0], bool(end[0]), bad[0]

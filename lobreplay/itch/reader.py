@@ -33,7 +33,8 @@ MAX_FRAME = 2 + 65535
 
 @dataclass
 class Chunk:
-    """Complete messages: buf[offsets[i]] is the type byte of message i."""
+    """Complete messages: buf[offsets[i]] is the type byte of message i. buf, offsets
+    and types are the reader's own arrays: valid until it reads the next chunk into them."""
     buf: np.ndarray        # uint8
     offsets: np.ndarray    # uint32
     types: np.ndarray      # uint8
@@ -144,11 +145,13 @@ class ItchFile:
 
     def _frame_bytes(self, pieces: Iterator[bytes], total: int) -> Iterator[Chunk]:
         buf = np.frombuffer(b"".join(pieces), np.uint8)
-        yield from self._walk(buf, len(buf), 0, final=True)
+        yield from self._walk(buf, len(buf), 0, final=True, frames=_frame_arrays(len(buf)))
 
     def _frame_stream(self, f: BinaryIO, buffers: int = 1) -> Iterator[Chunk]:
         cap = self.chunk_bytes + MAX_FRAME
+        # each buffer with its own framing arrays, which its chunk's offsets and types view
         bufs = [np.empty(cap, np.uint8) for _ in range(buffers)]
+        frames = [_frame_arrays(cap) for _ in range(buffers)]
         turn = 0
         buf = bufs[0]
         view = memoryview(buf)
@@ -166,7 +169,7 @@ class ItchFile:
                 if base == 0:
                     raise InputError(f"{self.path}: empty stream: no ITCH messages")
                 return
-            done = yield from self._walk(buf, have, base, final=eof)
+            done = yield from self._walk(buf, have, base, final=eof, frames=frames[turn % buffers])
             if done is None:  # end-of-session marker: stop reading
                 return
             consumed = done
@@ -195,18 +198,18 @@ class ItchFile:
                 f"{self.path}: not an ITCH 5.0 file: expected a 2-byte big-endian length and a message "
                 f"type at byte 0 (e.g. 00 0c 53 for a System Event), found {shown}")
 
-    def _walk(self, buf: np.ndarray, have: int, base: int, *, final: bool):
-        """Frame buf[:have]; yield chunks; return bytes consumed (None at an end marker)."""
-        offsets = np.empty(have // 3 + 1, np.uint32)
-        types = np.empty(len(offsets), np.uint8)
-        st, n, consumed, end, bad = core.itch_frames(buf, have, offsets, types)
+    def _walk(self, buf: np.ndarray, have: int, base: int, *, final: bool, frames: tuple[np.ndarray, np.ndarray]):
+        """Frame buf[:have] into frames (offsets, types: room for have // 3 + 1, the most
+        frames that fit); yield chunks that view them; return bytes consumed (None at an
+        end marker)."""
+        offsets, types = frames
+        counts = np.zeros(256, np.uint64)
+        st, n, consumed, end, bad = core.itch_frames(buf, have, offsets, types, counts)
         if n:
-            offs, tys = offsets[:n].copy(), types[:n].copy()
             self.stats.messages += n
-            counts = np.bincount(tys, minlength=256)
-            for t in np.flatnonzero(counts):
+            for t in np.flatnonzero(counts).tolist():
                 self.stats.by_type[chr(t)] += int(counts[t])
-            yield Chunk(buf, offs, tys, base, self.stats.messages - n, counts)
+            yield Chunk(buf, offsets[:n], types[:n], base, self.stats.messages - n, counts)
         self.stats.bytes = base + consumed
         if st == core.lib.LOB_EFRAME:
             t = int(buf[bad + 2])
@@ -274,6 +277,12 @@ class ItchFile:
         if not out:
             raise InputError(f"{self.path}: no MoldUDP64 messages found in the pcap")
         return b"".join(out)
+
+
+def _frame_arrays(nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets and types for the frames of nbytes (a frame is at least 3 bytes). Pages
+    are touched only as far as frames are written."""
+    return np.empty(nbytes // 3 + 1, np.uint32), np.empty(nbytes // 3 + 1, np.uint8)
 
 
 def read_ahead(src: ItchFile, work: Callable[[Chunk, int], object] | None = None, *,
