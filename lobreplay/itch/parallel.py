@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import json
-import multiprocessing
 import os
 import shutil
 import time
@@ -63,6 +62,7 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
         if imports is not None:
             imports.join()
         _PASS1 = (p1, split_locates(p1.stats["messages"], jobs))
+        import multiprocessing  # here: a one-job replay does not load it (5 ms)
         ctx = multiprocessing.get_context("fork")  # the parts inherit _PASS1; no thread is running
         forked, t_fork = time.time(), time.perf_counter()
         with ctx.Pool(jobs) as pool:
