@@ -240,7 +240,7 @@ def add_itch_replay_options(rp) -> None:
     rp.add_argument("--headroom", type=float, default=0.2, help="band = price range widened by this (default 0.2)")
     rp.add_argument("--reports", help="comma-separated: desyncs,executions,bbo,latency,symbols (default: all)")
     rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
-    rp.add_argument("--chunk-mb", type=int, default=16, help="bytes per chunk, in MiB (default 16)")
+    rp.add_argument("--chunk-mb", type=int, default=8, help="bytes per chunk, in MiB (default 8)")
     rp.add_argument("--depth", type=int, default=0, metavar="N",
                     help="also sample the N best levels of every active book (depth.parquet)")
     rp.add_argument("--every", default="1s",

@@ -97,16 +97,21 @@ def read_report(path: str) -> pa.Table:
 
 
 class TableWriter:
-    """Appends column dicts to one Parquet file with a fixed schema.
+    """Appends column dicts to one Parquet file with a fixed schema, in row groups of about
+    ROW_GROUP rows whatever the size of each batch.
 
     stream=True writes an uncompressed Arrow IPC stream instead: for tables that are read
     back once and rewritten (the parts of `itch replay --jobs N`), where encoding zstd
     Parquet twice cost more than the replay gained (benchmarks/RESULTS.md)."""
 
+    ROW_GROUP = 1 << 17  # rows gathered before they are written (a Parquet row group, a stream batch)
+
     def __init__(self, path: str, schema: pa.Schema, metadata: Mapping[str, object], *, stream: bool = False):
         """metadata values are strings, or Futures of strings resolved when the file opens."""
         self.path = path
         self.stream = stream
+        self._held: list[pa.Table] = []  # written together once they reach ROW_GROUP rows
+        self._held_rows = 0
         self._late = {k: v for k, v in metadata.items() if isinstance(v, Future)}
         self.schema = schema.with_metadata({**(schema.metadata or {}),
                                             **{k: v for k, v in metadata.items() if k not in self._late}})
@@ -130,6 +135,8 @@ class TableWriter:
         return pa.Table.from_arrays([_to_arrow(columns[f.name], f.type) for f in self.schema], schema=self.schema)
 
     def write(self, columns: Mapping[str, object]) -> None:
+        """Append rows. They are written in row groups of about ROW_GROUP rows, whatever
+        the size of each call's batch (a replay's chunks are small)."""
         n = len(next(iter(columns.values()))) if columns else 0
         if n == 0 and self._w is not None:
             return
@@ -137,18 +144,28 @@ class TableWriter:
         if self._w is None:
             self._open()
         if n:
-            self._w.write_table(table)
+            self._held.append(table)
+            self._held_rows += n
+            if self._held_rows >= self.ROW_GROUP:
+                self._flush()
         self.rows += n
+
+    def _flush(self) -> None:
+        if self._held:
+            self._w.write_table(pa.concat_tables(self._held) if len(self._held) > 1 else self._held[0])
+            self._held, self._held_rows = [], 0
 
     def write_arrow(self, table: pa.Table) -> None:
         if self._w is None:
             self._open()
+        self._flush()
         self._w.write_table(table.replace_schema_metadata(self.schema.metadata))
         self.rows += table.num_rows
 
     def close(self) -> None:
         if self._w is None:  # nothing written: still leave a valid, empty table
             self.write({f.name: [] for f in self.schema})
+        self._flush()
         self._w.close()
         if self._sink is not None:
             self._sink.close()

@@ -173,6 +173,29 @@ def test_table_writer_takes_late_metadata_when_it_opens(tmp_path):
     assert pq.read_table(tmp_path / "t.parquet")["x"].to_pylist() == [0, 1, 2]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_table_writer_gathers_small_batches_into_row_groups(tmp_path, monkeypatch, stream):
+    """Rows come in per chunk (small with a small --chunk-mb or --symbols); they are written
+    in groups of about ROW_GROUP rows, in order, and a write_arrow or close writes what is held."""
+    import pyarrow as pa
+
+    from lobreplay.reports import TableWriter, read_report
+    monkeypatch.setattr(TableWriter, "ROW_GROUP", 100)
+    path = str(tmp_path / ("t.arrows" if stream else "t.parquet"))
+    w = TableWriter(path, pa.schema([("x", pa.int64())]), {}, stream=stream)
+    for i in range(0, 330, 30):  # 11 batches of 30 rows
+        w.write({"x": np.arange(i, i + 30)})
+    w.write_arrow(pa.table({"x": pa.array([-1, -2], pa.int64())}))
+    w.write({"x": np.arange(330, 340)})
+    w.close()
+    got = read_report(path)
+    assert got["x"].to_pylist() == list(range(330)) + [-1, -2] + list(range(330, 340))
+    assert w.rows == 342
+    if not stream:
+        sizes = [pq.ParquetFile(path).metadata.row_group(k).num_rows for k in range(pq.ParquetFile(path).num_row_groups)]
+        assert sizes == [120, 120, 90, 2, 10]  # 4 batches of 30 reach 100; the rest at write_arrow; close
+
+
 def test_a_failing_replay_leaves_valid_outputs(synthetic_day, tmp_path):
     data = open(synthetic_day.path, "rb").read()
     cut = tmp_path / "20191230.cut.itch"

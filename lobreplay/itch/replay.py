@@ -60,7 +60,7 @@ pa = Deferred("pyarrow")  # imported on first use: a replay without reports neve
 class ReplayConfig:
     symbols: list[str] | None = None     # replay only these (default: every symbol with orders)
     headroom: float = 0.2                # band = order price range widened by this fraction
-    chunk_bytes: int = 16 << 20
+    chunk_bytes: int = 8 << 20
     allow_truncated: bool = False
     reports: tuple[str, ...] = ALL_REPORTS
     status_tables: bool = True
