@@ -1,9 +1,10 @@
 """Modules imported on first use.
 
-pyarrow (with pyarrow.compute and pyarrow.parquet) takes about 0.1 s to import and
-imports pandas (0.2-0.4 s more) on its first `pa.array`; a replay without reports needs
-neither. The modules that write reports refer to them through `Deferred` stand-ins, and
-a replay that will write them starts `preload` on a thread before its C-bound first pass.
+pyarrow (with pyarrow.compute and pyarrow.parquet) takes about 0.05-0.1 s to import; a
+replay without reports does not need it. The modules that write reports refer to it
+through `Deferred` stand-ins, and a replay that will write them starts `preload` on a
+thread before its C-bound first pass. (pandas, 0.25 s more, is not needed by a replay at
+all: `pyarrow.array` would import it, so reports build their arrays with lobreplay._arrow.)
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import importlib
 import sys
 import threading
 
-ARROW = ("pyarrow", "pyarrow.compute", "pyarrow.parquet", "pandas")
+ARROW = ("pyarrow", "pyarrow.compute", "pyarrow.parquet")
 
 
 class Deferred:

@@ -32,12 +32,15 @@ import math
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ._coreapi import book_bucket_lows, bucket_lows
 from .events import Kind
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["write_hgrm", "hgrm_text", "read_hgrm", "export_session_hgrm", "hgrm_files", "values_histogram",
            "write_values_hgrm", "SIGNIFICANT_FIGURES"]
@@ -206,5 +209,7 @@ def read_hgrm(path_or_text) -> tuple[pd.DataFrame, dict]:
             inv = m.group(4)
             rows.append((float(m.group(1)), float(m.group(2)), int(m.group(3)),
                          float("inf") if inv == "Infinity" else float(inv) if inv else float("nan")))
+    import pandas as pd  # here: writing .hgrm files (every replay with timing) does not need it
+
     df = pd.DataFrame(rows, columns=["value", "percentile", "total_count", "inverse"])
     return df, foot

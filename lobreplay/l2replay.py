@@ -21,8 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from . import __version__, lobc
-from ._lazy import preload
+from . import __version__, _arrow, lobc
 from .errors import InputError
 from .itch.replay import prepare_output
 from .l2 import MAX_GRID_LEVELS, L2Replay, scan_counts
@@ -79,8 +78,8 @@ def _symbols_of(names: list[str], sym: np.ndarray) -> pa.DictionaryArray:
     """The symbol of each row, dictionary-encoded with only the symbols present (an index
     beyond the file's symbols is named by its number)."""
     present, idx = np.unique(np.asarray(sym), return_inverse=True)
-    dictionary = pa.array([names[s] if s < len(names) else str(s) for s in present.tolist()], pa.string())
-    return pa.DictionaryArray.from_arrays(pa.array(idx.reshape(-1).astype(np.int32)), dictionary)
+    dictionary = _arrow.strings([names[s] if s < len(names) else str(s) for s in present.tolist()])
+    return pa.DictionaryArray.from_arrays(_arrow.array(idx.reshape(-1).astype(np.int32)), dictionary)
 
 
 def _side_str(side: np.ndarray) -> np.ndarray:
@@ -99,8 +98,6 @@ class LobcReplay:
         thread while the replay runs. The first report rows wait for the CRCs (and the
         tables' provenance for the SHA-256); a block whose CRC does not match ends the file
         there, and the replay starts again on the records before it."""
-        if self.cfg.reports:
-            preload(("pandas",))  # pyarrow imports it on its first pa.array: on a thread, beside the replay
         with ReplayRun(self.out_dir, {"source_file": os.path.basename(self.path)}) as run, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-verify") as helper:
             data = lobc.read(self.path, verify=False)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _arrow
 from ._coreapi import book_bucket_lows, bucket_lows
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
@@ -92,7 +93,7 @@ def histogram_table(hists: dict):
         cols["bucket_low_ns"] += lows[nz].astype(np.int64).tolist()
         cols["bucket_high_ns"] += (lows[np.minimum(nz + 1, len(lows) - 1)].astype(np.int64)).tolist()
         cols["count"] += h[nz].astype(np.int64).tolist()
-    return pa.table({"kind": pa.array(cols["kind"], pa.string()),
-                     "bucket_low_ns": pa.array(cols["bucket_low_ns"], pa.int64()),
-                     "bucket_high_ns": pa.array(cols["bucket_high_ns"], pa.int64()),
-                     "count": pa.array(cols["count"], pa.int64())})
+    return pa.table({"kind": _arrow.strings(cols["kind"]),
+                     "bucket_low_ns": _arrow.array(np.array(cols["bucket_low_ns"], np.int64)),
+                     "bucket_high_ns": _arrow.array(np.array(cols["bucket_high_ns"], np.int64)),
+                     "count": _arrow.array(np.array(cols["count"], np.int64))})

@@ -25,6 +25,7 @@ from typing import Mapping
 
 import numpy as np
 
+from . import _arrow
 from ._lazy import Deferred
 
 pa = Deferred("pyarrow")
@@ -172,13 +173,9 @@ class TableWriter:
 
 
 def _to_arrow(values, typ: pa.DataType) -> pa.Array:
-    if isinstance(values, pa.Array):
-        return values.cast(typ) if values.type != typ else values
-    if isinstance(values, np.ndarray) and values.dtype.kind == "S":
-        return pa.array(values, type=pa.binary()).cast(typ)
-    if pa.types.is_timestamp(typ) and isinstance(values, np.ndarray):
-        return pa.array(values.astype("datetime64[ns]"), type=pa.timestamp("ns")).cast(typ)
-    return pa.array(values, type=typ)
+    if isinstance(values, np.ndarray) and values.dtype.kind == "M" and pa.types.is_timestamp(typ):
+        values = values.astype("datetime64[ns]")
+    return _arrow.array(values, typ)  # (not pa.array: it would import pandas)
 
 
 class ReportSet:
@@ -261,11 +258,13 @@ class ReportSet:
             raise errors[0]
 
 
-def file_sha256(path: str, stop=None) -> str | None:
+def file_sha256(path: str, stop=None, *, background: bool = False) -> str | None:
     """The SHA-256 of a file's bytes, the provenance every report carries (read into one
     reused buffer; hashlib releases the GIL on each block, so it runs beside a replay on
-    its own thread). None if `stop` (a threading.Event) was set before the end."""
-    if threading.current_thread() is not threading.main_thread():
+    its own thread). None if `stop` (a threading.Event) was set before the end.
+    background: at the lowest priority (see _background), for a hash that nothing waits
+    for until the end; not for one a report writer waits for when it opens its file."""
+    if background:
         _background()
     h, buf = hashlib.sha256(), bytearray(1 << 20)
     view = memoryview(buf)
@@ -279,8 +278,7 @@ def file_sha256(path: str, stop=None) -> str | None:
 
 def _background() -> None:
     """Lower the calling thread's priority (Linux: nice 19 for this thread only), so that
-    work beside the replay takes the CPU the replay leaves and not a core it needs: the
-    hash of a file is needed only at the end, the replay's own threads all along."""
+    work beside the replay takes the CPU the replay leaves and not a core it needs."""
     if sys.platform.startswith("linux"):  # elsewhere a thread id is not a PRIO_PROCESS target
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)

@@ -124,25 +124,27 @@ def test_file_sha256_is_the_files(synthetic_day, tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priority is Linux's")
-def test_file_sha256_on_a_thread_runs_at_low_priority_and_leaves_the_process_alone(synthetic_day, monkeypatch):
-    """Beside a replay the hash takes the CPU the replay leaves: its thread (only) at nice 19."""
+def test_file_sha256_in_the_background_runs_its_thread_at_low_priority(synthetic_day, monkeypatch):
+    """Beside a replay without reports the hash takes the CPU the replay leaves: its thread
+    (only) at nice 19; a hash a report writer waits for keeps its priority."""
     import os
     import threading
 
     from lobreplay import reports
-    seen = {}
+    seen = []
     real = reports.hashlib.sha256
 
     def spy():
-        seen["nice"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
         return real()
 
     before = os.getpriority(os.PRIO_PROCESS, 0)
     monkeypatch.setattr(reports.hashlib, "sha256", spy)
-    t = threading.Thread(target=reports.file_sha256, args=(synthetic_day.path,))
-    t.start()
-    t.join()
-    assert seen["nice"] == 19
+    for background in (True, False):
+        t = threading.Thread(target=reports.file_sha256, args=(synthetic_day.path,), kwargs={"background": background})
+        t.start()
+        t.join()
+    assert seen == [19, before]
     assert os.getpriority(os.PRIO_PROCESS, 0) == before  # the process (main thread) untouched
 
 

@@ -4,6 +4,7 @@ cause at the right message; real captures that start mid-day are tolerated
 and counted; reports are valid Parquet with provenance; bad input is a clear
 error that leaves what was written valid."""
 import json
+import os
 import subprocess
 import sys
 
@@ -218,6 +219,19 @@ def test_a_replay_without_reports_imports_neither_pyarrow_nor_pandas(synthetic_d
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert r.stdout.split()[-3:] == ["0", "False", "False"]  # after the printed summary
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["events"] > 0
+
+
+@pytest.mark.parametrize("args", [[], ["--jobs", "2"]])
+def test_a_replay_with_every_report_does_not_import_pandas(synthetic_day, tmp_path, args):
+    """pyarrow.array imports pandas (0.25 s of CPU) to ask whether its argument is a pandas
+    object; reports build their arrays with lobreplay._arrow instead, and nothing else in a
+    replay needs pandas."""
+    code = ("import sys; from lobreplay.cli import main; "
+            f"rc = main(['itch', 'replay', {synthetic_day.path!r}, '-o', {str(tmp_path / 'o')!r}, '--no-progress', "
+            f"*{args!r}]); print(rc, 'pyarrow' in sys.modules, 'pandas' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert r.stdout.split()[-3:] == ["0", "True", "False"]
+    assert {"bbo.parquet", "executions.parquet", "latency.parquet", "symbols.parquet"} <= set(os.listdir(tmp_path / "o"))
 
 
 def test_cli_errors_are_one_line_without_traceback(tmp_path):

@@ -101,6 +101,7 @@ def timestamps(chunk: Chunk, idx: np.ndarray) -> np.ndarray:
 def to_arrow(cols: dict[str, np.ndarray]):
     """Decoded columns as an Arrow table (bytes columns as strings)."""
     import pyarrow as pa
-    arrays = [pa.array(v, type=pa.binary()).cast(pa.string()) if v.dtype.kind == "S" else pa.array(v)
-              for v in cols.values()]
+
+    from .. import _arrow
+    arrays = [_arrow.array(v, pa.string() if v.dtype.kind == "S" else None) for v in cols.values()]
     return pa.Table.from_arrays(arrays, names=list(cols))

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .. import _arrow
 from .._lazy import Deferred, preload
 from ..events import Kind
 from ..latency import histogram_table, summary_rows
@@ -51,8 +52,8 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
     global _PASS1
     try:
         # pass 1 here, once (its scans on `jobs` threads), beside the file's SHA-256 and, with
-        # reports, the pyarrow and pandas imports (once here, not in every part) on other
-        # threads; all of them are done before the fork
+        # reports, the pyarrow imports (once here, not in every part) on other threads; all
+        # of them are done before the fork
         imports = preload() if cfg.reports else None
         with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:
             sha = helper.submit(file_sha256, path)
@@ -159,10 +160,10 @@ def _merge_table(files: list[str], out_dir: str, stem: str, parts: list[str], su
         # file order: each part's rows are in it already, and rows of one message come from
         # one part, so a stable sort by message merges them (numpy's timsort: runs); residual
         # rows (message -1) last, by locate, as in one process
-        m = t["message"].to_numpy()
-        loc = t["locate"].to_numpy().astype(np.int64) if "locate" in t.column_names else 0
+        m = _arrow.to_numpy(t["message"])
+        loc = _arrow.to_numpy(t["locate"]).astype(np.int64) if "locate" in t.column_names else 0
         key = np.where(m < 0, (1 << 62) + loc, m)
-        t = t.take(pa.array(np.argsort(key, kind="stable")))
+        t = t.take(_arrow.array(np.argsort(key, kind="stable")))
         if stem == "desyncs" and last_event_ns is not None:
             t = _residual_time(t, last_event_ns)
     elif stem == "depth":
@@ -172,26 +173,28 @@ def _merge_table(files: list[str], out_dir: str, stem: str, parts: list[str], su
 
 def _residual_time(t: pa.Table, when: int) -> pa.Table:
     """Residual rows (message -1) at the time of the whole replay's last event: each part
-    wrote its own last event's."""
-    resid = pc.less(t["message"], 0)
-    if not pc.any(resid).as_py():
+    wrote its own last event's. (numpy on the buffers: pyarrow's scalars import pandas.)"""
+    resid = _arrow.to_numpy(t["message"]) < 0
+    if not resid.any():
         return t
-    old = t["time_ns"]
-    shift = pc.subtract(pa.scalar(when, pa.int64()), old).cast(pa.duration("ns"))
-    cols = {"time_ns": pc.if_else(resid, pa.scalar(when, old.type), old),
-            "ts": pc.if_else(resid, pc.add(t["ts"], shift), t["ts"])}
+    old = _arrow.to_numpy(t["time_ns"])
+    cols = {"time_ns": np.where(resid, when, old),
+            "ts": _arrow.to_numpy(t["ts"]) + np.where(resid, when - old, 0)}  # the same shift
     for name, col in cols.items():
-        t = t.set_column(t.column_names.index(name), t.schema.field(name), col)
+        field = t.schema.field(name)
+        t = t.set_column(t.column_names.index(name), field, _arrow.array(col, field.type))
     return t
 
 
 def _merge_symbols(t: pa.Table) -> pa.Table:
-    """One row per locate: the part that replayed it, else part 0's."""
-    df = t.to_pandas()
-    df["_pick"] = ~df["replayed"].fillna(False)
-    df = df.sort_values(["locate", "_pick"], kind="stable").drop_duplicates("locate", keep="first")
-    df = df.drop(columns="_pick")
-    return pa.Table.from_pandas(df, schema=t.schema, preserve_index=False)
+    """One row per locate, by locate: the part that replayed it, else part 0's (the parts'
+    rows come in part order)."""
+    loc = _arrow.to_numpy(t["locate"])
+    replayed = _arrow.to_numpy(t["replayed"], fill=False)
+    order = np.lexsort((~replayed, loc))  # stable: by locate, the replaying part first, then part order
+    first = np.ones(len(order), bool)
+    first[1:] = loc[order[1:]] != loc[order[:-1]]
+    return t.take(_arrow.array(order[first]))
 
 
 def _part_hists(parts: list[str]) -> dict:
@@ -231,9 +234,11 @@ def _merge_latency(t: pa.Table, parts: list[str], schema: pa.Schema, hgrm: bool 
         hists["ALL"] = sum(hists.values())
         pq.write_table(histogram_table(hists).replace_schema_metadata(schema.metadata),
                        os.path.join(os.path.dirname(parts[0]), "latency_histograms.parquet"), compression="zstd")
-    head = pa.Table.from_pylist(rows, schema=schema)
-    per = t.filter(pc.not_equal(t["scope"], "ALL"))
-    return pa.concat_tables([head, per.take(pc.sort_indices(per, [("locate", "ascending")]))])
+    # (columns built with lobreplay._arrow: pyarrow's scalars and pylist tables import pandas)
+    head = pa.Table.from_arrays([_arrow.array([r.get(f.name) for r in rows], f.type) for f in schema], schema=schema)
+    per = t.filter(_arrow.array(np.array(t["scope"].to_pylist(), object) != "ALL"))
+    order = np.argsort(_arrow.to_numpy(per["locate"], fill=0), kind="stable")
+    return pa.concat_tables([head, per.take(_arrow.array(order))])
 
 
 def _merge_summaries(summaries: list[dict], out_dir: str, names: list[str]) -> dict:

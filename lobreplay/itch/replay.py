@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 
 from .. import __version__
+from .. import _arrow
 from .. import _coreapi as core
 from ..book import Session, _touched
 from ..errors import InputError
@@ -268,10 +269,11 @@ class ItchReplay:
                 # on its own thread and its own reads, off the critical path: the report
                 # writers wait for it only when they open their files (sha256_later)
                 pool = ThreadPoolExecutor(1, thread_name_prefix="sha256")
-                self._sha256 = pool.submit(file_sha256, self.path, self._stop_hash)
+                # (at the lowest priority when only summary.json, at the end, waits for it)
+                self._sha256 = pool.submit(file_sha256, self.path, self._stop_hash, background=not cfg.reports)
                 pool.shutdown(wait=False)
             if cfg.reports:
-                preload()  # pyarrow and pandas, on another thread, during pass 1
+                preload()  # pyarrow, on another thread, during pass 1
             p1 = self.pass1() if self._given_pass1 is None else self._given_pass1[0]
             meta = self.src_meta(sha256_later=True)
             locates = self._select(p1)
@@ -332,8 +334,8 @@ class ItchReplay:
         if cfg.symbols:
             self.feed_select = select.copy()
             self.feed_select[0] = 1
-        # (pyarrow, and pandas, which it imports on its first pa.array: not without reports)
-        symtab = pa.array([p1.symbols.get(i, "") for i in range(65536)], pa.string()) if cfg.reports else None
+        # (pyarrow: not without reports)
+        symtab = _arrow.strings([p1.symbols.get(i, "") for i in range(65536)]) if cfg.reports else None
         want_bbo = "bbo" in reports
         desync_per_locate = np.zeros(65536, np.int64)
         n_events = 0
@@ -478,7 +480,7 @@ class ItchReplay:
                 cols[f"{key}_price_{i + 1}"] = p[:, side, i]
                 cols[f"{key}_qty_{i + 1}"] = q[:, side, i]
                 cols[f"{key}_count_{i + 1}"] = c[:, side, i]
-        return pa.table(cols)
+        return pa.table({k: _arrow.array(v) for k, v in cols.items()})
 
     def _depth_changes(self, depth, ev, ts, symtab, reports) -> None:
         """--every change: a row after every event that changed a book's N best levels."""
@@ -655,14 +657,14 @@ class ItchReplay:
 def _ts_array(values) -> pa.Array:
     if isinstance(values, pa.Array):
         return values
-    return pa.array(values, type=pa.timestamp("ns")).cast(pa.timestamp("ns", tz="UTC"))
+    return _arrow.array(np.asarray(values).astype("datetime64[ns]"), pa.timestamp("ns", tz="UTC"))
 
 
 def symbols_of(symtab: pa.Array, locates: np.ndarray) -> pa.DictionaryArray:
     """The symbol of each locate, dictionary-encoded with only the symbols present."""
     locates = np.asarray(locates)
     present, idx = np.unique(locates, return_inverse=True)
-    return pa.DictionaryArray.from_arrays(pa.array(idx.astype(np.int32)), symtab.take(pa.array(present)))
+    return pa.DictionaryArray.from_arrays(_arrow.array(idx.astype(np.int32)), symtab.take(_arrow.array(present)))
 
 
 def replay_itch(path: str, out_dir: str, cfg: ReplayConfig | None = None, *, force: bool = False) -> dict:

@@ -1,0 +1,103 @@
+"""lobreplay._arrow builds the same Arrow arrays as pyarrow.array (which imports pandas),
+and reads numeric columns back like to_numpy, from the buffers."""
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from lobreplay import _arrow
+
+NUMERIC = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"]
+
+
+def _elements(dtype: str):
+    """NaN is never equal to itself: floats without it (a replay writes none)."""
+    return st.floats(allow_nan=False, width=int(dtype[5:])) if dtype.startswith("float") else None
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(NUMERIC + ["bool"]), data=st.data())
+def test_numpy_columns_match_pyarrow(dtype, data):
+    values = data.draw(hnp.arrays(np.dtype(dtype), st.integers(0, 40), elements=_elements(dtype)))
+    got = _arrow.array(values)
+    assert got.equals(pa.array(values)), (got, values)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=hnp.arrays(np.int64, st.integers(0, 30), elements=st.integers(0, 60000)),
+       target=st.sampled_from(["int64", "uint16", "uint32", "int32", "float64"]))
+def test_a_column_converted_to_the_schemas_type(values, target):
+    typ = pa.type_for_alias(target)
+    assert _arrow.array(values, typ).equals(pa.array(values, type=typ))
+
+
+def test_timestamps_with_and_without_a_zone():
+    ns = np.array([0, 1, 1_577_700_000_123_456_789], np.int64)
+    for typ in (pa.timestamp("ns"), pa.timestamp("ns", tz="UTC")):
+        assert _arrow.array(ns, typ).equals(pa.array(ns, type=pa.timestamp("ns")).cast(typ))
+        assert _arrow.array(ns.astype("datetime64[ns]"), typ).equals(pa.array(ns, type=pa.timestamp("ns")).cast(typ))
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=st.lists(st.binary(max_size=6).map(lambda b: b.replace(b"\x00", b"") or b"A"), max_size=20))
+def test_fixed_width_bytes_as_binary_and_string(items):
+    """numpy 'S' drops trailing NULs; so does the Arrow value (no NUL inside: as pyarrow)."""
+    values = np.array(items or [b""], dtype="S8")[: len(items)]
+    assert _arrow.array(values).equals(pa.array(values, type=pa.binary()))
+    ascii_values = np.array([b.decode("latin-1").encode("ascii", "replace") for b in items] or [b""], "S8")[: len(items)]
+    assert _arrow.array(ascii_values, pa.string()).equals(pa.array(ascii_values, type=pa.binary()).cast(pa.string()))
+
+
+def test_bytes_that_are_not_utf8_are_refused_as_strings():
+    with pytest.raises(pa.ArrowInvalid):
+        _arrow.array(np.array([b"\xff\xfe"], "S2"), pa.string())
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=st.lists(st.one_of(st.none(), st.text(max_size=5)), max_size=20))
+def test_lists_of_strings_with_nulls(items):
+    assert _arrow.array(items, pa.string()).equals(pa.array(items, type=pa.string()))
+    if items and all(v is not None for v in items):
+        assert _arrow.strings(items).equals(pa.array(items, type=pa.string()))
+        assert _arrow.array(np.array(items, object), pa.string()).equals(pa.array(items, type=pa.string()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=st.lists(st.one_of(st.none(), st.integers(0, 65535)), max_size=20),
+       target=st.sampled_from(["uint16", "int64", "uint32"]))
+def test_lists_of_integers_with_nulls(items, target):
+    typ = pa.type_for_alias(target)
+    assert _arrow.array(items, typ).equals(pa.array(items, type=typ))
+
+
+def test_lists_of_booleans_and_an_empty_list():
+    assert _arrow.array([True, None, False], pa.bool_()).equals(pa.array([True, None, False], pa.bool_()))
+    for typ in (pa.int64(), pa.string(), pa.timestamp("ns", tz="UTC")):
+        assert _arrow.array([], typ).equals(pa.array([], type=typ))
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(NUMERIC + ["bool"]), data=st.data())
+def test_to_numpy_reads_sliced_and_chunked_arrays(dtype, data):
+    a = data.draw(hnp.arrays(np.dtype(dtype), st.integers(0, 30), elements=_elements(dtype)))
+    b = data.draw(hnp.arrays(np.dtype(dtype), st.integers(0, 30), elements=_elements(dtype)))
+    lo = data.draw(st.integers(0, len(a)))
+    chunked = pa.chunked_array([pa.array(a).slice(lo), pa.array(b)], type=pa.from_numpy_dtype(np.dtype(dtype)))
+    got = _arrow.to_numpy(chunked)
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, np.concatenate([a[lo:], b]))
+
+
+def test_to_numpy_fills_nulls_only_when_asked():
+    arr = pa.array([1, None, 3, None], pa.int64()).slice(1)
+    np.testing.assert_array_equal(_arrow.to_numpy(arr, fill=-7), [-7, 3, -7])
+    np.testing.assert_array_equal(_arrow.to_numpy(pa.array([True, None, False]), fill=False), [True, False, False])
+    with pytest.raises(ValueError, match="nulls"):
+        _arrow.to_numpy(arr)
+    with pytest.raises(TypeError, match="string"):
+        _arrow.to_numpy(pa.array(["a"]))
+    ts = pa.array([5, 6], pa.timestamp("ns", tz="UTC"))
+    np.testing.assert_array_equal(_arrow.to_numpy(ts), [5, 6])
+    assert _arrow.to_numpy(pa.chunked_array([], pa.int32())).dtype == np.int32
