@@ -362,7 +362,7 @@ class ItchReplay:
                     # the core's outputs, reused for every chunk, and with timing on written
                     # once now: a first write to a fresh page inside the core would be a page
                     # fault timed as an event's latency
-                    cap = k + k // 4
+                    cap = max(k + k // 4, 2 * len(res))  # (few growths: each is written through)
                     prep = _touched if cfg.timing else (lambda a: a)
                     res = prep(np.empty(cap, RESULT_DTYPE))
                     bbo = prep(np.empty(cap, BBO_DTYPE)) if want_bbo else None
