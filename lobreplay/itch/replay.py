@@ -550,10 +550,10 @@ class ItchReplay:
         n = len(x)
         parts = [{
             "time_ns": ts[xi], "ts": self._utc(ts[xi]), "message": msg[xi], "locate": x["instrument"],
-            "symbol": symbols_of(symtab, x["instrument"]), "source": np.full(n, "core", object),
-            "msg_type": np.full(n, "", object), "order_ref": x["maker_id"], "qty": x["qty"], "price": x["price"],
-            "match_number": np.zeros(n, np.uint64), "printable": np.full(n, "", object),
-            "maker_remaining": x["maker_remaining"]}]
+            "symbol": symbols_of(symtab, x["instrument"]), "source": np.full(n, b"core", "S4"),
+            "msg_type": np.full(n, b"", "S1"), "order_ref": x["maker_id"], "qty": x["qty"], "price": x["price"],
+            "match_number": np.zeros(n, np.uint64), "printable": np.full(n, b"", "S1"),
+            "maker_remaining": x["maker_remaining"]}]  # (text as bytes: Arrow strings without a Python loop)
         for t in "ECPQ":
             if not chunk.has(t):
                 continue
@@ -566,12 +566,12 @@ class ItchReplay:
             parts.append({
                 "time_ns": c["timestamp"], "ts": self._utc(c["timestamp"]), "message": c["message"],
                 "locate": c["stock_locate"], "symbol": symbols_of(symtab, c["stock_locate"]),
-                "source": np.full(m, "feed", object), "msg_type": np.full(m, t, object),
+                "source": np.full(m, b"feed", "S4"), "msg_type": np.full(m, t.encode(), "S1"),
                 "order_ref": c.get("order_ref", np.zeros(m, np.uint64)),
                 "qty": (c["executed_shares"] if t in "EC" else c["shares"]).astype(np.int64),
                 "price": c.get("execution_price", c.get("price", c.get("cross_price", np.zeros(m, np.int64)))),
                 "match_number": c["match_number"],
-                "printable": np.char.decode(c["printable"], "ascii") if t == "C" else np.full(m, "", object),
+                "printable": c["printable"] if t == "C" else np.full(m, b"", "S1"),
                 "maker_remaining": np.full(m, -1, np.int64)})
         reports.write_sorted("executions", parts)
 
