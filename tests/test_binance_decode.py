@@ -411,3 +411,77 @@ def test_damaged_trades_and_tickers_convert_the_same(tmp_path, seed):
     p.write_bytes(b"\n".join(text) + b"\n")
     st = converted_same(p, tmp_path, market="usdm" if seed % 2 else "spot", symbols=["BTCUSDT"])
     assert st["trades"] + st["tickers"] > 1000
+
+
+def run_lines(usdm: bool, seed: int) -> list[bytes]:
+    """Two symbols whose depth messages come in long runs in sequence, interleaved by
+    symbol now and then, with trades between them, and broken inside a run by a duplicate
+    (also one whose pu follows on), an overlap or a gap (each then a new snapshot), an
+    empty side and a message of a third, unknown symbol."""
+    rng = np.random.default_rng(seed)
+    out, t = [], [1_700_000_000_000_000_000]
+    last = {"BTCUSDT": 0, "ETHUSDT": 0}
+
+    def line(msg):
+        t[0] += 1000
+        out.append(str(t[0]).encode() + b" " + msg.encode())
+
+    def snapshot(sym, L):
+        body = {"lastUpdateId": L, "bids": [["100", "2"], ["99", "1"]], "asks": [["101", "1"], ["102", "3"]]}
+        if usdm:
+            body["E"] = 1700000000000
+        line(json.dumps({"stream": f"{sym.lower()}@depthSnapshot", "data": body}, separators=(",", ":")))
+        last[sym] = L
+
+    def depth(sym, U, u, pu, b=None, a=None):
+        compact = {"separators": (",", ":")}  # as Binance sends them: the decoder takes them
+        b = b if b is not None else json.dumps([[str(100 - int(rng.integers(0, 5))), str(int(rng.integers(0, 4)))]
+                                                for _ in range(int(rng.integers(0, 4)))], **compact)
+        a = a if a is not None else json.dumps([[str(101 + int(rng.integers(0, 5))), str(int(rng.integers(0, 4)))]
+                                                for _ in range(int(rng.integers(1, 4)))], **compact)
+        line(_depth(U, u, pu=pu if usdm else None, b=b, a=a, s=sym, stream=f"{sym.lower()}@depth@100ms"))
+
+    def step(sym):
+        U, u = last[sym] + 1, last[sym] + int(rng.integers(1, 4))
+        depth(sym, U, u, last[sym])
+        last[sym] = u
+
+    for sym in last:
+        snapshot(sym, 1000)
+    for _ in range(400):
+        sym = "BTCUSDT" if rng.random() < 0.8 else "ETHUSDT"
+        for _ in range(int(rng.integers(1, 30))):  # a run
+            step(sym)
+            r = rng.random()
+            if r < 0.03:
+                depth(sym, last[sym] - 2, last[sym], last[sym] - 3)  # a duplicate (u <= last)
+            elif r < 0.05:
+                depth(sym, last[sym] - 1, last[sym] + 2, last[sym] - 2)  # an overlap: a gap
+                snapshot(sym, last[sym] + 2)
+            elif r < 0.06:
+                depth(sym, last[sym] + 5, last[sym] + 7, last[sym] + 4)  # a gap
+                snapshot(sym, last[sym] + 7)
+            elif r < 0.08:
+                depth(sym, last[sym] + 1, last[sym] + 1, last[sym], b="[]", a="[]")  # no levels
+                last[sym] += 1
+            elif r < 0.09:
+                depth("XRPUSDT", 1, 2, 0)  # not a symbol of the recording
+            elif r < 0.10:
+                depth(sym, last[sym] - 3, last[sym] - 1, last[sym])  # pu follows on, yet u <= last: a duplicate
+            elif r < 0.15:
+                line('{"stream":"%s@trade","data":{"e":"trade","E":1700000000000,"s":"%s","t":%d,"p":"100.5",'
+                     '"q":"1","T":1700000000000,"m":true,"M":true}}' % (sym.lower(), sym, int(rng.integers(1, 10**9))))
+    return out
+
+
+@pytest.mark.parametrize("usdm", [False, True])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_runs_in_sequence_convert_the_same_with_and_without_the_decoder(tmp_path, usdm, seed):
+    src = tmp_path / "runs.jsonl"
+    src.write_bytes(b"\n".join(run_lines(usdm, seed)) + b"\n")
+    st = converted_same(src, tmp_path, market="usdm" if usdm else "spot", symbols=["BTCUSDT", "ETHUSDT"])
+    assert st["depth"] > 3000 and st["gaps"] > 3 and st["trades"] > 100
+    assert st["per_symbol"]["BTCUSDT"]["duplicates"] > 10
+    # and the decoder took most of the depth lines (the runs are the C path's, not Python's)
+    dec, _ = bn_decode(src.read_bytes(), usdm=usdm, price_digits=8, qty_digits=8)
+    assert int((dec["status"] == BN_DEPTH).sum()) > st["depth"] * 0.9
