@@ -1451,8 +1451,11 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
     sink_t sk = {out->execs, out->desyncs, 0, out->exec_cap, 0, out->desync_cap};
     lob_result *results = out->results;
     lob_bbo *bbo = out->bbo;
+    /* Read once: the calls in the loop could change *out and *s for all the compiler knows. */
+    const uint32_t depth_levels = out->depth_levels;
+    const int timing = s->timing;
     /* With timing on, one clock reading ends an event and starts the next. */
-    uint64_t t_prev = s->timing ? clock_ticks(s->clock) : 0;
+    uint64_t t_prev = timing ? clock_ticks(s->clock) : 0;
     /* Prefetch only where the books outgrow the caches: on books that fit, it
      * costs more than it saves (benchmarks/RESULTS.md). */
     int pf = s->prefetch < 0 ? s->book_bytes > PF_AUTO_BYTES : s->prefetch;
@@ -1465,20 +1468,19 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
         }
         lob_result r = {0, 0, 0, LOB_OK};
         lob_book *b = event_book(s, e);
-        lob_bbo before = {0};
         plan_t p = {0, 0, 0, NIL, 0, 0};
         if (!b) {
             r.status = LOB_EINSTRUMENT;
             goto done;
         }
-        if (out->depth_levels) {
+        if (depth_levels) {
             if (out->depth_cap - nd < 2) {
                 rc = LOB_EEXECFULL;
                 break;
             }
             depth_row(b, out, nd + 1); /* the levels before the event, in the scratch row */
         }
-        if (bbo) read_bbo(b, &before);
+        if (bbo) read_bbo(b, &bbo[i]); /* the top of book before the event, compared after it */
         r.status = check_event(b, e, &p);
         if (r.status != LOB_OK) goto done;
         if (e->kind == LOB_NEW || e->kind == LOB_REPLACE) {
@@ -1572,21 +1574,21 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
             apply_exec(b, e, &p, &sk, i, &r);
         }
     done:
-        if (out->depth_levels && b) {
+        if (depth_levels && b) {
             depth_row(b, out, nd);
             if (!depth_rows_equal(out, nd, nd + 1)) out->depth_event[nd++] = (uint32_t)i;
         }
         if (bbo) {
+            lob_bbo after = {0};
             if (b) {
-                read_bbo(b, &bbo[i]);
-                bbo[i].changed = (uint32_t)bbo_differs(&before, &bbo[i]);
-            } else {
-                memset(&bbo[i], 0, sizeof bbo[i]);
+                read_bbo(b, &after);
+                after.changed = (uint32_t)bbo_differs(&bbo[i], &after);
             }
-            bbo[i].instrument = e->instrument;
+            after.instrument = e->instrument;
+            bbo[i] = after;
         }
         results[i] = r;
-        if (s->timing) {
+        if (timing) {
             uint64_t t = clock_ticks(s->clock), dt = t - t_prev;
             t_prev = t;
             int k = (e->kind >= 1 && e->kind < HIST_KINDS) ? e->kind : 0;
