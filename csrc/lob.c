@@ -1137,9 +1137,16 @@ static inline int check_event(const lob_book *b, const lob_event *e, plan_t *p)
     }
 }
 
-static inline lob_book *event_book(const lob_session *s, const lob_event *e)
+/* The session's books as the event loop reads them: copied to locals once per call
+ * (the calls in the loop could change *s for all the compiler knows). */
+typedef struct books {
+    lob_book *const *at;
+    uint32_t max;
+} books_t;
+
+static inline lob_book *event_book(books_t bk, const lob_event *e)
 {
-    return e->instrument <= s->max_instrument ? s->books[e->instrument] : NULL;
+    return e->instrument <= bk.max ? bk.at[e->instrument] : NULL;
 }
 
 /* Does an order on `side` limited at level lim meet the opposite best? */
@@ -1380,9 +1387,9 @@ static int apply_ext(lob_book *b, const lob_event *e, ext_io_t *io, size_t i)
 enum { PF_SLOT = 12, PF_ORDER = 6, PF_LINKS = 3 };
 #define PF_AUTO_BYTES (16u << 20) /* about half of this machine's L3 */
 
-static inline void prefetch_slot(const lob_session *s, const lob_event *e)
+static inline void prefetch_slot(books_t bk, const lob_event *e)
 {
-    const lob_book *b = event_book(s, e);
+    const lob_book *b = event_book(bk, e);
     if (b) prefetch(&b->slots[tag_home(b, id_tag(e->id))]);
 }
 
@@ -1394,9 +1401,9 @@ static inline const order_t *peek_order(const lob_book *b, const lob_event *e)
     return (sl->order != NIL && sl->tag == tag) ? &b->orders[sl->order] : NULL;
 }
 
-static inline void prefetch_order(const lob_session *s, const lob_event *e)
+static inline void prefetch_order(books_t bk, const lob_event *e)
 {
-    const lob_book *b = event_book(s, e);
+    const lob_book *b = event_book(bk, e);
     if (!b) return;
     if (e->kind == LOB_NEW) {
         int64_t li = price_level(b, e->price);
@@ -1407,9 +1414,9 @@ static inline void prefetch_order(const lob_session *s, const lob_event *e)
     }
 }
 
-static inline void prefetch_links(const lob_session *s, const lob_event *e)
+static inline void prefetch_links(books_t bk, const lob_event *e)
 {
-    const lob_book *b = event_book(s, e);
+    const lob_book *b = event_book(bk, e);
     if (!b) return;
     if (e->kind == LOB_NEW) {
         int64_t li = price_level(b, e->price);
@@ -1454,6 +1461,7 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
     /* Read once: the calls in the loop could change *out and *s for all the compiler knows. */
     const uint32_t depth_levels = out->depth_levels;
     const int timing = s->timing;
+    const books_t bk = {s->books, s->max_instrument};
     /* With timing on, one clock reading ends an event and starts the next. */
     uint64_t t_prev = timing ? clock_ticks(s->clock) : 0;
     /* Prefetch only where the books outgrow the caches: on books that fit, it
@@ -1462,12 +1470,12 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
     for (i = 0; i < n; i++) {
         const lob_event *e = &events[i];
         if (pf) {
-            if (i + PF_SLOT < n) prefetch_slot(s, &events[i + PF_SLOT]);
-            if (i + PF_ORDER < n) prefetch_order(s, &events[i + PF_ORDER]);
-            if (i + PF_LINKS < n) prefetch_links(s, &events[i + PF_LINKS]);
+            if (i + PF_SLOT < n) prefetch_slot(bk, &events[i + PF_SLOT]);
+            if (i + PF_ORDER < n) prefetch_order(bk, &events[i + PF_ORDER]);
+            if (i + PF_LINKS < n) prefetch_links(bk, &events[i + PF_LINKS]);
         }
         lob_result r = {0, 0, 0, LOB_OK};
-        lob_book *b = event_book(s, e);
+        lob_book *b = event_book(bk, e);
         plan_t p = {0, 0, 0, NIL, 0, 0};
         if (!b) {
             r.status = LOB_EINSTRUMENT;
