@@ -56,7 +56,7 @@ import pyarrow.parquet as pq
 
 from . import __version__
 from .errors import InputError, LobError
-from .reports import write_json
+from .reports import parquet_options, write_json
 
 MANIFEST = "_lobreplay.json"
 LOCK = "_lock"
@@ -399,7 +399,8 @@ def _by_symbol(src: str, out: str, key: str, max_rows: int, date: str, row_time:
         day = os.path.join(out, f"date={_value(date)}")
         os.makedirs(day, exist_ok=True)
         empty = pf.schema_arrow.empty_table().drop_columns(["symbol"])
-        pq.write_table(empty.replace_schema_metadata(meta), os.path.join(day, _part(key)), compression="zstd")
+        pq.write_table(empty.replace_schema_metadata(meta), os.path.join(day, _part(key)),
+                       **parquet_options(empty.schema))
         return {date}
     if n <= max_rows:
         return _write_groups(pf.read(), out, key, meta, date, row_time)
@@ -465,7 +466,7 @@ def _write_groups(t: pa.Table, out: str, key: str, meta, date: str, row_time: st
         day, c = divmod(int(group[lo]), len(values) + 1)
         d = os.path.join(out, f"date={_value(dates[day])}", f"symbol={_value(values[c] if c < len(values) else None)}")
         os.makedirs(d, exist_ok=True)
-        pq.write_table(body.slice(lo, hi - lo), os.path.join(d, _part(key)), compression="zstd")
+        pq.write_table(body.slice(lo, hi - lo), os.path.join(d, _part(key)), **parquet_options(body.schema))
     return set(dates)
 
 

@@ -30,7 +30,7 @@ from .. import _arrow
 from .._lazy import Deferred, preload
 from ..events import Kind
 from ..latency import histogram_table, summary_rows
-from ..reports import STREAM_SUFFIX, file_sha256, read_report, report_path, write_json
+from ..reports import STREAM_SUFFIX, file_sha256, parquet_options, read_report, report_path, write_json
 from .replay import ItchReplay, ReplayConfig, prepare_output, replay_itch
 
 PART_HIST = "latency_hist.npz"
@@ -168,7 +168,7 @@ def _merge_table(files: list[str], out_dir: str, stem: str, parts: list[str], su
             t = _residual_time(t, last_event_ns)
     elif stem == "depth":
         t = t.take(pc.sort_indices(t, [("time_ns", "ascending"), ("locate", "ascending")]))
-    pq.write_table(t.replace_schema_metadata(meta), report_path(out_dir, stem), compression="zstd")
+    pq.write_table(t.replace_schema_metadata(meta), report_path(out_dir, stem), **parquet_options(t.schema))
 
 
 def _residual_time(t: pa.Table, when: int) -> pa.Table:
@@ -232,8 +232,9 @@ def _merge_latency(t: pa.Table, parts: list[str], schema: pa.Schema, hgrm: bool 
             for counts, path in _hgrm_tasks(parts, os.path.dirname(parts[0])):
                 _write_hgrm(counts, path)
         hists["ALL"] = sum(hists.values())
-        pq.write_table(histogram_table(hists).replace_schema_metadata(schema.metadata),
-                       os.path.join(os.path.dirname(parts[0]), "latency_histograms.parquet"), compression="zstd")
+        table = histogram_table(hists).replace_schema_metadata(schema.metadata)
+        pq.write_table(table, os.path.join(os.path.dirname(parts[0]), "latency_histograms.parquet"),
+                       **parquet_options(table.schema))
     # (columns built with lobreplay._arrow: pyarrow's scalars and pylist tables import pandas)
     head = pa.Table.from_arrays([_arrow.array([r.get(f.name) for r in rows], f.type) for f in schema], schema=schema)
     per = t.filter(_arrow.array(np.array(t["scope"].to_pylist(), object) != "ALL"))
