@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lobreplay import _coreapi as core
 from lobreplay.itch.faults import FAULTS, inject
@@ -165,3 +167,24 @@ def test_partition_splits_messages_by_owner_in_order_and_threaded_scans_agree(sy
     many = ItchReplay(synthetic_day.path, "unused", ReplayConfig(chunk_bytes=1 << 18), hash_file=False).pass1(parts)
     assert one.stats.tobytes() == many.stats.tobytes() and one.symbols == many.symbols
     assert one.messages == many.messages > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_price_gcd_is_the_gcd_of_the_prices(tmp_path_factory, data):
+    """The scan tests divisibility by a multiply (csrc/itch.c, divisor_mult): against
+    math.gcd on prices that share factors, are 0, 1 or 2^32 - 1, repeat or change."""
+    import struct
+    base = data.draw(st.sampled_from([1, 2, 3, 7, 100, 625, 65536, 4294967295]))
+    prices = data.draw(st.lists(st.one_of(st.integers(0, (2**32 - 1) // base).map(lambda k: k * base),
+                                          st.integers(0, 2**32 - 1), st.sampled_from([0, 1, 2**32 - 1])),
+                                min_size=1, max_size=40))
+
+    def a(ts, ref, px):
+        payload = struct.pack(">cHH", b"A", 9, 0) + ts.to_bytes(6, "big") + struct.pack(">QcI8sI", ref, b"S", 1,
+                                                                                         b"XYZ     ", px)
+        return struct.pack(">H", len(payload)) + payload
+
+    p = tmp_path_factory.mktemp("gcd") / "gcd.itch"
+    p.write_bytes(b"".join(a(i + 1, i + 1, px) for i, px in enumerate(prices)))
+    assert int(c_scan(str(p), 1 << 17)["price_gcd"][9]) == math.gcd(*prices)
