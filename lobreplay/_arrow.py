@@ -71,6 +71,13 @@ def _from_numbers(values: np.ndarray, type):
         want = _NUMPY.get(str(type))
         if want is None:  # e.g. a decimal or a dictionary type: pyarrow converts
             return pa.array(values, type=type)
+    if values.dtype != want:
+        if values.dtype.kind == "f" and want.kind in "iu":  # truncation rules: pyarrow's
+            return pa.array(values, type=type)
+        if values.dtype.kind in "iu" and want.kind in "iu" and len(values):
+            lo, hi = np.iinfo(want).min, np.iinfo(want).max
+            if int(values.min()) < lo or int(values.max()) > hi:  # refused, as pyarrow does
+                raise OverflowError(f"a value of {values.dtype} does not fit {type} ({lo} .. {hi})")
     values = np.ascontiguousarray(values, dtype=want)
     return pa.Array.from_buffers(type, len(values), [None, pa.py_buffer(values)])
 

@@ -101,3 +101,14 @@ def test_to_numpy_fills_nulls_only_when_asked():
     ts = pa.array([5, 6], pa.timestamp("ns", tz="UTC"))
     np.testing.assert_array_equal(_arrow.to_numpy(ts), [5, 6])
     assert _arrow.to_numpy(pa.chunked_array([], pa.int32())).dtype == np.int32
+
+
+def test_a_value_that_does_not_fit_the_type_is_refused():
+    """Not wrapped around: a report column that does not fit its schema is a bug to see."""
+    with pytest.raises(OverflowError, match="uint16"):
+        _arrow.array(np.array([1, 70000], np.int64), pa.uint16())
+    with pytest.raises(OverflowError, match="uint64"):
+        _arrow.array(np.array([-1], np.int64), pa.uint64())
+    assert _arrow.array(np.array([0, 65535], np.int64), pa.uint16()).to_pylist() == [0, 65535]
+    with pytest.raises(pa.ArrowInvalid):  # a fraction into an integer: pyarrow's refusal
+        _arrow.array(np.array([1.5]), pa.int64())
