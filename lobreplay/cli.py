@@ -195,7 +195,7 @@ def itch_replay_config(args):
                         headroom=args.headroom, allow_truncated=args.allow_truncated, reports=reports,
                         status_tables=bool(reports), timing=not args.no_timing,
                         progress=not getattr(args, "no_progress", True) and sys.stderr.isatty(),
-                        date=getattr(args, "date", None), chunk_bytes=args.chunk_mb << 20)
+                        date=getattr(args, "date", None), chunk_bytes=args.chunk_mb << 20, hash=not args.no_hash)
 
 
 def _cmd_itch_replay(args) -> int:
@@ -246,6 +246,8 @@ def add_itch_replay_options(rp) -> None:
     rp.add_argument("--every", default="1s",
                     help="depth sample interval of feed time (100ms, 1s, 5m), or 'change': after every change")
     rp.add_argument("--allow-truncated", action="store_true", help="stop at a partial last message, counted")
+    rp.add_argument("--no-hash", action="store_true",
+                    help="skip the input's SHA-256 (source_sha256 left empty; about 0.7 s of CPU per GB)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -331,3 +331,18 @@ def test_depth_after_every_change(synthetic_day, tmp_path):
         dtop = set(map(tuple, d[[f"{c}_1" for c in top]].to_numpy().tolist()))
         assert set(map(tuple, b[top].to_numpy().tolist())) <= dtop, loc   # every top-of-book state is there
         assert tuple(d[[f"{c}_1" for c in top]].iloc[-1]) == tuple(b[top].iloc[-1]), loc
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_no_hash_leaves_the_provenance_hash_empty_and_says_so(synthetic_day, tmp_path, jobs):
+    from lobreplay.itch.parallel import replay_itch_jobs
+    out = tmp_path / "o"
+    s = replay_itch_jobs(synthetic_day.path, str(out), ReplayConfig(hash=False, reports=("bbo",)), jobs)
+    assert s["source"]["source_sha256"] == ""
+    assert any("--no-hash" in n for n in s["notes"])
+    assert pq.read_schema(out / "bbo.parquet").metadata[b"source_sha256"] == b""
+    # and by default the hash is there, the file's
+    import hashlib
+    d = replay_itch_jobs(synthetic_day.path, str(tmp_path / "d"), ReplayConfig(reports=("bbo",)), jobs)
+    assert d["source"]["source_sha256"] == hashlib.sha256(open(synthetic_day.path, "rb").read()).hexdigest()
+    assert not any("--no-hash" in n for n in d["notes"])

@@ -56,10 +56,10 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
         # of them are done before the fork
         imports = preload() if cfg.reports else None
         with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:
-            sha = helper.submit(file_sha256, path)
+            sha = helper.submit(file_sha256, path) if cfg.hash else None
             p1 = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False).pass1(threads=jobs)
             scanned = time.perf_counter()
-            sha256 = sha.result()
+            sha256 = sha.result() if sha is not None else ""
         if imports is not None:
             imports.join()
         _PASS1 = (p1, split_locates(p1.stats["messages"], jobs))

@@ -72,6 +72,7 @@ class ReplayConfig:
     depth_every_ns: int = 1_000_000_000  # ... every this many ns of feed time; 0: after every change
     part: tuple[int, int] | None = None  # (k, jobs): replay only part k's share of the locates
     #                                      (the split comes with ItchReplay's pass1=)
+    hash: bool = True                    # the input's SHA-256 in the provenance; False: left empty
 
 
 @dataclass
@@ -165,7 +166,7 @@ class ItchReplay:
         self.path, self.out_dir, self.cfg = path, out_dir, cfg
         self._given_pass1 = pass1
         self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated)
-        self.hash_file = hash_file
+        self.hash_file = hash_file and cfg.hash
         self._sha256: Future | None = None  # the file's SHA-256, computed beside both passes
         self._stop_hash = threading.Event()  # a failed replay does not wait for it
         if cfg.part is not None and pass1 is None:
@@ -285,7 +286,8 @@ class ItchReplay:
                 run.reports.extra_names.add("depth")
             run.summary.update(self._pass2(p1, sizing, run.reports))
             run.summary["source"] = self.src_meta()  # with the file's SHA-256
-            run.summary["notes"] = notes
+            run.summary["notes"] = notes + ([] if cfg.hash else
+                                            ["no SHA-256 of the input (--no-hash): source_sha256 is empty"])
             run.summary["pass1"] = {"seconds": round(p1.seconds, 3),
                                     "messages_per_second": round(p1.messages / p1.seconds) if p1.seconds
                                     else None}
