@@ -150,6 +150,27 @@ static int json_levels(cur *c, uint32_t pd, uint32_t qd, int64_t *levels, size_t
     return 1;
 }
 
+/* A time in ms since the epoch: a JSON integer whose ns still fit int64 (MAX_MS of
+ * lobreplay.binance.sync), into ln->exch_ms. */
+static int json_ms(cur *c, lob_bn_line *ln)
+{
+    uint64_t v;
+    if (!json_u64(c, &v) || v > UINT64_C(9223372036853)) return 0;
+    ln->exch_ms = (int64_t)v;
+    return 1;
+}
+
+/* "s": the symbol, its span in buf into ln. */
+static int json_symbol(cur *c, const uint8_t *buf, lob_bn_line *ln)
+{
+    const uint8_t *s;
+    size_t sn;
+    if (!json_str(c, &s, &sn)) return 0;
+    ln->sym_start = (uint32_t)(s - buf);
+    ln->sym_len = (int32_t)sn;
+    return 1;
+}
+
 enum { K_E = 1, K_EMS = 2, K_T = 4, K_S = 8, K_UU = 16, K_LU = 32, K_PU = 64, K_B = 128, K_A = 256 };
 
 /* The data object of a depthUpdate. 1: decoded into *ln (levels appended). */
@@ -192,16 +213,13 @@ static int depth_object(cur *c, const uint8_t *buf, int usdm, uint32_t pd, uint3
             if (!json_str(c, &s, &sn) || sn != 11 || memcmp(s, "depthUpdate", 11)) return 0;
             break;
         case K_EMS:
-            if (!json_u64(c, &v) || v > UINT64_C(9223372036853)) return 0;
-            ln->exch_ms = (int64_t)v;
+            if (!json_ms(c, ln)) return 0;
             break;
         case K_T:
             if (!json_u64(c, &v)) return 0;
             break;
         case K_S:
-            if (!json_str(c, &s, &sn)) return 0;
-            ln->sym_start = (uint32_t)(s - buf);
-            ln->sym_len = (int32_t)sn;
+            if (!json_symbol(c, buf, ln)) return 0;
             break;
         case K_UU:
             if (!json_u64(c, &ln->first_id)) return 0;
@@ -293,13 +311,10 @@ static int trade_object(cur *c, const uint8_t *buf, int agg, uint32_t pd, uint32
             if (!json_u64(c, &v)) return 0;
             break;
         case T_T:
-            if (!json_u64(c, &v) || v > UINT64_C(9223372036853)) return 0;
-            ln->exch_ms = (int64_t)v;
+            if (!json_ms(c, ln)) return 0;
             break;
         case T_S:
-            if (!json_str(c, &s, &sn)) return 0;
-            ln->sym_start = (uint32_t)(s - buf);
-            ln->sym_len = (int32_t)sn;
+            if (!json_symbol(c, buf, ln)) return 0;
             break;
         case T_ID:
             if (!json_u64(c, &ln->first_id)) return 0;
@@ -371,16 +386,12 @@ static int ticker_object(cur *c, const uint8_t *buf, uint32_t pd, uint32_t qd, l
         if (!key || (seen & key)) return 0;
         seen |= key;
         uint64_t v;
-        const uint8_t *s;
-        size_t sn;
         switch (key) {
         case B_U:
             if (!json_u64(c, &ln->first_id)) return 0;
             break;
         case B_S:
-            if (!json_str(c, &s, &sn)) return 0;
-            ln->sym_start = (uint32_t)(s - buf);
-            ln->sym_len = (int32_t)sn;
+            if (!json_symbol(c, buf, ln)) return 0;
             break;
         case B_B:
             if (!json_decimal(c, pd, &lv[0])) return 0;
@@ -398,8 +409,7 @@ static int ticker_object(cur *c, const uint8_t *buf, uint32_t pd, uint32_t qd, l
             if (!json_u64(c, &v)) return 0;
             break;
         case B_EMS:
-            if (!json_u64(c, &v) || v > UINT64_C(9223372036853)) return 0;
-            ln->exch_ms = (int64_t)v;
+            if (!json_ms(c, ln)) return 0;
             break;
         }
         if (lit(c, "}", 1)) break;
