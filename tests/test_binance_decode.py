@@ -175,27 +175,32 @@ def test_edges_convert_the_same_with_and_without_the_decoder(tmp_path, usdm):
     assert 50 < taken < len(dec) - 20      # the good ones, some edges; not the others
 
 
+def _damaged(rng, line: bytes, edits: int, replace: bytes) -> bytes:
+    """line with up to `edits` random edits: a byte replaced by one of `replace`, a byte
+    deleted, or a byte of a number inserted (fewer if the line runs out)."""
+    t = bytearray(line)
+    for _ in range(edits):
+        k = int(rng.integers(0, len(t)))
+        op = rng.integers(0, 3)
+        if op == 0:
+            t[k] = int(rng.choice(list(replace)))
+        elif op == 1:
+            del t[k]
+        else:
+            t.insert(k, int(rng.choice(list(b'0123456789.,"'))))
+        if not t:
+            break
+    return bytes(t)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_damaged_lines_convert_the_same_with_and_without_the_decoder(tmp_path, seed):
     rng = np.random.default_rng(seed)
     src = USDM_SRC if seed % 2 else SPOT_SRC
     text = gzip.open(src).read().split(b"\n")[:3000]
     for i in rng.choice(len(text), 300, replace=False).tolist():
-        t = bytearray(text[i])
-        if not t:
-            continue
-        for _ in range(int(rng.integers(1, 4))):
-            k = int(rng.integers(0, len(t)))
-            op = rng.integers(0, 3)
-            if op == 0:
-                t[k] = int(rng.choice(list(b'0123456789.,:"[]{} -ex\\')))
-            elif op == 1:
-                del t[k]
-            else:
-                t.insert(k, int(rng.choice(list(b'0123456789.,"'))))
-            if not t:
-                break
-        text[i] = bytes(t)
+        if text[i]:
+            text[i] = _damaged(rng, text[i], int(rng.integers(1, 4)), b'0123456789.,:"[]{} -ex\\')
     p = tmp_path / "damaged.jsonl"
     p.write_bytes(b"\n".join(text) + b"\n")
     converted_same(p, tmp_path, market="usdm" if seed % 2 else "spot", symbols=["BTCUSDT"])
@@ -396,17 +401,7 @@ def test_damaged_trades_and_tickers_convert_the_same(tmp_path, seed):
     text = text[a:a + 4000]
     simple = [i for i, t in enumerate(text) if b'"e":"trade"' in t or b"@bookTicker" in t]
     for i in rng.choice(simple, 400, replace=False).tolist():
-        t = bytearray(text[i])
-        for _ in range(int(rng.integers(1, 3))):
-            k = int(rng.integers(0, len(t)))
-            op = rng.integers(0, 3)
-            if op == 0:
-                t[k] = int(rng.choice(list(b'0123456789.,:"[]{} -eftx\\')))
-            elif op == 1:
-                del t[k]
-            else:
-                t.insert(k, int(rng.choice(list(b'0123456789.,"'))))
-        text[i] = bytes(t)
+        text[i] = _damaged(rng, text[i], int(rng.integers(1, 3)), b'0123456789.,:"[]{} -eftx\\')
     p = tmp_path / "damaged.jsonl"
     p.write_bytes(b"\n".join(text) + b"\n")
     st = converted_same(p, tmp_path, market="usdm" if seed % 2 else "spot", symbols=["BTCUSDT"])
