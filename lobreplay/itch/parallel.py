@@ -73,9 +73,9 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             for s in summaries:
                 s["source"]["source_sha256"] = sha256
             # the .hgrm files (pure Python) on the pool's processes while this one merges the tables
-            hgrm = pool.starmap_async(_write_hgrm, _hgrm_tasks(parts, out_dir)) if "latency" in cfg.reports else None
-            summary = merge(parts, out_dir, summaries, max(s.pop("last_event_ns") for s in summaries),
-                            hgrm=hgrm is None)
+            hgrm = (pool.starmap_async(_write_hgrm, _hgrm_tasks(_part_hists(parts), out_dir))
+                    if "latency" in cfg.reports else None)
+            summary = merge(parts, out_dir, summaries, max(s.pop("last_event_ns") for s in summaries))
             if hgrm is not None:
                 hgrm.get()
         summary["parallel"] = {
@@ -130,23 +130,22 @@ def _run_part(path: str, part_dir: str, cfg: ReplayConfig) -> dict:
     return s
 
 
-def merge(parts: list[str], out_dir: str, summaries: list[dict], last_event_ns: int | None = None, *,
-          hgrm: bool = True) -> dict:
+def merge(parts: list[str], out_dir: str, summaries: list[dict], last_event_ns: int | None = None) -> dict:
     """last_event_ns: the time of the replay's last event (the latest of the parts'),
-    the time of the residual rows in desyncs, as in one process. hgrm=False: the
-    caller writes the .hgrm files (_hgrm_tasks)."""
+    the time of the residual rows in desyncs, as in one process. The .hgrm files are
+    the caller's (_hgrm_tasks), written meanwhile on the parts' processes."""
     names = sorted({f[:-len(STREAM_SUFFIX)] for d in parts for f in os.listdir(d) if f.endswith(STREAM_SUFFIX)})
     files = {n: [p for d in parts if os.path.exists(p := report_path(d, n, stream=True))] for n in names}
     size = {n: sum(os.path.getsize(p) for p in files[n]) for n in names}
     # a table per thread, the largest first: reading, sorting and writing Parquet release the GIL
     with ThreadPoolExecutor(max(2, len(parts)), thread_name_prefix="lobreplay-merge") as pool:
-        list(pool.map(lambda n: _merge_table(files[n], out_dir, n, parts, summaries, last_event_ns, hgrm),
+        list(pool.map(lambda n: _merge_table(files[n], out_dir, n, parts, summaries, last_event_ns),
                       sorted(names, key=lambda n: -size[n])))
     return _merge_summaries(summaries, out_dir, sorted(f for f in os.listdir(out_dir) if f.endswith(".parquet")))
 
 
 def _merge_table(files: list[str], out_dir: str, stem: str, parts: list[str], summaries: list[dict],
-                 last_event_ns: int | None, hgrm: bool) -> None:
+                 last_event_ns: int | None) -> None:
     """The parts' tables `stem` (their streams `files`) as one Parquet file, in file order."""
     tables = [read_report(f) for f in files]
     meta = dict(tables[0].schema.metadata or {})
@@ -155,7 +154,7 @@ def _merge_table(files: list[str], out_dir: str, stem: str, parts: list[str], su
     if stem == "symbols":
         t = _merge_symbols(t.combine_chunks())
     elif stem == "latency":
-        t = _merge_latency(t.combine_chunks(), parts, tables[0].schema.with_metadata(meta), hgrm)
+        t = _merge_latency(t.combine_chunks(), parts, tables[0].schema.with_metadata(meta))
     elif "message" in t.column_names:
         # file order: each part's rows are in it already, and rows of one message come from
         # one part, so a stable sort by message merges them (numpy's timsort: runs); residual
@@ -209,10 +208,10 @@ def _part_hists(parts: list[str]) -> dict:
     return hists
 
 
-def _hgrm_tasks(parts: list[str], out_dir: str) -> list[tuple[np.ndarray, str]]:
-    """(counts, path) of each .hgrm file of the merged histograms (hgrm.hgrm_files)."""
+def _hgrm_tasks(hists: dict, out_dir: str) -> list[tuple[np.ndarray, str]]:
+    """(counts, path) of each .hgrm file of the summed histograms (hgrm.hgrm_files)."""
     from ..hgrm import hgrm_files
-    return [(h, str(path)) for h, path in hgrm_files(_part_hists(parts), out_dir).values()]
+    return [(h, str(path)) for h, path in hgrm_files(hists, out_dir).values()]
 
 
 def _write_hgrm(counts: np.ndarray, path: str) -> None:
@@ -221,16 +220,13 @@ def _write_hgrm(counts: np.ndarray, path: str) -> None:
     write_hgrm(counts, bucket_lows(), path)
 
 
-def _merge_latency(t: pa.Table, parts: list[str], schema: pa.Schema, hgrm: bool = True) -> pa.Table:
+def _merge_latency(t: pa.Table, parts: list[str], schema: pa.Schema) -> pa.Table:
     """The whole replay's rows from the parts' histograms summed; the per-symbol rows as
     the parts wrote them, in locate order (one process writes them in that order)."""
     hists = _part_hists(parts)
     rows = []
     if hists:
         rows = summary_rows("ALL", None, hists)
-        if hgrm:
-            for counts, path in _hgrm_tasks(parts, os.path.dirname(parts[0])):
-                _write_hgrm(counts, path)
         hists["ALL"] = sum(hists.values())
         table = histogram_table(hists).replace_schema_metadata(schema.metadata)
         pq.write_table(table, os.path.join(os.path.dirname(parts[0]), "latency_histograms.parquet"),
