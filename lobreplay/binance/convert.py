@@ -36,20 +36,19 @@ from .sync import ASK, BID, MS, SPOT, TRADE_FLAG_AGG, USDM, DepthSync, decode_js
 CHUNK = 1 << 22
 
 
-def _open(path: Path):
+def _open(path: Path, buffer: int = CHUNK):
+    """The file's content (gzip inflated), read through a buffer of `buffer` bytes."""
     with open(path, "rb") as f:
         magic = f.read(2)
     if magic == b"\x1f\x8b":
-        return io.BufferedReader(_gz.open_path(path), CHUNK)
-    return open(path, "rb", buffering=CHUNK)
+        return io.BufferedReader(_gz.open_path(path), buffer)
+    return open(path, "rb", buffering=buffer)
 
 
 def _head(path: Path, n: int = 4096) -> bytes:
-    """The first n bytes of the content (a gzip file inflated only that far: _open's 4 MB
-    buffer would inflate 4 MB to read 4 KB)."""
-    with open(path, "rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
-    with (_gz.open_path(path) if gz else open(path, "rb")) as f:
+    """The first n bytes of the content (a gzip file inflated only about that far: with
+    _open's usual 4 MB buffer it would inflate 4 MB to read 4 KB)."""
+    with _open(path, n) as f:
         return f.read(n)
 
 
