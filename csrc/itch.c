@@ -92,23 +92,46 @@ typedef struct ref_slot {
     uint16_t locate;
 } ref_slot;
 
+/* The live-order map: open addressing, linear probing, backward-shift deletion.
+ * A feed numbers its orders in sequence (NASDAQ: one counter for the day), and
+ * most messages name an order added shortly before. So a reference's home slot
+ * is first the reference itself (modulo the size): the orders of a stretch of
+ * the feed sit together, and a lookup finds its slot among recently touched
+ * ones instead of anywhere in a map that outgrows the cache (pass 1 on a 1,000
+ * symbol day: -30 %, benchmarks/RESULTS.md). References that collide in their
+ * low bits would pile up there, so when the probes of a feed call average more
+ * than SCRAMBLE_PROBES slots past home per message, the map is rebuilt with a
+ * multiplicative hash (Fibonacci hashing: the top bits of ref * 2^64/phi) and
+ * keeps it. home = ((ref * mul) >> shift) & mask covers both. The check runs
+ * before each insertion over a window of lookups, so a pathological feed costs
+ * a few thousand long probes, not a quadratic pile-up. */
 struct lob_itch_scan {
     lob_itch_locate loc[65536];
     int64_t last_price[65536];    /* the last A/F/U price seen per locate (-1: none) */
     ref_slot *slots;
     uint64_t mask, used;
+    uint64_t mul;                 /* 1: sequential homes; FIB: scrambled */
+    int shift;                    /* 0, or 64 - log2(size) when scrambled */
+    uint64_t lookups, probes;     /* in the current window: probes, and slots stepped past home */
 };
+
+#define FIB 0x9E3779B97F4A7C15ULL
+enum { SCRAMBLE_PROBES = 4, PROBE_SLACK = 4096, PROBE_WINDOW = 1 << 16 };
 
 static inline uint64_t ref_home(const lob_itch_scan *s, uint64_t ref)
 {
-    return (ref * 0x9E3779B97F4A7C15ULL) & s->mask;
+    return ((ref * s->mul) >> s->shift) & s->mask;
 }
 
 /* The slot that holds ref, or the empty slot where its probe ended. */
 static inline ref_slot *ref_probe(lob_itch_scan *s, uint64_t ref)
 {
     uint64_t i = ref_home(s, ref);
-    while (s->slots[i].ref != ref && s->slots[i].ref != 0) i = (i + 1) & s->mask;
+    s->lookups++;
+    while (s->slots[i].ref != ref && s->slots[i].ref != 0) {
+        i = (i + 1) & s->mask;
+        s->probes++;
+    }
     return &s->slots[i];
 }
 
@@ -129,18 +152,32 @@ static void ref_delete(lob_itch_scan *s, ref_slot *slot)
     s->used--;
 }
 
-static int ref_grow(lob_itch_scan *s)
+/* Rebuild the map with n slots (a power of two), scrambled or not. */
+static int ref_rebuild(lob_itch_scan *s, uint64_t n, int scrambled)
 {
     uint64_t old_n = s->mask + 1;
     ref_slot *old = s->slots;
-    ref_slot *fresh = calloc(2 * old_n, sizeof *fresh);
+    ref_slot *fresh = calloc(n, sizeof *fresh);
     if (!fresh) return LOB_ENOMEM;
     s->slots = fresh;
-    s->mask = 2 * old_n - 1;
+    s->mask = n - 1;
+    s->mul = scrambled ? FIB : 1;
+    s->shift = scrambled ? 64 - __builtin_ctzll(n) : 0;
     for (uint64_t i = 0; i < old_n; i++)
         if (old[i].ref) *ref_probe(s, old[i].ref) = old[i];
     free(old);
+    s->lookups = s->probes = 0;
     return LOB_OK;
+}
+
+static int ref_grow(lob_itch_scan *s)
+{
+    return ref_rebuild(s, 2 * (s->mask + 1), s->mul != 1);
+}
+
+int lob_itch_scan_scrambled(const lob_itch_scan *s)
+{
+    return s->mul != 1;
 }
 
 lob_itch_scan *lob_itch_scan_new(int *status)
@@ -148,6 +185,7 @@ lob_itch_scan *lob_itch_scan_new(int *status)
     lob_itch_scan *s = calloc(1, sizeof *s);
     if (s) {
         s->mask = (1u << 16) - 1;
+        s->mul = 1;
         s->slots = calloc(s->mask + 1, sizeof *s->slots);
     }
     if (!s || !s->slots) {
@@ -206,6 +244,10 @@ static inline int order_added(lob_itch_scan *s, lob_itch_locate *L, uint64_t ref
 {
     if (!ref) return LOB_OK;
     if (2 * (s->used + 1) > s->mask + 1 && ref_grow(s) != LOB_OK) return LOB_ENOMEM;
+    if (s->mul == 1 && s->probes > SCRAMBLE_PROBES * s->lookups + PROBE_SLACK &&
+        ref_rebuild(s, s->mask + 1, 1) != LOB_OK)
+        return LOB_ENOMEM;
+    if (s->lookups >= PROBE_WINDOW) s->lookups = s->probes = 0;
     ref_slot *o = ref_probe(s, ref);
     if (o->ref) return LOB_OK;
     o->ref = ref;

@@ -67,6 +67,9 @@ int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *off
 void lob_itch_partition(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
                         const uint8_t *owner, uint32_t parts, uint32_t *out_offsets, uint8_t *out_types, size_t cap,
                         size_t *counts);
+/* 1 once the scan's order map has switched from sequential homes (a reference's
+ * low bits) to a multiplicative hash because references collided there; 0 before. */
+int lob_itch_scan_scrambled(const lob_itch_scan *s);
 /* Copy the per-locate figures into out[65536]. Can't fail. */
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
 

@@ -191,6 +191,7 @@ void lob_itch_partition(const uint8_t *buf, const uint32_t *offsets, const uint8
                         const uint8_t *owner, uint32_t parts, uint32_t *out_offsets, uint8_t *out_types, size_t cap,
                         size_t *counts);
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
+int lob_itch_scan_scrambled(const lob_itch_scan *s);
 size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
                        const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index);
 

@@ -477,6 +477,12 @@ class ItchScan:
         lib.lob_itch_scan_stats(self.ptr, _buf("lob_itch_locate[]", out, True))
         return out
 
+    @property
+    def scrambled(self) -> bool:
+        """True once the order map hashes references instead of placing them by their low
+        bits (which it does while the feed numbers its orders in sequence)."""
+        return bool(lib.lob_itch_scan_scrambled(self.ptr))
+
 
 def itch_events(buf, offsets, types, n, select, events, ts, msg_index) -> int:
     """Order messages among n framed ones -> events (lob_itch_events). Returns the count."""

@@ -169,11 +169,57 @@ def test_partition_splits_messages_by_owner_in_order_and_threaded_scans_agree(sy
     assert one.messages == many.messages > 0
 
 
+def _orders_file(path, refs, locates=(3, 4)) -> None:
+    """Adds of every ref (alternating locates), then a delete of every other one, an
+    execution of part of the rest and a replace of some: an order map's worth of work."""
+    import struct
+
+    def msg(t, locate, ts, body):
+        payload = struct.pack(">cHH", t.encode(), locate, 0) + ts.to_bytes(6, "big") + body
+        return struct.pack(">H", len(payload)) + payload
+
+    out, ts = [], 1
+    for i, ref in enumerate(refs):
+        out.append(msg("A", locates[i % 2], ts, struct.pack(">QcI8sI", ref, b"B", 100, b"XYZ     ", 1000 + i % 7)))
+        ts += 1
+    for i, ref in enumerate(refs):
+        loc = locates[i % 2]
+        if i % 2:
+            out.append(msg("D", loc, ts, struct.pack(">Q", ref)))
+        elif i % 4 == 0:
+            out.append(msg("E", loc, ts, struct.pack(">QIQ", ref, 40, i)))
+        else:
+            out.append(msg("U", loc, ts, struct.pack(">QQII", ref, ref + 1, 50, 1001)))
+        ts += 1
+    path.write_bytes(b"".join(out))
+
+
+@pytest.mark.parametrize("name, refs, scrambled", [
+    ("sequential", [1 + i for i in range(20000)], False),
+    ("nasdaq-like gaps", list(np.cumsum(np.random.default_rng(5).integers(1, 17, 20000)).tolist()), False),
+    ("same low 20 bits", [(i + 1) << 20 for i in range(20000)], True),
+    ("same low 12 bits", [(i + 1) << 12 for i in range(20000)], True),
+])
+def test_order_map_places_by_reference_and_scrambles_when_they_collide(tmp_path, name, refs, scrambled):
+    """Pass 1's order map homes a reference at its low bits while the feed numbers orders
+    in sequence (as NASDAQ does), and switches to a hash when references pile up there
+    (csrc/itch.c, SCRAMBLE_PROBES). The figures are the naive scan's either way."""
+    p = tmp_path / "refs.itch"
+    _orders_file(p, refs)
+    check(str(p), chunk_bytes=1 << 16)
+    scan = core.ItchScan()
+    for c in ItchFile(str(p), chunk_bytes=1 << 16).chunks():
+        scan.feed(c.buf, c.offsets, c.types, c.n, None)
+    assert scan.scrambled is scrambled
+    assert int(scan.stats()["peak_live"][3] + scan.stats()["peak_live"][4]) == len(refs)
+
+
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_price_gcd_is_the_gcd_of_the_prices(tmp_path_factory, data):
-    """The scan tests divisibility by a multiply (csrc/itch.c, divisor_mult): against
-    math.gcd on prices that share factors, are 0, 1 or 2^32 - 1, repeat or change."""
+    """The scan's running gcd (csrc/itch.c, see_price: a repeat skipped, a remainder test
+    before Euclid) against math.gcd on prices that share factors, are 0, 1 or 2^32 - 1,
+    repeat or change."""
     import struct
     base = data.draw(st.sampled_from([1, 2, 3, 7, 100, 625, 65536, 4294967295]))
     prices = data.draw(st.lists(st.one_of(st.integers(0, (2**32 - 1) // base).map(lambda k: k * base),
