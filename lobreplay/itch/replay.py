@@ -145,6 +145,11 @@ def size_books(stats: np.ndarray, headroom: float, locates) -> tuple[list[Sizing
     return out, notes
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 class _NoBar(contextlib.nullcontext):
     """What a replay without a progress bar updates instead of one."""
     n = 0
@@ -306,8 +311,7 @@ class ItchReplay:
         of a parallel replay, else 1) other busy threads or processes."""
         if busy is None:
             busy = self.cfg.part[1] if self.cfg.part is not None else 1
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        return cpus > busy
+        return usable_cpus() > busy
 
     def _select(self, p1: _Pass1) -> list[int]:
         with_orders = [int(x) for x in np.flatnonzero(self._share(p1.stats["price_gcd"] != 0))]
