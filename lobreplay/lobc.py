@@ -175,7 +175,7 @@ class LobcWriter:
         self.flush_seconds = float(flush_seconds)
         self.records = 0      # records written to the file
         self.blocks = 0
-        self._buf = bytearray()
+        self._buf = bytearray(UNIT)  # the pending block: room for its header, then its records
         self._pending = 0
         self._first_recv = 0
         self._t_first = 0.0
@@ -232,7 +232,7 @@ class LobcWriter:
             if not self._pending:
                 self._first_recv = int(part["recv_ns"][0])
                 self._t_first = time.monotonic()
-            self._buf += part.tobytes()
+            self._buf += memoryview(part.view(np.uint8))
             self._pending += take
             i += take
             if self._pending >= self.flush_records:
@@ -244,14 +244,15 @@ class LobcWriter:
         """Write the pending records as one block (one write() call); nothing if none are pending."""
         if not self._pending or self._f is None:
             return
-        head = _BLK.pack(BLOCK_MAGIC, self._pending, crc32(self._buf), 0, self.blocks, self._first_recv)
-        data = head + self._buf
+        data = self._buf
+        data[:UNIT] = _BLK.pack(BLOCK_MAGIC, self._pending, crc32(memoryview(data)[UNIT:]), 0, self.blocks,
+                                self._first_recv)
         self._write(data)
         self._f.flush()
         self.records += self._pending
         self.blocks += 1
         self.bytes += len(data)
-        self._buf = bytearray()
+        self._buf = bytearray(UNIT)
         self._pending = 0
 
     def fsync(self) -> None:

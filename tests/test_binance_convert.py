@@ -9,7 +9,7 @@ import pytest
 
 from lobreplay import lobc
 from lobreplay.binance import sync as sync_mod
-from lobreplay.binance.convert import convert, detect_format
+from lobreplay.binance.convert import _market_of, convert, detect_format
 from lobreplay.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, RESYNC, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL,
                             TICKER_ASK, TICKER_BID, TRADE)
 
@@ -41,6 +41,21 @@ def usdm(tmp_path_factory):
 def spot_pair(tmp_path_factory):
     out = tmp_path_factory.mktemp("spot") / "spot.lobc"
     return convert([SPOT1, SPOT2], out), out
+
+
+SPOT_DEPTH = b'1 {"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":1,"s":"BTCUSDT","U":5,"u":6,"b":[],"a":[]}}'
+USDM_DEPTH = (b'1 {"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":1,"T":1,"s":"BTCUSDT","U":5,"u":6,'
+              b'"pu":4,"b":[],"a":[]}}')
+TRADE = b'2 {"stream":"btcusdt@trade","data":{"e":"trade","E":1,"s":"BTCUSDT","t":1,"p":"1","q":"1","pu":3}}'
+
+
+@pytest.mark.parametrize("blob, market", [
+    (SPOT_DEPTH + b"\n", "spot"), (USDM_DEPTH + b"\n", "usdm"), (USDM_DEPTH, "usdm"),
+    (TRADE + b"\n" + SPOT_DEPTH + b"\n" + USDM_DEPTH, "spot"),  # the first depth line decides, not any "pu"
+    (b'0 {"lastUpdateId":7,"E":1,"T":1,"bids":[],"asks":[]}\n' + SPOT_DEPTH, "usdm"),  # a futures snapshot
+    (b'0 {"lastUpdateId":7,"bids":[],"asks":[]}\n', "spot"), (TRADE, None), (b"", None)])
+def test_market_from_the_first_depth_event_or_snapshot(blob, market):
+    assert _market_of(blob) == market
 
 
 def test_spot_20240808(tmp_path):

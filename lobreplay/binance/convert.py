@@ -135,11 +135,29 @@ def _scan(paths, keep: dict | None = None) -> tuple[set, set, str | None]:
             if not streams:
                 symbols.update(x.decode("ascii", "replace").upper() for x in set(_S_RE.findall(blob)))
             if market is None:
-                if b'"e":"depthUpdate"' in blob or b'"lastUpdateId"' in blob:
-                    market = USDM if (b'"pu":' in blob or re.search(rb'"lastUpdateId":\d+,"E":', blob)) else SPOT
+                market = _market_of(blob)
     if keep is not None:
         keep.update(kept)
     return streams, symbols, market
+
+
+_USDM_SNAPSHOT_RE = re.compile(rb'"lastUpdateId":\d+,"E":')
+
+
+def _market_of(blob: bytes) -> str | None:
+    """USD-M if the first depth event carries `pu` or the first snapshot has `E` after its
+    lastUpdateId (futures snapshots do), spot if they do not, None if blob has neither.
+    Only those lines are looked at: a spot recording's text is not searched end to end."""
+    d = blob.find(b'"e":"depthUpdate"')
+    if d >= 0:
+        end = blob.find(b"\n", d)
+        line = blob[blob.rfind(b"\n", 0, d) + 1:end if end >= 0 else len(blob)]
+        if b'"pu":' in line:
+            return USDM
+    s = blob.find(b'"lastUpdateId"')
+    if s >= 0 and _USDM_SNAPSHOT_RE.match(blob, s):
+        return USDM
+    return SPOT if d >= 0 or s >= 0 else None
 
 
 def _ns_from_secs(text: str) -> int:
@@ -403,25 +421,33 @@ def _feed_blob(machine: DepthSync, blob: bytes, raw_fmt: bool) -> tuple[np.ndarr
         dest = np.arange(len(recs), dtype=np.int64)
         dest[pending:] += np.repeat(sc_before[rest], counts)
         out.view("<u8").reshape(total, 8)[dest] = np.ascontiguousarray(recs).view("<u8").reshape(-1, 8)
+    # each kind's records built in a block of their own (fields written in sequence), then
+    # moved to their places as whole rows: one scatter per block instead of one per field
+    rows = out.view("<u8").reshape(total, 8)
     t, k = dec[sidx[tr]], dec[sidx[tk]]
     lt, lk = sidx[tr], sidx[tk]
-    pos = pending + pc_before[lt] + sc_before[lt]
     lv = levels[t["level"].astype(np.int64)]
-    for f, v in (("recv_ns", t["recv_ns"]), ("exch_ns", np.where(t["exch_ms"] >= 0, t["exch_ms"] * MS, 0)),
-                 ("first_id", t["first_id"]), ("last_id", t["last_id"]), ("prev_id", 0), ("price", lv[:, 0]),
-                 ("qty", lv[:, 1]), ("kind", TRADE), ("side", np.where(t["maker"] != 0, ASK, BID)),
-                 ("symbol", sym[tr]), ("flags", np.where(t["status"] == BN_AGGTRADE, TRADE_FLAG_AGG, 0))):
-        out[f][pos] = v
+    rows[pending + pc_before[lt] + sc_before[lt]] = _block(
+        len(t), recv_ns=t["recv_ns"], exch_ns=np.where(t["exch_ms"] >= 0, t["exch_ms"] * MS, 0),
+        first_id=t["first_id"], last_id=t["last_id"], price=lv[:, 0], qty=lv[:, 1], kind=TRADE,
+        side=np.where(t["maker"] != 0, ASK, BID), symbol=sym[tr],
+        flags=np.where(t["status"] == BN_AGGTRADE, TRADE_FLAG_AGG, 0))
     pos = pending + pc_before[lk] + sc_before[lk]
     exch = np.where(k["exch_ms"] >= 0, k["exch_ms"] * MS, 0)
     lvl = k["level"].astype(np.int64)
     for j, (kind, side) in enumerate(((TICKER_BID, BID), (TICKER_ASK, ASK))):
         lv = levels[lvl + j]
-        for f, v in (("recv_ns", k["recv_ns"]), ("exch_ns", exch), ("first_id", k["first_id"]), ("last_id", 0),
-                     ("prev_id", 0), ("price", lv[:, 0]), ("qty", lv[:, 1]), ("kind", kind), ("side", side),
-                     ("symbol", sym[tk]), ("flags", 0)):
-            out[f][pos + j] = v
+        rows[pos + j] = _block(len(k), recv_ns=k["recv_ns"], exch_ns=exch, first_id=k["first_id"], price=lv[:, 0],
+                               qty=lv[:, 1], kind=kind, side=side, symbol=sym[tk])
     return out, nl
+
+
+def _block(n: int, **fields) -> np.ndarray:
+    """n records with these fields (the others 0), as rows of 8 uint64."""
+    rec = np.zeros(n, RECORD_DTYPE)
+    for f, v in fields.items():
+        rec[f] = v
+    return rec.view("<u8").reshape(n, 8)
 
 
 def _feed_lines(machine: DepthSync, lines, raw_fmt: bool) -> np.ndarray:
