@@ -6,6 +6,7 @@
  * message, known keys once each, unescaped ASCII strings, plain integers):
  * whatever it does not take is left, whole, to the Python path.
  */
+#define _GNU_SOURCE /* memmem */
 #include "bnjson.h"
 
 #include <string.h>
@@ -536,5 +537,67 @@ int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digi
     *n_levels = nv;
     *consumed = pos;
     *n_names = nn;
+    return LOB_OK;
+}
+
+/* ---- distinct values of a string field ------------------------------------------------ */
+
+static inline int is_blank(uint8_t c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static inline int is_word(uint8_t c)
+{
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-';
+}
+
+enum { VALUE_TABLE = 1 << 13 }; /* > 2 * LOB_BN_VALUES_MAX */
+
+int lob_bn_values(const uint8_t *buf, size_t len, const uint8_t *key, size_t key_len, int word, uint32_t *starts,
+                  uint32_t *lens, size_t cap, size_t *n, int *more)
+{
+    *n = 0;
+    *more = 0;
+    if ((len && !buf) || !key || key_len == 0 || key_len > 64 || len >= (1ULL << 32) || cap > LOB_BN_VALUES_MAX)
+        return LOB_EARG;
+    uint8_t needle[68];
+    needle[0] = '"';
+    memcpy(needle + 1, key, key_len);
+    needle[key_len + 1] = '"';
+    needle[key_len + 2] = ':';
+    size_t nlen = key_len + 3;
+    uint32_t table[VALUE_TABLE]; /* value index + 1 by hash; 0: empty */
+    memset(table, 0, sizeof table);
+    const uint8_t *p = buf, *end = buf + len;
+    while ((size_t)(end - p) >= nlen) {
+        const uint8_t *hit = memmem(p, (size_t)(end - p), needle, nlen);
+        if (!hit) break;
+        const uint8_t *v = hit + nlen;
+        p = v;
+        while (v < end && is_blank(*v)) v++;
+        if (v >= end || *v != '"') continue;
+        const uint8_t *s = ++v;
+        while (v < end && *v != '"' && (!word || is_word(*v))) v++;
+        if (v >= end || *v != '"' || v == s) continue;
+        uint32_t vlen = (uint32_t)(v - s);
+        uint32_t h = 2166136261u; /* FNV-1a */
+        for (uint32_t i = 0; i < vlen; i++) h = (h ^ s[i]) * 16777619u;
+        for (uint32_t i = h & (VALUE_TABLE - 1);; i = (i + 1) & (VALUE_TABLE - 1)) {
+            uint32_t k = table[i];
+            if (k == 0) {
+                if (*n == cap) {
+                    *more = 1;
+                    return LOB_OK;
+                }
+                starts[*n] = (uint32_t)(s - buf);
+                lens[*n] = vlen;
+                table[i] = (uint32_t)++*n;
+                break;
+            }
+            if (lens[k - 1] == vlen && memcmp(buf + starts[k - 1], s, vlen) == 0) break;
+        }
+        p = v + 1;
+    }
     return LOB_OK;
 }

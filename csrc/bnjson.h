@@ -72,6 +72,18 @@ int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digi
                   lob_bn_line *lines, size_t line_cap, size_t *n_lines, int64_t *levels, size_t level_cap,
                   size_t *n_levels, size_t *consumed, uint32_t *names, size_t *n_names);
 
+enum { LOB_BN_VALUES_MAX = 4096 };
+
+/* The distinct values of a string field in buf[0 .. len) (len < 2^32), in order of
+ * first appearance: every `"<key>":"<value>"` (blanks allowed after the colon; the value
+ * runs to the next '"', is not empty and, with word set, holds only [A-Za-z0-9_-]),
+ * as the regex "<key>":\s*"([^"]+)" (or "([A-Za-z0-9_\-]+)") finds them, anywhere in the
+ * text. buf[starts[k] .. starts[k] + lens[k]) for k < *n; at most cap (<=
+ * LOB_BN_VALUES_MAX): *more is 1 if there were more. key: 1 .. 64 bytes. For the scan
+ * that finds a recording's streams and symbols. Returns LOB_OK or LOB_EARG. */
+int lob_bn_values(const uint8_t *buf, size_t len, const uint8_t *key, size_t key_len, int word, uint32_t *starts,
+                  uint32_t *lens, size_t cap, size_t *n, int *more);
+
 #ifdef __cplusplus
 }
 #endif

@@ -378,3 +378,6 @@ typedef struct lob_bn_line {
 int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digits, uint32_t qty_digits,
                   lob_bn_line *lines, size_t line_cap, size_t *n_lines, int64_t *levels, size_t level_cap,
                   size_t *n_levels, size_t *consumed, uint32_t *names, size_t *n_names);
+#define LOB_BN_VALUES_MAX ...
+int lob_bn_values(const uint8_t *buf, size_t len, const uint8_t *key, size_t key_len, int word, uint32_t *starts,
+                  uint32_t *lens, size_t cap, size_t *n, int *more);

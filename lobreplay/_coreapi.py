@@ -672,6 +672,24 @@ BN_DEPTH = lib.LOB_BN_DEPTH
 BN_TRADE, BN_AGGTRADE, BN_TICKER = lib.LOB_BN_TRADE, lib.LOB_BN_AGGTRADE, lib.LOB_BN_TICKER
 
 
+def bn_values(buf: bytes, key: bytes, *, word: bool = False, cap: int = 256) -> list[bytes] | None:
+    """The distinct values of the string field `key` anywhere in buf, in order of first
+    appearance (lob_bn_values: as the regex `"key":\\s*"([^"]+)"` finds them, or with word
+    `"key":\\s*"([A-Za-z0-9_\\-]+)"`); None if there are more than cap."""
+    n = len(buf)
+    if n >= 1 << 32:
+        raise ValueError("bn_values: at most 4 GiB per call")
+    cap = min(cap, lib.LOB_BN_VALUES_MAX)
+    starts, lens = np.empty(cap, np.uint32), np.empty(cap, np.uint32)
+    got, more = ffi.new("size_t *"), ffi.new("int *")
+    raise_for_status(lib.lob_bn_values(ffi.from_buffer("uint8_t[]", buf), n, key, len(key), int(word),
+                                       _buf("uint32_t[]", starts, True), _buf("uint32_t[]", lens, True), cap, got,
+                                       more), f"finding the values of {key!r}")
+    if more[0]:
+        return None
+    return [buf[a:a + k] for a, k in zip(starts[:got[0]].tolist(), lens[:got[0]].tolist())]
+
+
 def bn_decode(buf: bytes, *, usdm: bool, price_digits: int, qty_digits: int, bare: bool = False,
               names: bool = False):
     """The lines of buf (split at newlines) with their depthUpdate, trade, aggTrade and bookTicker

@@ -24,6 +24,11 @@ def open_read(f: BinaryIO, *, thread: bool = False, block_size: int = 1 << 20) -
     return igzip.IGzipFile(fileobj=f, mode="rb")
 
 
+def decompress(data: bytes) -> bytes:
+    """The decompressed bytes of a whole gzip file in memory (all members), in one call."""
+    return igzip.decompress(data)
+
+
 def open_path(path, *, thread: bool = False) -> BinaryIO:
     """open_read of a file by its path (closed with the reader)."""
     return igzip_threaded.open(path, "rb", threads=1) if thread else igzip.open(path, "rb")

@@ -44,3 +44,20 @@ def test_selftest_offline_with_synthetic_streams(monkeypatch, capsys):
     assert run(["capture", "binance", "--selftest"]) == 0
     out = capsys.readouterr().out
     assert "playing synthetic" in out and "selftest: OK" in out
+
+
+def test_from_jsonl_of_a_cut_or_corrupt_gzip_names_the_file(tmp_path, capsys):
+    """A recording whose gzip stream is cut short or corrupt: a one-line error naming the file
+    and how much text came before, exit status 1, no traceback, no .lobc left behind (the scan
+    reads the whole file before anything is written)."""
+    from lobreplay.binance.convert import CHUNK
+    from lobreplay.cli import main
+    whole = (BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240808.gz").read_bytes()
+    for name, data, after in [("cut.gz", whole[:600_000], f"after {CHUNK} bytes"),
+                              ("corrupt.gz", b"\x1f\x8b\x08\x00" + b"garbage" * 9, "after 0 bytes")]:
+        src, out = tmp_path / name, tmp_path / (name + ".lobc")
+        src.write_bytes(data)
+        assert main(["capture", "binance", "--from-jsonl", str(src), "-o", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert str(src) in err and after in err and "Traceback" not in err and len(err.splitlines()) == 1
+        assert not out.exists()

@@ -6,10 +6,12 @@ import gzip
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lobreplay import lobc
 from lobreplay.binance import sync as sync_mod
-from lobreplay.binance.convert import _market_of, convert, detect_format
+from lobreplay.binance.convert import _market_of, _pieces, convert, detect_format
 from lobreplay.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, RESYNC, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL,
                             TICKER_ASK, TICKER_BID, TRADE)
 
@@ -46,16 +48,28 @@ def spot_pair(tmp_path_factory):
 SPOT_DEPTH = b'1 {"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":1,"s":"BTCUSDT","U":5,"u":6,"b":[],"a":[]}}'
 USDM_DEPTH = (b'1 {"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":1,"T":1,"s":"BTCUSDT","U":5,"u":6,'
               b'"pu":4,"b":[],"a":[]}}')
-TRADE = b'2 {"stream":"btcusdt@trade","data":{"e":"trade","E":1,"s":"BTCUSDT","t":1,"p":"1","q":"1","pu":3}}'
+TRADE_LINE = b'2 {"stream":"btcusdt@trade","data":{"e":"trade","E":1,"s":"BTCUSDT","t":1,"p":"1","q":"1","pu":3}}'
 
 
 @pytest.mark.parametrize("blob, market", [
     (SPOT_DEPTH + b"\n", "spot"), (USDM_DEPTH + b"\n", "usdm"), (USDM_DEPTH, "usdm"),
-    (TRADE + b"\n" + SPOT_DEPTH + b"\n" + USDM_DEPTH, "spot"),  # the first depth line decides, not any "pu"
+    (TRADE_LINE + b"\n" + SPOT_DEPTH + b"\n" + USDM_DEPTH, "spot"),  # the first depth line decides, not any "pu"
     (b'0 {"lastUpdateId":7,"E":1,"T":1,"bids":[],"asks":[]}\n' + SPOT_DEPTH, "usdm"),  # a futures snapshot
-    (b'0 {"lastUpdateId":7,"bids":[],"asks":[]}\n', "spot"), (TRADE, None), (b"", None)])
+    (b'0 {"lastUpdateId":7,"bids":[],"asks":[]}\n', "spot"), (TRADE_LINE, None), (b"", None)])
 def test_market_from_the_first_depth_event_or_snapshot(blob, market):
     assert _market_of(blob) == market
+
+
+@given(text=st.lists(st.sampled_from([b"a", b"bb", b"\n", b"cccccc"]), max_size=40).map(b"".join),
+       size=st.integers(1, 12))
+def test_pieces_cut_after_newlines(text, size):
+    """A small gzip recording's text is converted in pieces of whole lines (_pieces): together
+    they are the text, each but the last ends a line, and none is longer than size unless it
+    is one line."""
+    pieces = list(_pieces(text, size))
+    assert b"".join(pieces) == text and all(pieces)
+    assert all(p.endswith(b"\n") for p in pieces[:-1])
+    assert all(len(p) <= size or p.count(b"\n") <= 1 for p in pieces)
 
 
 def test_spot_20240808(tmp_path):

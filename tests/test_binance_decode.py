@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import convert_golden
 import golden_common
 from lobreplay import lobc
-from lobreplay._coreapi import BN_DEPTH, bn_decode
+from lobreplay._coreapi import BN_DEPTH, bn_decode, bn_values
 from lobreplay.binance.convert import convert
 
 SPOT_SRC = golden_common.HFT / "spot" / "btcusdt_20240808.gz"
@@ -480,3 +483,23 @@ def test_runs_in_sequence_convert_the_same_with_and_without_the_decoder(tmp_path
     # and the decoder took most of the depth lines (the runs are the C path's, not Python's)
     dec, _ = bn_decode(src.read_bytes(), usdm=usdm, price_digits=8, qty_digits=8)
     assert int((dec["status"] == BN_DEPTH).sum()) > st["depth"] * 0.9
+
+
+_FRAGMENTS = ['"stream":', '"stream": ', '"stream":\t"', '"s":', '"s":"', '"', '"stream":"', 'btc', 'usdt', '@', '.',
+              'A', 'Z', '_', '-', ' ', '\n', '{', '}', ',', ':', '"data":', 'xs', '\\', '\u00e9']
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.sampled_from(_FRAGMENTS), max_size=80), key=st.sampled_from([b"stream", b"s"]),
+       word=st.booleans())
+def test_bn_values_finds_what_the_regex_finds(parts, key, word):
+    """lob_bn_values (the scan's distinct streams and symbols, in C) against the regexes it
+    replaces: the same values, in order of first appearance, on text cut from JSON pieces."""
+    blob = "".join(parts).encode()
+    value = rb"([A-Za-z0-9_\-]+)" if word else rb'([^"]+)'
+    rx = re.compile(rb'"' + re.escape(key) + rb'":\s*"' + value + rb'"')
+    want = list(dict.fromkeys(rx.findall(blob)))
+    assert bn_values(blob, key, word=word) == want
+    assert bn_values(blob, key, word=word, cap=len(want)) == want
+    if want:
+        assert bn_values(blob, key, word=word, cap=len(want) - 1) is None

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _gz, lobc
-from .._coreapi import BN_AGGTRADE, BN_DEPTH, BN_TICKER, BN_TRADE, bn_decode
+from .._coreapi import BN_AGGTRADE, BN_DEPTH, BN_TICKER, BN_TRADE, bn_decode, bn_values
 from ..errors import InputError
 from ..lobc import GAP_SHUTDOWN, INT64_MAX, RECORD_DTYPE, TICKER_ASK, TICKER_BID, TRADE
 from .sync import ASK, BID, MS, SPOT, TRADE_FLAG_AGG, USDM, DepthSync, decode_json, open_writer
@@ -36,13 +36,58 @@ from .sync import ASK, BID, MS, SPOT, TRADE_FLAG_AGG, USDM, DepthSync, decode_js
 CHUNK = 1 << 22
 
 
-def _open(path: Path, buffer: int = CHUNK):
+def _open(path: Path, buffer: int = CHUNK) -> _Text:
     """The file's content (gzip inflated), read through a buffer of `buffer` bytes."""
     with open(path, "rb") as f:
         magic = f.read(2)
     if magic == b"\x1f\x8b":
-        return io.BufferedReader(_gz.open_path(path), buffer)
-    return open(path, "rb", buffering=buffer)
+        return _Text(path, io.BufferedReader(_gz.open_path(path), buffer))
+    return _Text(path, open(path, "rb", buffering=buffer))
+
+
+class _Text:
+    """A recording's content for reading (read, readlines, lines by iteration). A gzip stream
+    that is corrupt or cut short, or a failing read, becomes an InputError that names the file
+    and how many bytes of its text came before (instead of a traceback)."""
+
+    def __init__(self, path: Path, f):
+        self.path, self._f, self.pos = path, f, 0
+
+    def __enter__(self) -> _Text:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._f.close()
+
+    def _took(self, data):
+        self.pos += len(data) if isinstance(data, bytes) else sum(map(len, data))
+        return data
+
+    def _broken(self, e: BaseException):
+        return InputError(f"{self.path}: the text breaks off after {self.pos} bytes "
+                          f"({type(e).__name__}: {e}; a gzip file cut short or corrupt?)")
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            return self._took(self._f.read(n))
+        except _gz.ERRORS as e:
+            raise self._broken(e) from None
+
+    def readlines(self, hint: int = -1) -> list:
+        try:
+            return self._took(self._f.readlines(hint))
+        except _gz.ERRORS as e:
+            raise self._broken(e) from None
+
+    def __iter__(self):
+        while line := self.read_line():
+            yield line
+
+    def read_line(self) -> bytes:
+        try:
+            return self._took(self._f.readline())
+        except _gz.ERRORS as e:
+            raise self._broken(e) from None
 
 
 def _head(path: Path, n: int = 4096) -> bytes:
@@ -79,7 +124,20 @@ def _iter_lines(path: Path):
 
 def _iter_chunks(path: Path):
     """The file's content in pieces of about CHUNK bytes, each cut after a newline (the last
-    piece may end without one)."""
+    piece may end without one). A gzip file of up to CHUNK bytes is inflated in one call and
+    its text cut into pieces of up to 4 x CHUNK (one, for most recordings of a day): no reads
+    through buffers, fewer pieces (spot 2024-08-08: 85 -> 78 ms of CPU for the conversion)."""
+    if path.stat().st_size <= CHUNK:
+        with open(path, "rb") as f:
+            raw = f.read()
+        if raw[:2] == b"\x1f\x8b":
+            try:
+                text = _gz.decompress(raw)
+            except _gz.ERRORS:
+                text = None  # the streaming reader below reports where it breaks
+            if text is not None:
+                yield from _pieces(text, 4 * CHUNK)
+                return
     with _open(path) as f:
         rest = b""
         while True:
@@ -101,8 +159,29 @@ def _iter_chunks(path: Path):
                 rest = data
 
 
+def _pieces(text: bytes, size: int):
+    """text in pieces of up to about `size` bytes, each cut after a newline (a line longer
+    than that is a piece of its own)."""
+    start = 0
+    while len(text) - start > size:
+        cut = text.rfind(b"\n", start, start + size) + 1
+        if cut <= start:
+            cut = text.find(b"\n", start + size) + 1 or len(text)
+        yield text[start:cut]
+        start = cut
+    if start < len(text):
+        yield text[start:] if start else text
+
+
 _STREAM_RE = re.compile(rb'"stream":\s*"([^"]+)"')
 _S_RE = re.compile(rb'"s":\s*"([A-Za-z0-9_\-]+)"')
+
+
+def _distinct(blob: bytes, key: bytes, rx: re.Pattern, *, word: bool = False):
+    """The distinct values rx (`"key":\\s*"(...)"`) finds in blob: found in C (memmem, 10x the
+    regex), by the regex when there are more than a few hundred."""
+    got = bn_values(blob, key, word=word)
+    return set(rx.findall(blob)) if got is None else got
 
 
 KEEP_BYTES = 1 << 27  # a scan keeps the text it read, up to this much, for the conversion pass
@@ -126,14 +205,14 @@ def _scan(paths, keep: dict | None = None) -> tuple[set, set, str | None]:
                 else:
                     keep, chunks = None, None
                     kept.clear()
-            for s in set(_STREAM_RE.findall(blob)):
+            for s in _distinct(blob, b"stream", _STREAM_RE):
                 s = s.decode("ascii", "replace")
                 if s.startswith("!") or s.endswith("@depthSnapshot"):
                     continue
                 streams.add(s)
                 symbols.add(s.split("@", 1)[0].upper())
             if not streams:
-                symbols.update(x.decode("ascii", "replace").upper() for x in set(_S_RE.findall(blob)))
+                symbols.update(x.decode("ascii", "replace").upper() for x in _distinct(blob, b"s", _S_RE, word=True))
             if market is None:
                 market = _market_of(blob)
     if keep is not None:
@@ -417,37 +496,41 @@ def _feed_blob(machine: DepthSync, blob: bytes, raw_fmt: bool) -> tuple[np.ndarr
     pc_before = np.cumsum(pc) - pc
     total = len(recs) + int(sc.sum())
     out = np.empty(total, RECORD_DTYPE)
+    rows = out.view(_ROW)  # records as opaque 64-byte items: a scatter copies each in one piece
     if len(recs):
         dest = np.arange(len(recs), dtype=np.int64)
         dest[pending:] += np.repeat(sc_before[rest], counts)
-        out.view("<u8").reshape(total, 8)[dest] = np.ascontiguousarray(recs).view("<u8").reshape(-1, 8)
+        np.put(rows, dest, np.ascontiguousarray(recs).view(_ROW))
     # each kind's records built in a block of their own (fields written in sequence), then
     # moved to their places as whole rows: one scatter per block instead of one per field
-    rows = out.view("<u8").reshape(total, 8)
     t, k = dec[sidx[tr]], dec[sidx[tk]]
     lt, lk = sidx[tr], sidx[tk]
     lv = levels[t["level"].astype(np.int64)]
-    rows[pending + pc_before[lt] + sc_before[lt]] = _block(
+    np.put(rows, pending + pc_before[lt] + sc_before[lt], _block(
         len(t), recv_ns=t["recv_ns"], exch_ns=np.where(t["exch_ms"] >= 0, t["exch_ms"] * MS, 0),
         first_id=t["first_id"], last_id=t["last_id"], price=lv[:, 0], qty=lv[:, 1], kind=TRADE,
         side=np.where(t["maker"] != 0, ASK, BID), symbol=sym[tr],
-        flags=np.where(t["status"] == BN_AGGTRADE, TRADE_FLAG_AGG, 0))
+        flags=np.where(t["status"] == BN_AGGTRADE, TRADE_FLAG_AGG, 0)))
     pos = pending + pc_before[lk] + sc_before[lk]
     exch = np.where(k["exch_ms"] >= 0, k["exch_ms"] * MS, 0)
     lvl = k["level"].astype(np.int64)
     for j, (kind, side) in enumerate(((TICKER_BID, BID), (TICKER_ASK, ASK))):
         lv = levels[lvl + j]
-        rows[pos + j] = _block(len(k), recv_ns=k["recv_ns"], exch_ns=exch, first_id=k["first_id"], price=lv[:, 0],
-                               qty=lv[:, 1], kind=kind, side=side, symbol=sym[tk])
+        np.put(rows, pos + j, _block(len(k), recv_ns=k["recv_ns"], exch_ns=exch, first_id=k["first_id"],
+                                     price=lv[:, 0], qty=lv[:, 1], kind=kind, side=side, symbol=sym[tk]))
     return out, nl
 
 
+_ROW = np.dtype("V64")
+assert _ROW.itemsize == RECORD_DTYPE.itemsize
+
+
 def _block(n: int, **fields) -> np.ndarray:
-    """n records with these fields (the others 0), as rows of 8 uint64."""
+    """n records with these fields (the others 0), as _ROW items."""
     rec = np.zeros(n, RECORD_DTYPE)
     for f, v in fields.items():
         rec[f] = v
-    return rec.view("<u8").reshape(n, 8)
+    return rec.view(_ROW)
 
 
 def _feed_lines(machine: DepthSync, lines, raw_fmt: bool) -> np.ndarray:

@@ -261,10 +261,14 @@ class RecordBuffer:
             return np.empty(0, RECORD_DTYPE)
         runs = np.array(self.runs, dtype=_RUN_DTYPE)
         counts = runs["count"]
-        out = np.zeros(int(counts.sum()), RECORD_DTYPE)
-        simple = bool((counts == 1).all())
+        # a record per run with the fields its records share, then each repeated count times
+        # (whole records: one copy, not a repeat and a strided write per field)
+        out = np.zeros(len(runs), RECORD_DTYPE)
         for f in _COPY:
-            out[f] = runs[f] if simple else np.repeat(runs[f], counts)
+            out[f] = runs[f]
+        simple = bool((counts == 1).all())
+        if not simple:
+            out = np.repeat(out, counts)
         modes = runs["mode"] if simple else np.repeat(runs["mode"], counts)
         if self.fast or self.slow or self.arrays:
             vals = np.zeros((len(out), 2), np.int64)
