@@ -9,6 +9,7 @@ InputError that names the file and where it went wrong.
 from __future__ import annotations
 
 import gzip
+import io
 import zlib
 from typing import BinaryIO
 
@@ -32,3 +33,57 @@ def decompress(data: bytes) -> bytes:
 def open_path(path, *, thread: bool = False) -> BinaryIO:
     """open_read of a file by its path (closed with the reader)."""
     return igzip_threaded.open(path, "rb", threads=1) if thread else igzip.open(path, "rb")
+
+
+class SalvageReader(io.RawIOBase):
+    """The decompressed bytes of a gzip file (all members) up to where its stream breaks off
+    or turns corrupt, without an exception: the reader then ends and `broken` says why (None
+    while the stream is whole). A gzip file whose writer was killed (no end-of-stream marker)
+    gives every byte that was flushed before; the usual readers raise at the end and lose what
+    they had decompressed in that read."""
+
+    def __init__(self, path, block: int = 1 << 16):
+        super().__init__()
+        self._f = open(path, "rb")
+        self._block = block
+        self._d = isal_zlib.decompressobj(31)
+        self._mid = False  # inside a member: input given to self._d, its end not seen
+        self._out = memoryview(b"")
+        self._done = False
+        self.broken: str | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+    def readinto(self, b) -> int:
+        while not len(self._out) and not self._done:
+            self._fill()
+        n = min(len(b), len(self._out))
+        b[:n] = self._out[:n]
+        self._out = self._out[n:]
+        return n
+
+    def _fill(self) -> None:
+        data = self._f.read(self._block)
+        if not data:
+            if self._mid:
+                self.broken = "cut short: the gzip stream ends without its end-of-stream marker"
+            self._done = True
+            return
+        out = []
+        try:
+            while data:
+                out.append(self._d.decompress(data))
+                self._mid = not self._d.eof
+                if not self._d.eof:
+                    break
+                data = self._d.unused_data  # a member ended: what follows starts the next one
+                self._d = isal_zlib.decompressobj(31)
+        except isal_zlib.error as e:
+            self.broken = f"corrupt: {e}"
+            self._done = True
+        self._out = memoryview(b"".join(out))

@@ -61,3 +61,9 @@ def test_from_jsonl_of_a_cut_or_corrupt_gzip_names_the_file(tmp_path, capsys):
         err = capsys.readouterr().err
         assert str(src) in err and after in err and "Traceback" not in err and len(err.splitlines()) == 1
         assert not out.exists()
+    # --allow-truncated: the cut file converts up to its last whole line, and says so
+    src, out = tmp_path / "cut.gz", tmp_path / "cut.lobc"
+    assert main(["capture", "binance", "--from-jsonl", str(src), "-o", str(out), "--allow-truncated"]) == 0
+    text = capsys.readouterr().out
+    assert f"truncated: {src} breaks off after" in text and "cut short" in text and "synced" in text
+    assert lobc.check(out)["whole"]

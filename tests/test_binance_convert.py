@@ -72,6 +72,32 @@ def test_pieces_cut_after_newlines(text, size):
     assert all(len(p) <= size or p.count(b"\n") <= 1 for p in pieces)
 
 
+@pytest.mark.parametrize("c_decoder", [True, False])
+def test_allow_truncated_converts_a_cut_gzip_up_to_its_last_whole_line(tmp_path, c_decoder):
+    """A gzip recording cut short (a killed capture's --raw .gz): an InputError by default;
+    with allow_truncated, every line decodable before the cut converts, exactly as the same
+    text in a plain file does, and the cut is reported (where, why, the partial line dropped)."""
+    import zlib
+    from lobreplay.errors import InputError
+    whole = (BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240808.gz").read_bytes()
+    cut = tmp_path / "cut.gz"
+    cut.write_bytes(whole[:600_000])
+    with pytest.raises(InputError, match="breaks off after"):
+        convert(cut, tmp_path / "no.lobc", c_decoder=c_decoder)
+    st = convert(cut, tmp_path / "cut.lobc", allow_truncated=True, c_decoder=c_decoder)
+    (t,) = st["truncated"]
+    decodable = zlib.decompressobj(31).decompress(whole[:600_000])  # everything before the cut
+    assert t["file"] == str(cut) and "cut short" in t["reason"] and t["dropped_bytes"] > 0
+    assert t["text_bytes"] + t["dropped_bytes"] == len(decodable)
+    prefix = tmp_path / "prefix.jsonl"
+    prefix.write_bytes(decodable[:t["text_bytes"]])
+    assert decodable[:t["text_bytes"]].endswith(b"\n")
+    st2 = convert(prefix, tmp_path / "prefix.lobc", c_decoder=c_decoder)
+    assert st2["truncated"] == [] and st["records"] == st2["records"] > 50_000
+    assert np.array_equal(lobc.read(tmp_path / "cut.lobc").records, lobc.read(tmp_path / "prefix.lobc").records)
+    assert lobc.check(tmp_path / "cut.lobc")["whole"]
+
+
 def test_spot_20240808(tmp_path):
     st = convert(SPOT1, tmp_path / "a.lobc")
     assert st["format"] == "hftbacktest" and st["market"] == "spot" and st["symbols"] == ["BTCUSDT"]

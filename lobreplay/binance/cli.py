@@ -21,7 +21,7 @@ def _cmd_capture_binance(args) -> int:
         if not args.out:
             raise InputError("capture binance --from-jsonl: -o OUT.lobc is required")
         st = convert(args.from_jsonl, args.out, market=args.market_given,
-                     symbols=[s.upper() for s in args.symbol] or None)
+                     symbols=[s.upper() for s in args.symbol] or None, allow_truncated=args.allow_truncated)
         print(f"{', '.join(args.from_jsonl)} -> {args.out}: {st['format']}, {st['market']}, "
               f"{st['lines']:,} lines, {st['records']:,} records, {st['bytes']:,} bytes in {st['seconds']:.2f} s "
               f"({st['level_updates_per_s'] / 1e6:.2f} M level updates/s)")
@@ -31,6 +31,9 @@ def _cmd_capture_binance(args) -> int:
                   f"dropped before sync {s['dropped_covered']}")
         if st["malformed"]:
             print(f"  malformed messages: {st['malformed']}")
+        for t in st["truncated"]:
+            print(f"  truncated: {t['file']} breaks off after {t['text_bytes']:,} bytes of text ({t['reason']}); "
+                  f"converted up to there, {t['dropped_bytes']:,} bytes of a partial line dropped")
         return 0 if all(s["synced"] for s in st["per_symbol"].values()) else 3
     if not args.symbol:
         raise InputError("capture binance: at least one --symbol")
@@ -105,6 +108,9 @@ def add_commands(subparsers) -> argparse.ArgumentParser:
                    help="offline end-to-end check against a local fake Binance, then exit")
     b.add_argument("--from-jsonl", nargs="+", metavar="FILE",
                    help="convert recorded files instead (hftbacktest lines, our --raw, cryptofeed logs)")
+    b.add_argument("--allow-truncated", action="store_true",
+                   help="with --from-jsonl: a gzip file that breaks off (e.g. the --raw file of a killed capture) "
+                        "converts up to its last whole line, reported")
     b.set_defaults(func=_cmd_capture_binance)
     return cap
 

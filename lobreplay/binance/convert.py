@@ -36,22 +36,33 @@ from .sync import ASK, BID, MS, SPOT, TRADE_FLAG_AGG, USDM, DepthSync, decode_js
 CHUNK = 1 << 22
 
 
-def _open(path: Path, buffer: int = CHUNK) -> _Text:
+def _open(path: Path, buffer: int = CHUNK, *, tolerate: bool = False) -> _Text:
     """The file's content (gzip inflated), read through a buffer of `buffer` bytes."""
     with open(path, "rb") as f:
         magic = f.read(2)
     if magic == b"\x1f\x8b":
-        return _Text(path, io.BufferedReader(_gz.open_path(path), buffer))
-    return _Text(path, open(path, "rb", buffering=buffer))
+        if tolerate:  # ends where the stream breaks, with all that was decodable before
+            raw = _gz.SalvageReader(path)
+            return _Text(path, io.BufferedReader(raw, buffer), tolerate, raw)
+        return _Text(path, io.BufferedReader(_gz.open_path(path), buffer), tolerate)
+    return _Text(path, open(path, "rb", buffering=buffer), tolerate)
 
 
 class _Text:
     """A recording's content for reading (read, readlines, lines by iteration). A gzip stream
     that is corrupt or cut short, or a failing read, becomes an InputError that names the file
-    and how many bytes of its text came before (instead of a traceback)."""
+    and how many bytes of its text came before (instead of a traceback); with tolerate, the text
+    ends there instead and `broken` says why (a capture's --raw .gz file of a killed process
+    ends without its gzip trailer: everything before the break converts)."""
 
-    def __init__(self, path: Path, f):
+    def __init__(self, path: Path, f, tolerate: bool = False, salvage=None):
         self.path, self._f, self.pos = path, f, 0
+        self.tolerate, self._why, self._salvage = tolerate, None, salvage
+
+    @property
+    def broken(self) -> str | None:
+        """Why the text ended early (tolerate only), or None."""
+        return self._why or (self._salvage.broken if self._salvage is not None else None)
 
     def __enter__(self) -> _Text:
         return self
@@ -63,38 +74,56 @@ class _Text:
         self.pos += len(data) if isinstance(data, bytes) else sum(map(len, data))
         return data
 
-    def _broken(self, e: BaseException):
-        return InputError(f"{self.path}: the text breaks off after {self.pos} bytes "
-                          f"({type(e).__name__}: {e}; a gzip file cut short or corrupt?)")
+    def _broken(self, e: BaseException, empty):
+        """At a break: the end of the text (tolerate) or an InputError."""
+        why = f"{type(e).__name__}: {e}"
+        if self.tolerate:
+            self._why = why
+            return empty
+        raise InputError(f"{self.path}: the text breaks off after {self.pos} bytes ({why}; a gzip file cut "
+                         "short or corrupt? --allow-truncated converts what comes before)") from None
 
     def read(self, n: int = -1) -> bytes:
+        if self._why:
+            return b""
         try:
             return self._took(self._f.read(n))
         except _gz.ERRORS as e:
-            raise self._broken(e) from None
+            return self._broken(e, b"")
 
     def readlines(self, hint: int = -1) -> list:
+        if self._why:
+            return []
         try:
             return self._took(self._f.readlines(hint))
         except _gz.ERRORS as e:
-            raise self._broken(e) from None
+            return self._broken(e, [])
 
     def __iter__(self):
         while line := self.read_line():
             yield line
 
     def read_line(self) -> bytes:
+        if self._why:
+            return b""
         try:
             return self._took(self._f.readline())
         except _gz.ERRORS as e:
-            raise self._broken(e) from None
+            return self._broken(e, b"")
 
 
 def _head(path: Path, n: int = 4096) -> bytes:
     """The first n bytes of the content (a gzip file inflated only about that far: with
     _open's usual 4 MB buffer it would inflate 4 MB to read 4 KB)."""
-    with _open(path, n) as f:
-        return f.read(n)
+    try:
+        with _open(path, n) as f:
+            return f.read(n)
+    except InputError:  # a file that breaks off this early: what there is (the conversion reports the break)
+        with _open(path, n, tolerate=True) as f:
+            head = f.read(n)
+        if not head:
+            raise
+        return head
 
 
 def detect_format(path) -> str:
@@ -113,20 +142,36 @@ def detect_format(path) -> str:
                      "a lobreplay --raw file or a cryptofeed BINANCE*.ws/.http log)")
 
 
-def _iter_lines(path: Path):
-    with _open(path) as f:
+def _iter_lines(path: Path, breaks: list | None = None):
+    """The file's lines in batches of about CHUNK bytes; breaks: as for _iter_chunks."""
+    dropped = 0
+    with _open(path, tolerate=breaks is not None) as f:
         while True:
             lines = f.readlines(CHUNK)
             if not lines:
-                return
-            yield lines
+                break
+            if f.broken and not lines[-1].endswith(b"\n"):  # the partial line before a break
+                dropped = len(lines.pop())
+            if lines:
+                yield lines
+        if f.broken:
+            _note_break(breaks, path, f, dropped)
 
 
-def _iter_chunks(path: Path):
+def _note_break(breaks: list, path: Path, f: _Text, dropped: int) -> None:
+    """Record where a tolerated break ended a file's text (once per file)."""
+    if all(b["file"] != str(path) for b in breaks):
+        breaks.append({"file": str(path), "text_bytes": f.pos - dropped, "dropped_bytes": dropped,
+                       "reason": f.broken})
+
+
+def _iter_chunks(path: Path, breaks: list | None = None):
     """The file's content in pieces of about CHUNK bytes, each cut after a newline (the last
     piece may end without one). A gzip file of up to CHUNK bytes is inflated in one call and
     its text cut into pieces of up to 4 x CHUNK (one, for most recordings of a day): no reads
-    through buffers, fewer pieces (spot 2024-08-08: 85 -> 78 ms of CPU for the conversion)."""
+    through buffers, fewer pieces (spot 2024-08-08: 85 -> 78 ms of CPU for the conversion).
+    breaks (a list): a break in the gzip stream ends the text instead of raising, the partial
+    line before it is dropped, and where it happened is appended to breaks."""
     if path.stat().st_size <= CHUNK:
         with open(path, "rb") as f:
             raw = f.read()
@@ -138,12 +183,14 @@ def _iter_chunks(path: Path):
             if text is not None:
                 yield from _pieces(text, 4 * CHUNK)
                 return
-    with _open(path) as f:
+    with _open(path, tolerate=breaks is not None) as f:
         rest = b""
         while True:
             data = f.read(CHUNK)
             if not data:
-                if rest:
+                if f.broken:
+                    _note_break(breaks, path, f, len(rest))
+                elif rest:
                     yield rest
                 return
             if rest:
@@ -187,17 +234,18 @@ def _distinct(blob: bytes, key: bytes, rx: re.Pattern, *, word: bool = False):
 KEEP_BYTES = 1 << 27  # a scan keeps the text it read, up to this much, for the conversion pass
 
 
-def _scan(paths, keep: dict | None = None) -> tuple[set, set, str | None]:
+def _scan(paths, keep: dict | None = None, breaks: list | None = None) -> tuple[set, set, str | None]:
     """Streams, symbols and market seen in hftbacktest-style files (one pass of regexes).
     keep (a dict): the chunks of text read, path -> list, if all of them come to at most
-    KEEP_BYTES (else it is left empty), so that a small recording is decompressed once."""
+    KEEP_BYTES (else it is left empty), so that a small recording is decompressed once.
+    breaks: as for _iter_chunks."""
     streams, symbols, market = set(), set(), None
     kept, kept_bytes = {}, 0
     if len(set(paths)) != len(paths):  # a file named twice is read twice
         keep = None
     for p in paths:
         chunks = kept.setdefault(p, []) if keep is not None else None
-        for blob in _iter_chunks(p):
+        for blob in _iter_chunks(p, breaks):
             if chunks is not None:
                 kept_bytes += len(blob)
                 if kept_bytes <= KEEP_BYTES:
@@ -284,10 +332,13 @@ def _cryptofeed_items(ws: Path, http: Path | None):
 
 
 def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: int = lobc.DEFAULT_SCALE,
-            qty_scale: int = lobc.DEFAULT_SCALE, c_decoder: bool = True) -> dict:
+            qty_scale: int = lobc.DEFAULT_SCALE, c_decoder: bool = True, allow_truncated: bool = False) -> dict:
     """Convert one recording (or several, read as one continuous recording) to a .lobc file.
     c_decoder=False decodes every message in Python (the same output, slower: the reference
-    the C decoder of depth messages is tested against).
+    the C decoder of depth messages is tested against). allow_truncated: a gzip file that
+    breaks off (a capture's --raw .gz of a killed process) converts up to its last whole line
+    before the break, and stats["truncated"] says where, per file (hftbacktest and --raw
+    files; otherwise such a file is an InputError).
 
     Returns stats: messages, records by kind, gaps, resyncs, per-symbol sync results
     (`synced` > 0 means the book was synced at least once), levels and the speed."""
@@ -304,6 +355,7 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
         raise InputError(f"convert: mixed formats {sorted(fmts)}")
     fmt = fmts.pop() if len(fmts) == 1 else "hftbacktest"
     streams = []
+    breaks = [] if allow_truncated else None
     if fmt.startswith("cryptofeed"):
         if len(paths) != 1:
             raise InputError("convert: one cryptofeed log at a time (its .ws and .http files are paired)")
@@ -332,7 +384,7 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
             symbols = symbols or header.get("symbols")
             streams = header.get("streams", [])
         if symbols is None or market is None or not streams:
-            s_streams, s_symbols, s_market = _scan(paths, kept if c_decoder else None)
+            s_streams, s_symbols, s_market = _scan(paths, kept if c_decoder else None, breaks)
             streams = streams or sorted(s_streams)
             symbols = symbols or sorted(s_symbols)
             market = market or s_market
@@ -372,12 +424,12 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
                 for p in paths:
                     raw_fmt = detect_format(p) == "raw"
                     if c_decoder:
-                        for blob in kept.pop(p, None) or _iter_chunks(p):
+                        for blob in kept.pop(p, None) or _iter_chunks(p, breaks):
                             recs, n = _feed_blob(machine, blob, raw_fmt)
                             lines_n += n
                             w.add_many(recs)
                     else:
-                        for lines in _iter_lines(p):
+                        for lines in _iter_lines(p, breaks):
                             lines_n += len(lines)
                             w.add_many(_feed_lines(machine, lines, raw_fmt))
             w.add_many(machine.take_records())
@@ -391,6 +443,7 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
     st = dict(machine.stats)
     levels = st["diff_levels"] + st["snapshot_levels"]
     st.update(format=fmt, market=market, symbols=machine.symbols, lines=lines_n, records=out_records, bytes=out_bytes,
+              truncated=breaks or [],
               seconds=wall, cpu_seconds=cpu, level_updates=levels,
               level_updates_per_s=levels / wall if wall > 0 else 0.0,
               per_symbol=machine.symbol_stats(), dst=str(dst))
