@@ -104,6 +104,20 @@ def strings(items, type=None):
     return _with_offsets(pa.binary(), len(encoded), lengths, data).cast(type)
 
 
+def dictionary(codes: np.ndarray, names) -> pa.DictionaryArray:
+    """Small non-negative integer codes (symbol numbers: < 65536) dictionary-encoded with only
+    the codes present, in code order; names(present codes) gives their dictionary (a string
+    array). The codes present come from a table, not the sort np.unique would do."""
+    codes = np.asarray(codes).astype(np.intp, copy=False)
+    size = int(codes.max()) + 1 if len(codes) else 0
+    seen = np.zeros(size, bool)
+    seen[codes] = True
+    present = np.flatnonzero(seen)
+    index = np.empty(size, np.int32)
+    index[present] = np.arange(len(present), dtype=np.int32)
+    return pa.DictionaryArray.from_arrays(array(index[codes]), names(present))
+
+
 def _with_offsets(type, n: int, lengths: np.ndarray, data: np.ndarray):
     """A variable-width array of `type` (string, binary or their large forms)."""
     offsets = np.zeros(n + 1, np.int64 if type in (pa.large_string(), pa.large_binary()) else np.int32)

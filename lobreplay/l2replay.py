@@ -77,9 +77,8 @@ class _Corrupt(Exception):
 def _symbols_of(names: list[str], sym: np.ndarray) -> pa.DictionaryArray:
     """The symbol of each row, dictionary-encoded with only the symbols present (an index
     beyond the file's symbols is named by its number)."""
-    present, idx = np.unique(np.asarray(sym), return_inverse=True)
-    dictionary = _arrow.strings([names[s] if s < len(names) else str(s) for s in present.tolist()])
-    return pa.DictionaryArray.from_arrays(_arrow.array(idx.reshape(-1).astype(np.int32)), dictionary)
+    return _arrow.dictionary(sym, lambda present: _arrow.strings(
+        [names[s] if s < len(names) else str(s) for s in present.tolist()]))
 
 
 def _side_str(side: np.ndarray) -> np.ndarray:

@@ -112,3 +112,16 @@ def test_a_value_that_does_not_fit_the_type_is_refused():
     assert _arrow.array(np.array([0, 65535], np.int64), pa.uint16()).to_pylist() == [0, 65535]
     with pytest.raises(pa.ArrowInvalid):  # a fraction into an integer: pyarrow's refusal
         _arrow.array(np.array([1.5]), pa.int64())
+
+
+@settings(max_examples=80, deadline=None)
+@given(codes=hnp.arrays(st.sampled_from([np.dtype(np.uint16), np.dtype(np.int64)]), st.integers(0, 50),
+                        elements=st.integers(0, 70)))
+def test_dictionary_holds_the_codes_present_in_order(codes):
+    """_arrow.dictionary (the symbol columns of every report): the same values as the names
+    looked up row by row, and a dictionary of the codes present only, in code order."""
+    names = np.array([f"S{i}" for i in range(71)], object)
+    got = _arrow.dictionary(codes, lambda present: pa.array(names[present].tolist(), pa.string()))
+    assert got.to_pylist() == names[codes.astype(np.intp)].tolist()
+    assert got.dictionary.to_pylist() == [f"S{i}" for i in sorted(set(codes.tolist()))]
+    assert got.type == pa.dictionary(pa.int32(), pa.string())

@@ -668,14 +668,7 @@ def _ts_array(values) -> pa.Array:
 
 def symbols_of(symtab: pa.Array, locates: np.ndarray) -> pa.DictionaryArray:
     """The symbol of each locate, dictionary-encoded with only the symbols present."""
-    locates = np.asarray(locates).astype(np.intp, copy=False)
-    # (a 16-bit locate: a table look-up, not the sort np.unique would do)
-    seen = np.zeros(len(symtab), bool)
-    seen[locates] = True
-    present = np.flatnonzero(seen)
-    index = np.empty(len(symtab), np.int32)
-    index[present] = np.arange(len(present), dtype=np.int32)
-    return pa.DictionaryArray.from_arrays(_arrow.array(index[locates]), symtab.take(_arrow.array(present)))
+    return _arrow.dictionary(locates, lambda present: symtab.take(_arrow.array(present)))
 
 
 def replay_itch(path: str, out_dir: str, cfg: ReplayConfig | None = None, *, force: bool = False) -> dict:
