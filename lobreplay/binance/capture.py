@@ -424,11 +424,18 @@ class Capture:
         self.files.append({"out": self.writer.path, "raw": self.raw.path if self.raw else None,
                            "records": self.writer.records, "bytes": self.writer.bytes})
 
+    def _period_start(self, t_ns: int) -> int:
+        """The start (ns since the epoch) of the rotation period holding t_ns (0 without rotation)."""
+        if not self.opts.rotate:
+            return 0
+        period = int(self.opts.rotate * 1e9)
+        return t_ns // period * period
+
     async def _rotator(self) -> None:
         period = int(self.opts.rotate * 1e9)
         while True:
             now = time.time_ns()
-            start = (now // period + 1) * period
+            start = self._period_start(now) + period
             await asyncio.sleep((start - now) / 1e9)
             recv = time.time_ns()
             for t in self.snapshot_tasks.values():  # the new file asks for its own snapshots
@@ -474,7 +481,7 @@ class Capture:
             o.progress = True
         interval = o.progress_interval or (1.0 if tty else 10.0)
         self.started_ns = time.time_ns()
-        self._open_files(self.started_ns // int(o.rotate * 1e9) * int(o.rotate * 1e9) if o.rotate else 0)
+        self._open_files(self._period_start(self.started_ns))
         loop = asyncio.get_running_loop()
         sigs = []
         if o.install_signals and threading.current_thread() is threading.main_thread():
