@@ -75,9 +75,9 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             for s in summaries:
                 s["source"]["source_sha256"] = sha256
             # the .hgrm files (pure Python) on the pool's processes while this one merges the tables
-            hgrm = (pool.starmap_async(_write_hgrm, _hgrm_tasks(_part_hists(parts), out_dir))
-                    if "latency" in cfg.reports else None)
-            summary = merge(parts, out_dir, summaries, max(s.pop("last_event_ns") for s in summaries))
+            hists = _part_hists(parts)
+            hgrm = pool.starmap_async(_write_hgrm, _hgrm_tasks(hists, out_dir)) if "latency" in cfg.reports else None
+            summary = merge(parts, out_dir, summaries, max(s.pop("last_event_ns") for s in summaries), hists)
             if hgrm is not None:
                 hgrm.get()
         summary["parallel"] = {
@@ -132,21 +132,25 @@ def _run_part(path: str, part_dir: str, cfg: ReplayConfig) -> dict:
     return s
 
 
-def merge(parts: list[str], out_dir: str, summaries: list[dict], last_event_ns: int | None = None) -> dict:
+def merge(parts: list[str], out_dir: str, summaries: list[dict], last_event_ns: int | None = None,
+          hists: dict | None = None) -> dict:
     """last_event_ns: the time of the replay's last event (the latest of the parts'),
-    the time of the residual rows in desyncs, as in one process. The .hgrm files are
+    the time of the residual rows in desyncs, as in one process. hists: the parts'
+    latency histograms summed (_part_hists; read here if not given). The .hgrm files are
     the caller's (_hgrm_tasks), written meanwhile on the parts' processes."""
+    if hists is None:
+        hists = _part_hists(parts)
     names = sorted({f[:-len(STREAM_SUFFIX)] for d in parts for f in os.listdir(d) if f.endswith(STREAM_SUFFIX)})
     files = {n: [p for d in parts if os.path.exists(p := report_path(d, n, stream=True))] for n in names}
     size = {n: sum(os.path.getsize(p) for p in files[n]) for n in names}
     # a table per thread, the largest first: reading, sorting and writing Parquet release the GIL
     with ThreadPoolExecutor(max(2, len(parts)), thread_name_prefix="lobreplay-merge") as pool:
-        list(pool.map(lambda n: _merge_table(files[n], out_dir, n, parts, summaries, last_event_ns),
+        list(pool.map(lambda n: _merge_table(files[n], out_dir, n, hists, summaries, last_event_ns),
                       sorted(names, key=lambda n: -size[n])))
     return _merge_summaries(summaries, out_dir, sorted(f for f in os.listdir(out_dir) if f.endswith(".parquet")))
 
 
-def _merge_table(files: list[str], out_dir: str, stem: str, parts: list[str], summaries: list[dict],
+def _merge_table(files: list[str], out_dir: str, stem: str, hists: dict, summaries: list[dict],
                  last_event_ns: int | None) -> None:
     """The parts' tables `stem` (their streams `files`) as one Parquet file, in file order."""
     tables = [read_report(f) for f in files]
@@ -156,7 +160,7 @@ def _merge_table(files: list[str], out_dir: str, stem: str, parts: list[str], su
     if stem == "symbols":
         t = _merge_symbols(t.combine_chunks())
     elif stem == "latency":
-        t = _merge_latency(t.combine_chunks(), parts, tables[0].schema.with_metadata(meta))
+        t = _merge_latency(t.combine_chunks(), hists, out_dir, tables[0].schema.with_metadata(meta))
     elif "message" in t.column_names:
         # file order: each part's rows are in it already, and rows of one message come from
         # one part, so a stable sort by message merges them (numpy's timsort: runs); residual
@@ -222,16 +226,16 @@ def _write_hgrm(counts: np.ndarray, path: str) -> None:
     write_hgrm(counts, bucket_lows(), path)
 
 
-def _merge_latency(t: pa.Table, parts: list[str], schema: pa.Schema) -> pa.Table:
-    """The whole replay's rows from the parts' histograms summed; the per-symbol rows as
-    the parts wrote them, in locate order (one process writes them in that order)."""
-    hists = _part_hists(parts)
+def _merge_latency(t: pa.Table, hists: dict, out_dir: str, schema: pa.Schema) -> pa.Table:
+    """The whole replay's rows from the parts' histograms summed (hists); the per-symbol rows
+    as the parts wrote them, in locate order (one process writes them in that order)."""
+    hists = dict(hists)  # (gains an "ALL" entry here)
     rows = []
     if hists:
         rows = summary_rows("ALL", None, hists)
         hists["ALL"] = sum(hists.values())
         table = histogram_table(hists).replace_schema_metadata(schema.metadata)
-        pq.write_table(table, os.path.join(os.path.dirname(parts[0]), "latency_histograms.parquet"),
+        pq.write_table(table, os.path.join(out_dir, "latency_histograms.parquet"),
                        **parquet_options(table.schema))
     # (columns built with lobreplay._arrow: pyarrow's scalars and pylist tables import pandas)
     head = pa.Table.from_arrays([_arrow.array([r.get(f.name) for r in rows], f.type) for f in schema], schema=schema)
