@@ -156,27 +156,26 @@ class TableWriter:
         n = len(next(iter(columns.values()))) if columns else 0
         if n == 0 and self._w is not None:
             return
-        table = self.table(columns)
+        self._hold(self.table(columns))
+
+    def write_arrow(self, table: pa.Table) -> None:
+        """Append the rows of a table of this writer's schema (gathered as write() does)."""
+        self._hold(table.replace_schema_metadata(self.schema.metadata))
+
+    def _hold(self, table: pa.Table) -> None:
         if self._w is None:
             self._open()
-        if n:
+        if table.num_rows:
             self._held.append(table)
-            self._held_rows += n
+            self._held_rows += table.num_rows
             if self._held_rows >= self.ROW_GROUP:
                 self._flush()
-        self.rows += n
+        self.rows += table.num_rows
 
     def _flush(self) -> None:
         if self._held:
             self._w.write_table(pa.concat_tables(self._held) if len(self._held) > 1 else self._held[0])
             self._held, self._held_rows = [], 0
-
-    def write_arrow(self, table: pa.Table) -> None:
-        if self._w is None:
-            self._open()
-        self._flush()
-        self._w.write_table(table.replace_schema_metadata(self.schema.metadata))
-        self.rows += table.num_rows
 
     def close(self) -> None:
         if self._w is None:  # nothing written: still leave a valid, empty table

@@ -177,7 +177,8 @@ def test_table_writer_takes_late_metadata_when_it_opens(tmp_path):
 @pytest.mark.parametrize("stream", [False, True])
 def test_table_writer_gathers_small_batches_into_row_groups(tmp_path, monkeypatch, stream):
     """Rows come in per chunk (small with a small --chunk-mb or --symbols); they are written
-    in groups of about ROW_GROUP rows, in order, and a write_arrow or close writes what is held."""
+    in groups of about ROW_GROUP rows, in order, write_arrow's tables (the sorted per-chunk
+    tables) gathered with them, and close writes what is held."""
     import pyarrow as pa
 
     from lobreplay.reports import TableWriter, read_report
@@ -194,7 +195,7 @@ def test_table_writer_gathers_small_batches_into_row_groups(tmp_path, monkeypatc
     assert w.rows == 342
     if not stream:
         sizes = [pq.ParquetFile(path).metadata.row_group(k).num_rows for k in range(pq.ParquetFile(path).num_row_groups)]
-        assert sizes == [120, 120, 90, 2, 10]  # 4 batches of 30 reach 100; the rest at write_arrow; close
+        assert sizes == [120, 120, 102]  # 4 batches of 30 reach 100; 3 + the 2 of write_arrow + 10 do
 
 
 def test_a_failing_replay_leaves_valid_outputs(synthetic_day, tmp_path):
