@@ -121,6 +121,8 @@ def _cmd_itch_stats(args) -> int:
         print(f"  {t!r:4} {name:30} {c:14,} {100 * c / st.messages:7.2f}%")
     if st.end_marker:
         print("the session ended with a zero-length frame (end-of-session marker)")
+    if st.stream_break:
+        print(f"the gzip stream ends early ({st.stream_break}): read up to there")
     if st.truncated_offset is not None:
         print(f"truncated: {st.truncated_bytes} byte(s) of a partial message at offset {st.truncated_offset:,} "
               "were not read")
@@ -217,7 +219,10 @@ def _cmd_itch_replay(args) -> int:
         print("the file does not reach the end of the session (no S 'C'): orders still live at its end are "
               "reported as residual_order")
     if s["truncated"]:
-        print(f"truncated: {s['truncated']['bytes']} byte(s) at offset {s['truncated']['offset']:,} not read")
+        t = s["truncated"]
+        print(f"truncated: {t['bytes']} byte(s) at offset {t['offset']:,} not read"
+              + (f"; the gzip stream ends early ({t['stream_break']}): replayed up to there"
+                 if t.get("stream_break") else ""))
     print(reports_text(args.output, s["report_rows"], *["symbols.parquet"] * ("symbols" in cfg.reports),
                        "summary.json"))
     return 0
@@ -245,7 +250,8 @@ def add_itch_replay_options(rp) -> None:
                     help="also sample the N best levels of every active book (depth.parquet)")
     rp.add_argument("--every", default="1s",
                     help="depth sample interval of feed time (100ms, 1s, 5m), or 'change': after every change")
-    rp.add_argument("--allow-truncated", action="store_true", help="stop at a partial last message, counted")
+    rp.add_argument("--allow-truncated", action="store_true",
+                    help="stop at a partial last message or where a gzip stream is cut short, counted")
     rp.add_argument("--no-hash", action="store_true",
                     help="skip the input's SHA-256 (source_sha256 left empty; about 0.7 s of CPU per GB)")
 
@@ -267,7 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                                                          metavar="VERB")
     st = itch.add_parser("stats", help="messages by type, symbols, time span")
     st.add_argument("file")
-    st.add_argument("--allow-truncated", action="store_true", help="stop at a partial last message")
+    st.add_argument("--allow-truncated", action="store_true",
+                    help="stop at a partial last message or where a gzip stream is cut short")
     st.set_defaults(func=_cmd_itch_stats)
     de = itch.add_parser("decode", help="typed messages to Parquet, one file per type")
     de.add_argument("file")

@@ -46,3 +46,25 @@ def test_itch_verbs(tmp_path, capsys):
     assert "--force" in capsys.readouterr().err
     assert main(["itch", "replay", cap, "-o", str(tmp_path / "rep2"), "--reports", "bbo,nope"]) == 1
     assert "unknown report(s) nope" in capsys.readouterr().err
+
+
+def test_itch_replay_of_a_gzip_cut_short(tmp_path, capsys):
+    """An interrupted download of a gzip day: a one-line error that says what happened and
+    what to do; with --allow-truncated the replay runs to the cut, reports it in its output and
+    summary.json, and its reports are readable."""
+    import json
+    import pathlib
+
+    import pyarrow.parquet as pq
+    day = (pathlib.Path(__file__).resolve().parent.parent / "data" / "sample_day.itch.gz").read_bytes()
+    cut = tmp_path / "20191230.cut.itch.gz"
+    cut.write_bytes(day[:len(day) * 2 // 3])
+    assert main(["itch", "replay", str(cut), "-o", str(tmp_path / "no"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert str(cut) in err and "ends before its end-of-stream marker" in err and "Traceback" not in err
+    out = tmp_path / "yes"
+    assert main(["itch", "replay", str(cut), "-o", str(out), "--no-progress", "--allow-truncated"]) == 0
+    assert "the gzip stream ends early (cut short" in capsys.readouterr().out
+    s = json.loads((out / "summary.json").read_text())
+    assert s["truncated"]["stream_break"].startswith("cut short") and s["messages"] > 30_000
+    assert pq.read_table(out / "bbo.parquet").num_rows > 0

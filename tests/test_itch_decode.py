@@ -207,6 +207,28 @@ def test_bad_gzip(tmp_path):
     _expect(p, "corrupt gzip data")
 
 
+def test_gzip_cut_short_reads_every_message_before_the_cut(synthetic_day, tmp_path):
+    """An interrupted download: the gzip stream ends without its trailer. An error that says
+    so; with allow_truncated, every message decodable before the cut is read (the same as the
+    decompressed prefix read as a raw file), the partial one counted, and the break noted."""
+    import zlib
+    whole = gzip.compress(open(synthetic_day.path, "rb").read())
+    cut = tmp_path / "cut.itch.gz"
+    cut.write_bytes(whole[:len(whole) * 2 // 3])
+    _expect(cut, "ends before its end-of-stream marker", "--allow-truncated")
+    prefix = zlib.decompressobj(31).decompress(whole[:len(whole) * 2 // 3])  # all that is decodable
+    raw = tmp_path / "prefix.itch"
+    raw.write_bytes(prefix)
+    a, b = ItchFile(cut, chunk_bytes=1 << 17, allow_truncated=True), ItchFile(raw, chunk_bytes=1 << 17,
+                                                                              allow_truncated=True)
+    ta = b"".join(c.types.tobytes() for c in a.chunks())
+    tb = b"".join(c.types.tobytes() for c in b.chunks())
+    assert ta == tb and len(ta) > synthetic_day.n_messages // 2
+    assert (a.stats.truncated_offset, a.stats.truncated_bytes) == (b.stats.truncated_offset, b.stats.truncated_bytes)
+    assert a.stats.truncated_offset + a.stats.truncated_bytes == len(prefix)
+    assert "cut short" in a.stats.stream_break and b.stats.stream_break is None
+
+
 def test_not_itch(tmp_path):
     p = tmp_path / "notes.txt"
     p.write_text("hello, this is not a market data file\n")

@@ -67,6 +67,7 @@ class ReadStats:
     end_marker: bool = False             # a zero-length frame ended the session
     truncated_offset: int | None = None  # a partial last message started here
     truncated_bytes: int = 0
+    stream_break: str | None = None      # allow_truncated: why a gzip stream ended early
     trailing_after_end: int = 0          # bytes after the end-of-session marker (ignored)
     mold_packets: int = 0
     mold_gaps: list = field(default_factory=list)  # (expected sequence, got sequence)
@@ -99,6 +100,7 @@ class ItchFile:
         self.framing = "pcap" if head in PCAP_MAGICS else "binaryfile"
         self.stats = ReadStats()
         self._raw: _CountingReader | None = None
+        self._salvage: _gz.SalvageReader | None = None
 
     @property
     def raw_position(self) -> int:
@@ -110,13 +112,26 @@ class ItchFile:
     def _open(self) -> BinaryIO:
         self._raw = _CountingReader(open(self.path, "rb"))
         raw = io.BufferedReader(self._raw, buffer_size=1 << 20)
+        if self.compressed and self.allow_truncated:
+            # a gzip stream cut short (an interrupted download) ends, without an exception,
+            # after every byte that was decodable: the partial message there is counted
+            self._salvage = _gz.SalvageReader(raw)
+            return io.BufferedReader(self._salvage, buffer_size=1 << 20)
+        self._salvage = None
         return _gz.open_read(raw, thread=True) if self.compressed else raw
 
     def _read_into(self, f: BinaryIO, view: memoryview) -> int:
         try:
-            return f.readinto(view)
+            got = f.readinto(view)
+            if not got and self._salvage is not None and self._salvage.broken:
+                self.stats.stream_break = self._salvage.broken
+            return got
         except _gz.ERRORS as e:
             where = f"after about {self.stats.bytes:,} decompressed bytes" if self.compressed else ""
+            if self.compressed and isinstance(e, EOFError):
+                raise InputError(f"{self.path}: the gzip stream ({self.size:,} bytes) ends before its end-of-stream "
+                                 "marker: a file cut short (an interrupted download?); --allow-truncated reads every "
+                                 "message before the cut") from None
             raise InputError(f"{self.path}: corrupt {'gzip ' if self.compressed else ''}data {where}: {e}".rstrip()) \
                 from None
 
