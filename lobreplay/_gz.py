@@ -42,7 +42,8 @@ class SalvageReader(io.RawIOBase):
     gives every byte that was flushed before; the usual readers raise at the end and lose what
     they had decompressed in that read. It inflates with the standard library's zlib, about
     half ISA-L's speed here, because ISA-L holds back the last byte or so of a stream that
-    is cut short (so that a message ending there would be lost)."""
+    is cut short (so that a message ending there would be lost): callers read with ISA-L
+    and come here only at a break (salvage_from)."""
 
     def __init__(self, src, block: int = 1 << 16):
         """src: a path, or a binary file object of the compressed bytes (closed with this)."""
@@ -94,3 +95,18 @@ class SalvageReader(io.RawIOBase):
             self.broken = f"corrupt: {e}"
             self._done = True
         self._out = memoryview(b"".join(out))
+
+
+def salvage_from(src, skip: int, buffer: int = 1 << 20) -> tuple[io.BufferedReader, SalvageReader]:
+    """A buffered SalvageReader of src (a path or a file object of the compressed bytes)
+    positioned `skip` decompressed bytes in (those are inflated and dropped): where a fast
+    reader that raised at a cut had got to. Returns (reader, its SalvageReader)."""
+    raw = SalvageReader(src)
+    f = io.BufferedReader(raw, buffer)
+    scratch = bytearray(min(max(skip, 1), 1 << 20))
+    while skip:
+        n = f.readinto(memoryview(scratch)[:min(skip, len(scratch))])
+        if not n:
+            break
+        skip -= n
+    return f, raw

@@ -41,10 +41,7 @@ def _open(path: Path, buffer: int = CHUNK, *, tolerate: bool = False) -> _Text:
     with open(path, "rb") as f:
         magic = f.read(2)
     if magic == b"\x1f\x8b":
-        if tolerate:  # ends where the stream breaks, with all that was decodable before
-            raw = _gz.SalvageReader(path)
-            return _Text(path, io.BufferedReader(raw, buffer), tolerate, raw)
-        return _Text(path, io.BufferedReader(_gz.open_path(path), buffer), tolerate)
+        return _Text(path, io.BufferedReader(_gz.open_path(path), buffer), tolerate, buffer)
     return _Text(path, open(path, "rb", buffering=buffer), tolerate)
 
 
@@ -55,9 +52,10 @@ class _Text:
     ends there instead and `broken` says why (a capture's --raw .gz file of a killed process
     ends without its gzip trailer: everything before the break converts)."""
 
-    def __init__(self, path: Path, f, tolerate: bool = False, salvage=None):
+    def __init__(self, path: Path, f, tolerate: bool = False, gzip_buffer: int = 0):
         self.path, self._f, self.pos = path, f, 0
-        self.tolerate, self._why, self._salvage = tolerate, None, salvage
+        self.tolerate, self._why, self._salvage = tolerate, None, None
+        self._gzip_buffer = gzip_buffer  # a gzip file: its reader's buffer size
 
     @property
     def broken(self) -> str | None:
@@ -75,8 +73,14 @@ class _Text:
         return data
 
     def _broken(self, e: BaseException, empty):
-        """At a break: the end of the text (tolerate) or an InputError."""
+        """At a break: an InputError, or (tolerate) the end of the text. A gzip stream is
+        read fast (ISA-L) until it breaks; then again, from where the text had got to, by a
+        SalvageReader, which gives every decodable byte before the break and then ends."""
         why = f"{type(e).__name__}: {e}"
+        if self.tolerate and self._gzip_buffer and self._salvage is None:
+            self._f.close()
+            self._f, self._salvage = _gz.salvage_from(self.path, self.pos, self._gzip_buffer)
+            return None  # read again
         if self.tolerate:
             self._why = why
             return empty
@@ -84,32 +88,27 @@ class _Text:
                          "short or corrupt? --allow-truncated converts what comes before)") from None
 
     def read(self, n: int = -1) -> bytes:
-        if self._why:
-            return b""
-        try:
-            return self._took(self._f.read(n))
-        except _gz.ERRORS as e:
-            return self._broken(e, b"")
+        return self._call(lambda: self._f.read(n), b"")
 
     def readlines(self, hint: int = -1) -> list:
-        if self._why:
-            return []
-        try:
-            return self._took(self._f.readlines(hint))
-        except _gz.ERRORS as e:
-            return self._broken(e, [])
+        return self._call(lambda: self._f.readlines(hint), [])
+
+    def _call(self, op, empty):
+        while not self._why:
+            try:
+                return self._took(op())
+            except _gz.ERRORS as e:
+                got = self._broken(e, empty)
+                if got is not None:
+                    return got
+        return empty
 
     def __iter__(self):
         while line := self.read_line():
             yield line
 
     def read_line(self) -> bytes:
-        if self._why:
-            return b""
-        try:
-            return self._took(self._f.readline())
-        except _gz.ERRORS as e:
-            return self._broken(e, b"")
+        return self._call(lambda: self._f.readline(), b"")
 
 
 def _head(path: Path, n: int = 4096) -> bytes:

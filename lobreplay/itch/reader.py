@@ -101,6 +101,7 @@ class ItchFile:
         self.stats = ReadStats()
         self._raw: _CountingReader | None = None
         self._salvage: _gz.SalvageReader | None = None
+        self._cut = False  # allow_truncated: the gzip stream is known to be cut short
 
     @property
     def raw_position(self) -> int:
@@ -112,21 +113,30 @@ class ItchFile:
     def _open(self) -> BinaryIO:
         self._raw = _CountingReader(open(self.path, "rb"))
         raw = io.BufferedReader(self._raw, buffer_size=1 << 20)
-        if self.compressed and self.allow_truncated:
-            # a gzip stream cut short (an interrupted download) ends, without an exception,
-            # after every byte that was decodable: the partial message there is counted
-            self._salvage = _gz.SalvageReader(raw)
-            return io.BufferedReader(self._salvage, buffer_size=1 << 20)
         self._salvage = None
+        if self.compressed and self._cut:  # an earlier pass found the stream cut short
+            f, self._salvage = _gz.salvage_from(raw, 0)
+            return f
         return _gz.open_read(raw, thread=True) if self.compressed else raw
 
-    def _read_into(self, f: BinaryIO, view: memoryview) -> int:
+    def _read_into(self, f: BinaryIO, view: memoryview, pos: int) -> tuple[int, BinaryIO]:
+        """Read into view; pos: the stream offset of view[0]. Returns (bytes read, the
+        reader to use from now on). A gzip stream cut short, with allow_truncated: the rest
+        is read from there by a SalvageReader (every decodable byte, then the end)."""
         try:
             got = f.readinto(view)
             if not got and self._salvage is not None and self._salvage.broken:
                 self.stats.stream_break = self._salvage.broken
-            return got
+            return got, f
         except _gz.ERRORS as e:
+            if self.compressed and self.allow_truncated and isinstance(e, EOFError) and self._salvage is None:
+                # the fast reader (ISA-L on a thread) stops at a cut and may have dropped what it
+                # had inflated ahead: read again, exactly, from where this pass had got to
+                self._cut = True
+                f.close()
+                self._raw = _CountingReader(open(self.path, "rb"))
+                f, self._salvage = _gz.salvage_from(io.BufferedReader(self._raw, buffer_size=1 << 20), pos)
+                return self._read_into(f, view, pos)
             where = f"after about {self.stats.bytes:,} decompressed bytes" if self.compressed else ""
             if self.compressed and isinstance(e, EOFError):
                 raise InputError(f"{self.path}: the gzip stream ({self.size:,} bytes) ends before its end-of-stream "
@@ -155,8 +165,11 @@ class ItchFile:
             payload = next(self._stream())
             yield from self._frame_bytes(iter([payload]), len(payload))
             return
-        with self._open() as f:
+        f = self._reading = self._open()
+        try:
             yield from self._frame_stream(f, buffers)
+        finally:
+            self._reading.close()
 
     def _frame_bytes(self, pieces: Iterator[bytes], total: int) -> Iterator[Chunk]:
         buf = np.frombuffer(b"".join(pieces), np.uint8)
@@ -173,8 +186,10 @@ class ItchFile:
         have = 0     # valid bytes in buf
         base = 0     # stream offset of buf[0]
         checked = False
+        self._reading = f
         while True:
-            got = self._read_into(f, view[have:])
+            got, f = self._read_into(f, view[have:], base + have)
+            self._reading = f
             eof = got == 0
             have += got
             if not checked and have:
