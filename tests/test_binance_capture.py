@@ -274,3 +274,40 @@ def test_rotate_starts_a_file_per_period_each_replaying_on_its_own(tmp_path):
             assert replay_books(rec, 2)[s] == true_book(fb, name)
         else:
             assert i == len(files) - 2 and not segments(lobc.read(files[-1]["out"]).records, s)[0]
+
+
+def test_sigkill_leaves_a_raw_gzip_that_converts_with_allow_truncated(tmp_path):
+    """kill -9 during a capture with --raw FILE.jsonl.gz: the .lobc keeps its whole blocks,
+    and the raw file (flushed every second, no gzip trailer) is a clear error to convert
+    unless allow_truncated, with which it converts, syncs and says where it breaks off."""
+    from lobreplay.errors import InputError
+    eth = synthetic_script("ETHUSDT", SPOT, n_events=20000, seed=7)
+    out, raw = tmp_path / "kill.lobc", tmp_path / "kill.jsonl.gz"
+    with ThreadedFake(SPOT, [eth], rate=400) as fb:
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        p = subprocess.Popen([sys.executable, "-m", "lobreplay.binance.cli", "capture", "binance", "--symbol",
+                              "ethusdt", "--seconds", "120", "-o", str(out), "--raw", str(raw), "--trades",
+                              "--ws-url", fb.ws_url, "--rest-url", fb.rest_url, "--no-progress"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:   # until the synced book is on disk
+                if out.exists() and out.stat().st_size > 512:
+                    if lobc.check(out)["records_by_kind"].get("DIFF_BEGIN", 0) > 5:
+                        break
+                time.sleep(0.2)
+            time.sleep(1.5)  # and the raw file has been flushed since
+            p.kill()
+            p.wait(30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+    assert lobc.check(out)["records_by_kind"]["DIFF_BEGIN"] > 5
+    with pytest.raises(InputError, match="breaks off after"):
+        convert(raw, tmp_path / "no.lobc")
+    st = convert(raw, tmp_path / "raw.lobc", allow_truncated=True)
+    (t,) = st["truncated"]
+    assert t["file"] == str(raw) and "cut short" in t["reason"] and t["text_bytes"] > 0
+    eth_st = st["per_symbol"]["ETHUSDT"]
+    assert eth_st["synced"] >= 1 and eth_st["applied"] > 5
+    assert lobc.check(tmp_path / "raw.lobc")["whole"]
