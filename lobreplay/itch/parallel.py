@@ -31,7 +31,7 @@ from .._lazy import Deferred, preload
 from ..events import Kind
 from ..latency import histogram_table, summary_rows
 from ..reports import STREAM_SUFFIX, file_sha256, parquet_options, read_report, report_path, write_json
-from .replay import ItchReplay, ReplayConfig, prepare_output, replay_itch, usable_cpus
+from .replay import ItchReplay, ReplayConfig, desync_rate, prepare_output, replay_itch, usable_cpus
 
 PART_HIST = "latency_hist.npz"
 _PASS1 = None  # (pass 1 of the whole file, the locate -> part split): set before the fork, inherited
@@ -255,8 +255,7 @@ def _merge_summaries(summaries: list[dict], out_dir: str, names: list[str]) -> d
         for k, v in s["desyncs_by_cause"].items():
             causes[k] = causes.get(k, 0) + v
     out["desyncs_by_cause"] = causes
-    out["desync_rate_per_execution"] = (out["desyncs"] / out["executions_in_feed"]
-                                        if out["executions_in_feed"] else None)
+    out["desync_rate_per_execution"] = desync_rate(out["desyncs"], causes, out["executions_in_feed"])
     out["notes"] = [n for s in summaries for n in s.get("notes", [])]
     out["report_rows"] = {n[:-len(".parquet")]: pq.read_metadata(os.path.join(out_dir, n)).num_rows
                           for n in names if n != "symbols.parquet"}
