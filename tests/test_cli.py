@@ -70,3 +70,10 @@ def test_itch_replay_of_a_gzip_cut_short(tmp_path, capsys):
     # the orders live at the cut are residual_order rows, which the desync rate leaves out
     assert s["desyncs_by_cause"]["residual_order"] == s["desyncs"] > 1000 and s["desync_rate_per_execution"] == 0
     assert pq.read_table(out / "bbo.parquet").num_rows > 0
+    # two processes read the cut the same way and write the same reports
+    out2 = tmp_path / "yes2"
+    assert main(["itch", "replay", str(cut), "-o", str(out2), "--no-progress", "--allow-truncated", "--jobs", "2"]) == 0
+    s2 = json.loads((out2 / "summary.json").read_text())
+    assert (s2["messages"], s2["truncated"], s2["desyncs"]) == (s["messages"], s["truncated"], s["desyncs"])
+    for name in ("bbo", "executions", "desyncs"):
+        assert pq.read_table(out2 / f"{name}.parquet").to_pylist() == pq.read_table(out / f"{name}.parquet").to_pylist()
