@@ -121,11 +121,8 @@ def _cmd_itch_stats(args) -> int:
         print(f"  {t!r:4} {name:30} {c:14,} {100 * c / st.messages:7.2f}%")
     if st.end_marker:
         print("the session ended with a zero-length frame (end-of-session marker)")
-    if st.stream_break:
-        print(f"the gzip stream ends early ({st.stream_break}): read up to there")
-    if st.truncated_offset is not None:
-        print(f"truncated: {st.truncated_bytes} byte(s) of a partial message at offset {st.truncated_offset:,} "
-              "were not read")
+    for line in _cut_notes(st):
+        print(line)
     if st.mold_packets:
         print(f"MoldUDP64: {st.mold_packets:,} packets, {len(st.mold_gaps)} sequence gap(s)"
               + (f": {st.mold_gaps[:5]}" if st.mold_gaps else ""))
@@ -135,8 +132,6 @@ def _cmd_itch_stats(args) -> int:
 
 def _cmd_itch_decode(args) -> int:
     import os
-
-    import numpy as np
 
     from .itch.decode import decode_type, to_arrow
     from .itch.reader import ItchFile
@@ -158,8 +153,7 @@ def _cmd_itch_decode(args) -> int:
     t0 = time.perf_counter()
     try:
         for chunk in f.chunks():
-            present = {chr(t) for t in np.unique(chunk.types)}
-            for t in sorted(present & set(types or LAYOUTS)):
+            for t in sorted(chunk.present() & set(types or LAYOUTS)):
                 if t in LAYOUTS:
                     rs.write_table(f"{t}_{LAYOUTS[t].name}", to_arrow(decode_type(chunk, t)))
     finally:
@@ -168,7 +162,21 @@ def _cmd_itch_decode(args) -> int:
     for name, w in sorted(rs.extra.items()):
         print(f"{w.path}: {w.rows:,} rows")
     print(f"{f.stats.messages:,} messages decoded in {took:.2f} s")
+    for line in _cut_notes(f.stats):
+        print(line)
     return 0
+
+
+def _cut_notes(st) -> list[str]:
+    """What --allow-truncated let a read stop at (a reader's ReadStats): a gzip stream cut
+    short, a partial last message."""
+    out = []
+    if st.stream_break:
+        out.append(f"the gzip stream ends early ({st.stream_break}): read up to there")
+    if st.truncated_offset is not None:
+        out.append(f"truncated: {st.truncated_bytes} byte(s) of a partial message at offset {st.truncated_offset:,} "
+                   "were not read")
+    return out
 
 
 def _duration_ns(text: str) -> int:

@@ -70,6 +70,9 @@ def test_itch_replay_of_a_gzip_cut_short(tmp_path, capsys):
     # the orders live at the cut are residual_order rows, which the desync rate leaves out
     assert s["desyncs_by_cause"]["residual_order"] == s["desyncs"] > 1000 and s["desync_rate_per_execution"] == 0
     assert pq.read_table(out / "bbo.parquet").num_rows > 0
+    # decode and stats say where the text stops too
+    assert main(["itch", "decode", str(cut), "-o", str(tmp_path / "dec"), "--types", "A", "--allow-truncated"]) == 0
+    assert "the gzip stream ends early (cut short" in capsys.readouterr().out
     # two processes read the cut the same way and write the same reports
     out2 = tmp_path / "yes2"
     assert main(["itch", "replay", str(cut), "-o", str(out2), "--no-progress", "--allow-truncated", "--jobs", "2"]) == 0
