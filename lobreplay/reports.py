@@ -12,10 +12,13 @@ at most a few batches waiting: the core replays the next chunk meanwhile.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import resource
+import sys
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Mapping
@@ -269,16 +272,30 @@ class ReportSet:
             raise errors[0]
 
 
-def file_sha256(path: str) -> str:
+def file_sha256(path: str, stop=None, *, background: bool = False) -> str | None:
     """The SHA-256 of a file's bytes, the provenance every report carries (read into one
     reused buffer; hashlib releases the GIL on each block, so it runs beside a replay on
-    its own thread: the .lobc replay's; an ITCH replay hashes the bytes its pass 1 reads)."""
+    its own thread). None if `stop` (a threading.Event) was set before the end.
+    background: at the lowest priority (see _background), for a hash that nothing waits
+    for until the end; not for one a report writer waits for when it opens its file."""
+    if background:
+        _background()
     h, buf = hashlib.sha256(), bytearray(1 << 20)
     view = memoryview(buf)
     with open(path, "rb", buffering=0) as f:
         while n := f.readinto(buf):
+            if stop is not None and stop.is_set():
+                return None
             h.update(view[:n])
     return h.hexdigest()
+
+
+def _background() -> None:
+    """Lower the calling thread's priority (Linux: nice 19 for this thread only), so that
+    work beside the replay takes the CPU the replay leaves and not a core it needs."""
+    if sys.platform.startswith("linux"):  # elsewhere a thread id is not a PRIO_PROCESS target
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def _schema(name: str):

@@ -3,6 +3,7 @@ decoder (tests/itch_ref.py), field by field, on every real fixture and on a
 synthetic day with every message type; bad input gives a clear error."""
 import gzip
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -107,8 +108,9 @@ def test_gzip_and_raw_read_the_same(synthetic_day, tmp_path):
 
 def test_file_sha256_is_the_files(synthetic_day, tmp_path):
     """The provenance hash (one reused buffer, on its own reads): the file's bytes, raw or
-    gzip (the compressed bytes)."""
+    gzip (the compressed bytes), and None when stopped."""
     import hashlib
+    import threading
 
     from lobreplay.reports import file_sha256
     gz = tmp_path / "day.itch.gz"
@@ -116,6 +118,34 @@ def test_file_sha256_is_the_files(synthetic_day, tmp_path):
         shutil.copyfileobj(src, dst)
     for path in (synthetic_day.path, str(gz)):
         assert file_sha256(path) == hashlib.sha256(open(path, "rb").read()).hexdigest()
+    stop = threading.Event()
+    stop.set()
+    assert file_sha256(synthetic_day.path, stop) is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priority is Linux's")
+def test_file_sha256_in_the_background_runs_its_thread_at_low_priority(synthetic_day, monkeypatch):
+    """Beside a replay without reports the hash takes the CPU the replay leaves: its thread
+    (only) at nice 19; a hash a report writer waits for keeps its priority."""
+    import os
+    import threading
+
+    from lobreplay import reports
+    seen = []
+    real = reports.hashlib.sha256
+
+    def spy():
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return real()
+
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    monkeypatch.setattr(reports.hashlib, "sha256", spy)
+    for background in (True, False):
+        t = threading.Thread(target=reports.file_sha256, args=(synthetic_day.path,), kwargs={"background": background})
+        t.start()
+        t.join()
+    assert seen == [19, before]
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before  # the process (main thread) untouched
 
 
 @pytest.mark.parametrize("chunk_bytes", [1 << 17, 1 << 18 + 3, 1 << 22])
