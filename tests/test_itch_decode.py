@@ -169,32 +169,6 @@ def _expect(path, *parts):
     return msg
 
 
-def test_the_hash_of_a_pass_is_the_files(synthetic_day, tmp_path):
-    """A replay's SHA-256 comes from the bytes pass 1 reads (ItchFile.hash_next_pass /
-    finish_hash): the whole file's, raw or gzip (the compressed bytes), when the pass stops
-    at an end-of-session marker before the end, for a pcap, and for a gzip file cut short
-    that allow_truncated reads again from its start."""
-    import hashlib
-    day = open(synthetic_day.path, "rb").read()
-    gz = tmp_path / "day.itch.gz"
-    gz.write_bytes(gzip.compress(day))
-    marked = tmp_path / "marked.itch"
-    marked.write_bytes(day + b"\x00\x00" + b"\x00\x0cS" + bytes(3 << 20))  # a marker, then bytes left unread
-    cut = tmp_path / "cut.itch.gz"
-    cut.write_bytes(gz.read_bytes()[:200_000])
-    pcap = real_itch_files()[0].parent / "nasdaq_20230822_0930_moldudp64.pcap"
-    for path in (synthetic_day.path, gz, marked, pcap, cut):
-        f = ItchFile(path, chunk_bytes=1 << 17, allow_truncated=True)
-        f.hash_next_pass()
-        n = sum(c.n for c in f.chunks())
-        assert n > 0 and f.finish_hash() == hashlib.sha256(open(path, "rb").read()).hexdigest(), path
-    f = ItchFile(marked, chunk_bytes=1 << 17)
-    f.hash_next_pass()
-    for _ in f.chunks():
-        pass
-    assert f.stats.end_marker and f._hashed < marked.stat().st_size  # the pass stopped early
-
-
 def test_empty_file(tmp_path):
     p = tmp_path / "empty.itch"
     p.write_bytes(b"")

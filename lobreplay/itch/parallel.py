@@ -30,7 +30,7 @@ from .. import _arrow
 from .._lazy import Deferred, preload
 from ..events import Kind
 from ..latency import histogram_table, summary_rows
-from ..reports import STREAM_SUFFIX, parquet_options, read_report, report_path, write_json
+from ..reports import STREAM_SUFFIX, file_sha256, parquet_options, read_report, report_path, write_json
 from .replay import ItchReplay, ReplayConfig, desync_rate, prepare_output, replay_itch, usable_cpus
 
 PART_HIST = "latency_hist.npz"
@@ -51,19 +51,17 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             for k in range(jobs)]
     global _PASS1
     try:
-        # pass 1 here, once, with the file's SHA-256 (from the bytes its reader reads, on that
-        # thread) and, with reports, the pyarrow imports (once here, not in every part) on
-        # another thread; all of them are done before the fork. The scans take the cores the
-        # reader leaves (two cores: one scan, which beats two scans sharing them with the
-        # reader: benchmarks/RESULTS.md)
+        # pass 1 here, once, beside the file's SHA-256 and, with reports, the pyarrow imports
+        # (once here, not in every part) on other threads; all of them are done before the
+        # fork. The scans take the cores the reader and the hash leave (two cores: one scan,
+        # which beats two scans sharing them with the hash: benchmarks/RESULTS.md)
         imports = preload() if cfg.reports else None
-        scans = max(1, min(jobs, usable_cpus() - 1))
-        first = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False)
-        if cfg.hash:
-            first.src.hash_next_pass()
-        p1 = first.pass1(threads=scans)
-        scanned = time.perf_counter()
-        sha256 = first.src.finish_hash() if cfg.hash else ""
+        scans = max(1, min(jobs, usable_cpus() - 1 - bool(cfg.hash)))
+        with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:
+            sha = helper.submit(file_sha256, path) if cfg.hash else None
+            p1 = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False).pass1(threads=scans)
+            scanned = time.perf_counter()
+            sha256 = sha.result() if sha is not None else ""
         if imports is not None:
             imports.join()
         _PASS1 = (p1, split_locates(p1.stats["messages"], jobs))

@@ -9,7 +9,6 @@ message is an error unless allow_truncated, in which case it is counted.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import itertools
 import os
@@ -103,8 +102,6 @@ class ItchFile:
         self._raw: _CountingReader | None = None
         self._salvage: _gz.SalvageReader | None = None
         self._cut = False  # allow_truncated: the gzip stream is known to be cut short
-        self._hasher = self._hashing = None  # hash_next_pass
-        self._hashed: int | None = None      # bytes of the file the hashing pass read
 
     @property
     def raw_position(self) -> int:
@@ -113,30 +110,8 @@ class ItchFile:
 
     # ---- byte sources ----
 
-    def hash_next_pass(self) -> None:
-        """The next pass also computes the file's SHA-256 from the bytes it reads (see
-        finish_hash)."""
-        self._hasher = hashlib.sha256()
-
-    def finish_hash(self) -> str:
-        """The SHA-256 hex digest of the file after a pass asked for by hash_next_pass: the
-        bytes that pass read, then the rest of the file if it stopped early (an end-of-session
-        marker; a pass that read part of the file twice starts over)."""
-        h, done = self._hasher, self._hashed
-        self._hasher = self._hashed = None
-        if h is None or done is None:
-            h, done = hashlib.sha256(), 0
-        with open(self.path, "rb", buffering=0) as f:
-            f.seek(done)
-            buf = bytearray(1 << 20)
-            while n := f.readinto(buf):
-                h.update(memoryview(buf)[:n])
-        return h.hexdigest()
-
     def _open(self) -> BinaryIO:
-        hasher, self._hasher = getattr(self, "_hasher", None), None
-        self._raw = _CountingReader(open(self.path, "rb"), hasher)
-        self._hashing = hasher
+        self._raw = _CountingReader(open(self.path, "rb"))
         raw = io.BufferedReader(self._raw, buffer_size=1 << 20)
         self._salvage = None
         if self.compressed and self._cut:  # an earlier pass found the stream cut short
@@ -158,7 +133,6 @@ class ItchFile:
                 # the fast reader (ISA-L on a thread) stops at a cut and may have dropped what it
                 # had inflated ahead: read again, exactly, from where this pass had got to
                 self._cut = True
-                self._hashing = None  # the file is read again from its start: finish_hash hashes it whole
                 f.close()
                 self._raw = _CountingReader(open(self.path, "rb"))
                 f, self._salvage = _gz.salvage_from(io.BufferedReader(self._raw, buffer_size=1 << 20), pos)
@@ -175,7 +149,6 @@ class ItchFile:
         """pcap: the MoldUDP64 message blocks of every packet, framed like BinaryFILE."""
         with self._open() as f:
             data = f.read()
-        self._end_pass()
         yield self._pcap_payload(data)
 
     # ---- chunks ----
@@ -197,12 +170,6 @@ class ItchFile:
             yield from self._frame_stream(f, buffers)
         finally:
             self._reading.close()
-            self._end_pass()
-
-    def _end_pass(self) -> None:
-        """After a pass (its reader closed): what it hashed, for finish_hash."""
-        if self._hashing is not None:
-            self._hasher, self._hashed, self._hashing = self._hashing, self._raw.position, None
 
     def _frame_bytes(self, pieces: Iterator[bytes], total: int) -> Iterator[Chunk]:
         buf = np.frombuffer(b"".join(pieces), np.uint8)
@@ -420,14 +387,12 @@ def _udp_payload(frame: bytes) -> bytes | None:
 
 
 class _CountingReader(io.RawIOBase):
-    """A raw file that counts the bytes read through it (the progress bar's position) and
-    feeds them to `hasher` if given (the file's SHA-256 from the bytes a pass reads anyway,
-    on the thread that reads them)."""
+    """A raw file that counts the bytes read through it (the progress bar's position;
+    the file's SHA-256 is lobreplay.reports.file_sha256, on its own reads)."""
 
-    def __init__(self, f: BinaryIO, hasher=None):
+    def __init__(self, f: BinaryIO):
         self.f = f
         self.position = 0
-        self.hasher = hasher
 
     def readable(self) -> bool:
         return True
@@ -436,8 +401,6 @@ class _CountingReader(io.RawIOBase):
         n = self.f.readinto(b)
         if n:
             self.position += n
-            if self.hasher is not None:
-                self.hasher.update(memoryview(b)[:n])
         return n
 
     def close(self) -> None:

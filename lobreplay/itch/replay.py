@@ -19,6 +19,7 @@ import datetime as dt
 import os
 import re
 import sys
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DT
 from ..latency import histogram_table, report_rows
 from .. import reports
 from .._lazy import Deferred, preload
-from ..reports import ReplayRun, ReportSet, TableWriter, report_path
+from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path
 from .decode import decode_type, to_arrow
 from .reader import ItchFile, read_ahead
 from .spec import LAYOUTS, PRICE4_SCALE
@@ -171,7 +172,8 @@ class ItchReplay:
         self._given_pass1 = pass1
         self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated)
         self.hash_file = hash_file and cfg.hash
-        self._sha256: Future | None = None  # the file's SHA-256, from pass 1's reads
+        self._sha256: Future | None = None  # the file's SHA-256, computed beside both passes
+        self._stop_hash = threading.Event()  # a failed replay does not wait for it
         if cfg.part is not None and pass1 is None:
             raise ValueError("a part of a parallel replay starts from the parent's pass 1 (pass1=)")
         self.owner = None if pass1 is None else pass1[1]  # the part each locate belongs to (parallel replays)
@@ -261,18 +263,24 @@ class ItchReplay:
     # ---- pass 2 ----
 
     def run(self) -> dict:
+        try:
+            return self._run()
+        finally:
+            self._stop_hash.set()  # a replay that failed does not wait for the hash
+
+    def _run(self) -> dict:
         cfg = self.cfg
         with ReplayRun(self.out_dir, self.src_meta()) as run:
             if self.hash_file:
-                # from the bytes pass 1 reads anyway, on the thread that reads them (a thread of
-                # its own reading the file a third time cost 0.03-0.06 s of wall time)
-                self._sha256 = Future()
-                self.src.hash_next_pass()
+                # on its own thread and its own reads, off the critical path: the report
+                # writers wait for it only when they open their files (sha256_later)
+                pool = ThreadPoolExecutor(1, thread_name_prefix="sha256")
+                # (at the lowest priority when only summary.json, at the end, waits for it)
+                self._sha256 = pool.submit(file_sha256, self.path, self._stop_hash, background=not cfg.reports)
+                pool.shutdown(wait=False)
             if cfg.reports:
                 preload()  # pyarrow, on another thread, during pass 1
             p1 = self.pass1() if self._given_pass1 is None else self._given_pass1[0]
-            if self.hash_file:
-                self._sha256.set_result(self.src.finish_hash())
             meta = self.src_meta(sha256_later=True)
             locates = self._select(p1)
             sizing, notes = size_books(p1.stats, cfg.headroom, locates)
