@@ -340,3 +340,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `lobreplay ... | head`
         sys.stderr.close()
         return 141
+    except OSError as e:  # the machine said no: an output that cannot be created, a full disk, ...
+        print(f"lobreplay: error: {os_error_text(e)}", file=sys.stderr)
+        return 1
+
+
+def os_error_text(e: OSError) -> str:
+    """One line for an error of the operating system: the file(s) it names and its reason."""
+    names = " -> ".join(str(f) for f in (e.filename, e.filename2) if f is not None)
+    reason = e.strerror or str(e)
+    return f"{names}: {reason}" if names else reason

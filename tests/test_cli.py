@@ -80,3 +80,21 @@ def test_itch_replay_of_a_gzip_cut_short(tmp_path, capsys):
     assert (s2["messages"], s2["truncated"], s2["desyncs"]) == (s["messages"], s["truncated"], s["desyncs"])
     for name in ("bbo", "executions", "desyncs"):
         assert pq.read_table(out2 / f"{name}.parquet").to_pylist() == pq.read_table(out / f"{name}.parquet").to_pylist()
+
+
+def test_an_output_that_cannot_be_created_is_one_line_naming_it(tmp_path, capsys):
+    """An output under a file (or on a read-only or full disk): exit status 1 and one line
+    naming the path and the system's reason, for every verb that writes, never a traceback."""
+    import pathlib
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    day = str(pathlib.Path(__file__).resolve().parent.parent / "data" / "sample_day.itch.gz")
+    from tests.fake_binance import BINANCE_DATA
+    spot = str(BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240808.gz")
+    for argv in (["itch", "replay", day, "-o", str(blocker / "out"), "--no-progress"],
+                 ["itch", "decode", day, "-o", str(blocker / "out")],
+                 ["capture", "binance", "--from-jsonl", spot, "-o", str(blocker / "x.lobc")]):
+        assert main(argv) == 1, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"lobreplay: error: {blocker / ''}") and "Not a directory" in err, err
+        assert len(err.splitlines()) == 1
