@@ -197,6 +197,10 @@ def itch_replay_config(args):
     from .reports import parse_report_list
 
     reports = parse_report_list(getattr(args, "no_reports", False), args.reports, ALL_REPORTS)
+    if not args.headroom >= 0:  # (also NaN)
+        raise InputError(f"--headroom: expected a fraction of the price range >= 0 (0.2: 20 %), got {args.headroom}")
+    if args.chunk_mb < 1:
+        raise InputError(f"--chunk-mb: expected a chunk size >= 1 (MiB), got {args.chunk_mb}")
     if args.depth and "depth" not in reports:
         reports = reports + ("depth",)
     return ReplayConfig(symbols=[s.strip() for s in args.symbols.split(",")] if args.symbols else None,

@@ -98,3 +98,17 @@ def test_an_output_that_cannot_be_created_is_one_line_naming_it(tmp_path, capsys
         err = capsys.readouterr().err
         assert err.startswith(f"lobreplay: error: {blocker / ''}") and "Not a directory" in err, err
         assert len(err.splitlines()) == 1
+
+
+def test_replay_options_out_of_range_are_named(capsys):
+    """Options a replay cannot use are refused by name before anything runs (a negative
+    headroom made every book's band invalid and failed deep in the core)."""
+    import pathlib
+    day = str(pathlib.Path(__file__).resolve().parent.parent / "data" / "sample_day.itch.gz")
+    for opt, val, want in (("--headroom", "-1", "--headroom: expected a fraction"),
+                           ("--headroom", "nan", "--headroom: expected a fraction"),
+                           ("--chunk-mb", "0", "--chunk-mb: expected a chunk size >= 1"),
+                           ("--jobs", "0", "--jobs: expected a number of processes >= 1")):
+        assert main(["itch", "replay", day, "-o", "never-created", opt, val]) == 1
+        assert want in capsys.readouterr().err
+    assert not pathlib.Path("never-created").exists()
