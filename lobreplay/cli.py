@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import time
 
 from . import __version__
-from .errors import InputError, LobError
+from .errors import InputError, LobError, Terminated
 
 
 def _cmd_demo(args) -> int:
@@ -333,11 +335,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    previous = _terminate_like_ctrl_c()
     try:
         return args.func(args)
     except LobError as e:
         print(f"lobreplay: error: {e}", file=sys.stderr)
         return 1
+    except Terminated:
+        print("lobreplay: terminated (SIGTERM); the reports written so far are whole", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("lobreplay: interrupted", file=sys.stderr)
         return 130
@@ -347,6 +353,23 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # the machine said no: an output that cannot be created, a full disk, ...
         print(f"lobreplay: error: {os_error_text(e)}", file=sys.stderr)
         return 1
+    finally:
+        if previous is not None:  # (main() called in-process: leave the caller's handler)
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate_like_ctrl_c():
+    """SIGTERM (a scheduler stopping a job, `kill`) raises Terminated in the main thread, so
+    that a command unwinds as on Ctrl-C: its report files are closed whole and summary.json
+    says it failed (the default action killed it mid-write: Parquet files without their
+    footer). The handler is set only in the main thread; returns the previous one."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise Terminated()
+
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def os_error_text(e: OSError) -> str:

@@ -68,3 +68,8 @@ class CorruptBookError(LobError, RuntimeError):
 
 class InputError(LobError):
     """Bad input data (file, array, stream); the message names where and what was expected."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread by the command line's handler: a replay stops as it
+    does on Ctrl-C (report files closed whole, summary.json with status failed)."""

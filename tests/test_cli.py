@@ -112,3 +112,38 @@ def test_replay_options_out_of_range_are_named(capsys):
         assert main(["itch", "replay", day, "-o", "never-created", opt, val]) == 1
         assert want in capsys.readouterr().err
     assert not pathlib.Path("never-created").exists()
+
+
+def test_sigterm_mid_replay_leaves_whole_reports_and_a_failed_summary(tmp_path):
+    """SIGTERM (a scheduler stopping the job) mid-replay: the command stops as on Ctrl-C,
+    exit 143, one line; every report file already open is closed whole (readable Parquet)
+    and summary.json says failed. (The signal is sent by the replay itself, after its
+    first chunk of report rows, so that it lands mid-run every time.)"""
+    import json
+    import os
+    import pathlib
+    import subprocess
+
+    import pyarrow.parquet as pq
+    root = pathlib.Path(__file__).resolve().parent.parent
+    out = tmp_path / "out"
+    script = (
+        "import os, signal, sys\n"
+        "from lobreplay.itch import replay\n"
+        "real = replay.ItchReplay._chunk_reports\n"
+        "def once(self, *a, **k):\n"
+        "    real(self, *a, **k)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "replay.ItchReplay._chunk_reports = once\n"
+        "from lobreplay.cli import main\n"
+        f"sys.exit(main(['itch', 'replay', {str(root / 'data' / 'sample_day.itch.gz')!r}, '-o', {str(out)!r},\n"
+        "                '--no-progress', '--chunk-mb', '1']))\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert p.returncode == 143, p.stderr
+    assert p.stderr.strip() == "lobreplay: terminated (SIGTERM); the reports written so far are whole"
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "failed" and s["error"].startswith("Terminated")
+    tables = sorted(out.glob("*.parquet"))
+    assert tables and all(pq.read_metadata(t).num_rows >= 0 for t in tables)  # every one has its footer
+    assert pq.read_metadata(out / "bbo.parquet").num_rows > 0

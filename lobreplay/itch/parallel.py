@@ -21,6 +21,7 @@ import heapq
 import json
 import os
 import shutil
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -122,6 +123,9 @@ def split_locates(messages: np.ndarray, jobs: int) -> np.ndarray:
 
 
 def _run_part(path: str, part_dir: str, cfg: ReplayConfig) -> dict:
+    # a part is stopped by its pool (SIGTERM when the parent fails or is stopped): the
+    # command line's handler, inherited through the fork, is the parent's, not the part's
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     started = time.time()
     r = ItchReplay(path, part_dir, cfg, pass1=_PASS1, hash_file=False)  # the parent did pass 1 and the hash
     s = r.run()
