@@ -112,6 +112,9 @@ def read_report(path: str) -> pa.Table:
     return pq.read_table(path)
 
 
+PARTIAL = ".partial"  # a report file while it is written
+
+
 class TableWriter:
     """Appends column dicts to one Parquet file with a fixed schema, in row groups of about
     ROW_GROUP rows whatever the size of each batch.
@@ -140,11 +143,13 @@ class TableWriter:
             self.schema = self.schema.with_metadata({**(self.schema.metadata or {}),
                                                      **{k: f.result() for k, f in self._late.items()}})
             self._late = {}
+        # written as PATH.partial and renamed when closed whole: a process killed outright
+        # (SIGKILL) leaves no file under the report's name that lacks its footer
         if self.stream:
-            self._sink = pa.OSFile(self.path, "wb")
+            self._sink = pa.OSFile(self.path + PARTIAL, "wb")
             self._w = pa.ipc.new_stream(self._sink, self.schema)
         else:
-            self._w = pq.ParquetWriter(self.path, self.schema, **parquet_options(self.schema))
+            self._w = pq.ParquetWriter(self.path + PARTIAL, self.schema, **parquet_options(self.schema))
 
     def table(self, columns: Mapping[str, object]) -> pa.Table:
         """Columns (numpy arrays, lists or Arrow arrays) as a table of this writer's schema."""
@@ -184,6 +189,7 @@ class TableWriter:
         self._w.close()
         if self._sink is not None:
             self._sink.close()
+        os.replace(self.path + PARTIAL, self.path)
 
 
 def _to_arrow(values, typ: pa.DataType) -> pa.Array:

@@ -147,3 +147,34 @@ def test_sigterm_mid_replay_leaves_whole_reports_and_a_failed_summary(tmp_path):
     tables = sorted(out.glob("*.parquet"))
     assert tables and all(pq.read_metadata(t).num_rows >= 0 for t in tables)  # every one has its footer
     assert pq.read_metadata(out / "bbo.parquet").num_rows > 0
+
+
+def test_sigkill_mid_replay_leaves_no_report_without_its_footer(tmp_path):
+    """kill -9 cannot be caught: the files being written are left as NAME.partial, so every
+    file under a report's name is whole; a --force rerun clears the leftovers."""
+    import os
+    import pathlib
+    import subprocess
+
+    import pyarrow.parquet as pq
+    root = pathlib.Path(__file__).resolve().parent.parent
+    day = str(root / "data" / "sample_day.itch.gz")
+    out = tmp_path / "out"
+    script = (
+        "import os, signal, sys\n"
+        "from lobreplay.itch import replay\n"
+        "real = replay.ItchReplay._chunk_reports\n"
+        "def once(self, *a, **k):\n"
+        "    real(self, *a, **k)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "replay.ItchReplay._chunk_reports = once\n"
+        "from lobreplay.cli import main\n"
+        f"sys.exit(main(['itch', 'replay', {day!r}, '-o', {str(out)!r}, '--no-progress', '--chunk-mb', '1']))\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert p.returncode == -9, p.stderr
+    assert list(out.glob("*.partial"))
+    for t in out.glob("*.parquet"):
+        pq.read_metadata(t)  # whole
+    assert main(["itch", "replay", day, "-o", str(out), "--no-progress", "--force"]) == 0
+    assert not list(out.glob("*.partial")) and (out / "bbo.parquet").exists()

@@ -696,6 +696,7 @@ def prepare_output(out_dir: str, force: bool) -> None:
             raise InputError(f"{out_dir}: output directory is not empty; pass --force to overwrite")
         for name in os.listdir(out_dir):
             p = os.path.join(out_dir, name)
-            if os.path.isfile(p) and (name.endswith(".parquet") or name in ("summary.json", "summary.json.tmp")):
+            if os.path.isfile(p) and (name.endswith((".parquet", ".parquet.partial"))
+                                      or name in ("summary.json", "summary.json.tmp")):
                 os.remove(p)
     os.makedirs(out_dir, exist_ok=True)
