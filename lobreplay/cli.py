@@ -351,7 +351,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 141
     except OSError as e:  # the machine said no: an output that cannot be created, a full disk, ...
-        print(f"lobreplay: error: {os_error_text(e)}", file=sys.stderr)
+        where = getattr(args, "output", None) or getattr(args, "out", None)
+        extra = f" (writing {where})" if where and e.filename is None else ""
+        print(f"lobreplay: error: {os_error_text(e)}{extra}", file=sys.stderr)
         return 1
     finally:
         if previous is not None:  # (main() called in-process: leave the caller's handler)
