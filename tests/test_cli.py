@@ -1,8 +1,11 @@
 """The command line: in-process through main(), and once as a real subprocess."""
+import pathlib
 import subprocess
 import sys
 
 from lobreplay.cli import main
+
+SAMPLE_DAY = str(pathlib.Path(__file__).resolve().parent.parent / "data" / "sample_day.itch.gz")
 
 
 def test_demo_in_process(capsys):
@@ -53,10 +56,9 @@ def test_itch_replay_of_a_gzip_cut_short(tmp_path, capsys):
     what to do; with --allow-truncated the replay runs to the cut, reports it in its output and
     summary.json, and its reports are readable."""
     import json
-    import pathlib
 
     import pyarrow.parquet as pq
-    day = (pathlib.Path(__file__).resolve().parent.parent / "data" / "sample_day.itch.gz").read_bytes()
+    day = pathlib.Path(SAMPLE_DAY).read_bytes()
     cut = tmp_path / "20191230.cut.itch.gz"
     cut.write_bytes(day[:len(day) * 2 // 3])
     assert main(["itch", "replay", str(cut), "-o", str(tmp_path / "no"), "--no-progress"]) == 1
@@ -85,10 +87,9 @@ def test_itch_replay_of_a_gzip_cut_short(tmp_path, capsys):
 def test_an_output_that_cannot_be_created_is_one_line_naming_it(tmp_path, capsys):
     """An output under a file (or on a read-only or full disk): exit status 1 and one line
     naming the path and the system's reason, for every verb that writes, never a traceback."""
-    import pathlib
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
-    day = str(pathlib.Path(__file__).resolve().parent.parent / "data" / "sample_day.itch.gz")
+    day = SAMPLE_DAY
     from tests.fake_binance import BINANCE_DATA
     spot = str(BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240808.gz")
     for argv in (["itch", "replay", day, "-o", str(blocker / "out"), "--no-progress"],
@@ -103,8 +104,7 @@ def test_an_output_that_cannot_be_created_is_one_line_naming_it(tmp_path, capsys
 def test_replay_options_out_of_range_are_named(capsys):
     """Options a replay cannot use are refused by name before anything runs (a negative
     headroom made every book's band invalid and failed deep in the core)."""
-    import pathlib
-    day = str(pathlib.Path(__file__).resolve().parent.parent / "data" / "sample_day.itch.gz")
+    day = SAMPLE_DAY
     for opt, val, want in (("--headroom", "-1", "--headroom: expected a fraction"),
                            ("--headroom", "nan", "--headroom: expected a fraction"),
                            ("--chunk-mb", "0", "--chunk-mb: expected a chunk size >= 1"),
@@ -114,32 +114,34 @@ def test_replay_options_out_of_range_are_named(capsys):
     assert not pathlib.Path("never-created").exists()
 
 
-def test_sigterm_mid_replay_leaves_whole_reports_and_a_failed_summary(tmp_path):
-    """SIGTERM (a scheduler stopping the job) mid-replay: the command stops as on Ctrl-C,
-    exit 143, one line; every report file already open is closed whole (readable Parquet)
-    and summary.json says failed. (The signal is sent by the replay itself, after its
-    first chunk of report rows, so that it lands mid-run every time.)"""
-    import json
+def _replay_signalled(out, signame: str):
+    """`itch replay` of the sample day in a subprocess that sends itself signal `signame`
+    after its first chunk of report rows (so that it lands mid-run every time)."""
     import os
-    import pathlib
-    import subprocess
-
-    import pyarrow.parquet as pq
     root = pathlib.Path(__file__).resolve().parent.parent
-    out = tmp_path / "out"
     script = (
         "import os, signal, sys\n"
         "from lobreplay.itch import replay\n"
         "real = replay.ItchReplay._chunk_reports\n"
         "def once(self, *a, **k):\n"
         "    real(self, *a, **k)\n"
-        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        f"    os.kill(os.getpid(), signal.{signame})\n"
         "replay.ItchReplay._chunk_reports = once\n"
         "from lobreplay.cli import main\n"
-        f"sys.exit(main(['itch', 'replay', {str(root / 'data' / 'sample_day.itch.gz')!r}, '-o', {str(out)!r},\n"
-        "                '--no-progress', '--chunk-mb', '1']))\n")
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(root)})
+        f"sys.exit(main(['itch', 'replay', {SAMPLE_DAY!r}, '-o', {str(out)!r}, '--no-progress', '--chunk-mb', '1']))\n")
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def test_sigterm_mid_replay_leaves_whole_reports_and_a_failed_summary(tmp_path):
+    """SIGTERM (a scheduler stopping the job) mid-replay: the command stops as on Ctrl-C,
+    exit 143, one line; every report file already open is closed whole (readable Parquet)
+    and summary.json says failed."""
+    import json
+
+    import pyarrow.parquet as pq
+    out = tmp_path / "out"
+    p = _replay_signalled(out, "SIGTERM")
     assert p.returncode == 143, p.stderr
     assert p.stderr.strip() == "lobreplay: terminated (SIGTERM); the reports written so far are whole"
     s = json.loads((out / "summary.json").read_text())
@@ -152,29 +154,12 @@ def test_sigterm_mid_replay_leaves_whole_reports_and_a_failed_summary(tmp_path):
 def test_sigkill_mid_replay_leaves_no_report_without_its_footer(tmp_path):
     """kill -9 cannot be caught: the files being written are left as NAME.partial, so every
     file under a report's name is whole; a --force rerun clears the leftovers."""
-    import os
-    import pathlib
-    import subprocess
-
     import pyarrow.parquet as pq
-    root = pathlib.Path(__file__).resolve().parent.parent
-    day = str(root / "data" / "sample_day.itch.gz")
     out = tmp_path / "out"
-    script = (
-        "import os, signal, sys\n"
-        "from lobreplay.itch import replay\n"
-        "real = replay.ItchReplay._chunk_reports\n"
-        "def once(self, *a, **k):\n"
-        "    real(self, *a, **k)\n"
-        "    os.kill(os.getpid(), signal.SIGKILL)\n"
-        "replay.ItchReplay._chunk_reports = once\n"
-        "from lobreplay.cli import main\n"
-        f"sys.exit(main(['itch', 'replay', {day!r}, '-o', {str(out)!r}, '--no-progress', '--chunk-mb', '1']))\n")
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(root)})
+    p = _replay_signalled(out, "SIGKILL")
     assert p.returncode == -9, p.stderr
     assert list(out.glob("*.partial"))
     for t in out.glob("*.parquet"):
         pq.read_metadata(t)  # whole
-    assert main(["itch", "replay", day, "-o", str(out), "--no-progress", "--force"]) == 0
+    assert main(["itch", "replay", SAMPLE_DAY, "-o", str(out), "--no-progress", "--force"]) == 0
     assert not list(out.glob("*.partial")) and (out / "bbo.parquet").exists()
