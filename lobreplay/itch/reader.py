@@ -110,12 +110,14 @@ class ItchFile:
 
     # ---- byte sources ----
 
-    def _open(self) -> BinaryIO:
+    def _open(self, skip: int = 0) -> BinaryIO:
+        """The file's stream. A gzip stream known to be cut short (self._cut) is read by a
+        SalvageReader, `skip` decompressed bytes in."""
         self._raw = _CountingReader(open(self.path, "rb"))
         raw = io.BufferedReader(self._raw, buffer_size=1 << 20)
         self._salvage = None
-        if self.compressed and self._cut:  # an earlier pass found the stream cut short
-            f, self._salvage = _gz.salvage_from(raw, 0)
+        if self.compressed and self._cut:
+            f, self._salvage = _gz.salvage_from(raw, skip)
             return f
         return _gz.open_read(raw, thread=True) if self.compressed else raw
 
@@ -134,14 +136,12 @@ class ItchFile:
                 # had inflated ahead: read again, exactly, from where this pass had got to
                 self._cut = True
                 f.close()
-                self._raw = _CountingReader(open(self.path, "rb"))
-                f, self._salvage = _gz.salvage_from(io.BufferedReader(self._raw, buffer_size=1 << 20), pos)
-                return self._read_into(f, view, pos)
-            where = f"after about {self.stats.bytes:,} decompressed bytes" if self.compressed else ""
+                return self._read_into(self._open(pos), view, pos)
             if self.compressed and isinstance(e, EOFError):
                 raise InputError(f"{self.path}: the gzip stream ({self.size:,} bytes) ends before its end-of-stream "
                                  "marker: a file cut short (an interrupted download?); --allow-truncated reads every "
                                  "message before the cut") from None
+            where = f"after about {self.stats.bytes:,} decompressed bytes" if self.compressed else ""
             raise InputError(f"{self.path}: corrupt {'gzip ' if self.compressed else ''}data {where}: {e}".rstrip()) \
                 from None
 
@@ -186,7 +186,6 @@ class ItchFile:
         have = 0     # valid bytes in buf
         base = 0     # stream offset of buf[0]
         checked = False
-        self._reading = f
         while True:
             got, f = self._read_into(f, view[have:], base + have)
             self._reading = f
