@@ -166,22 +166,23 @@ def _note_break(breaks: list, path: Path, f: _Text, dropped: int) -> None:
 
 def _iter_chunks(path: Path, breaks: list | None = None):
     """The file's content in pieces of about CHUNK bytes, each cut after a newline (the last
-    piece may end without one). A gzip file of up to CHUNK bytes is inflated in one call and
-    its text cut into pieces of up to 4 x CHUNK (one, for most recordings of a day): no reads
-    through buffers, fewer pieces (spot 2024-08-08: 85 -> 78 ms of CPU for the conversion).
-    breaks (a list): a break in the gzip stream ends the text instead of raising, the partial
-    line before it is dropped, and where it happened is appended to breaks."""
+    piece may end without one). A file of up to CHUNK bytes is read in one call (a gzip one
+    inflated in one call) and its text cut into pieces of up to 4 x CHUNK (one, for most
+    recordings of a day): no reads through buffers, fewer pieces (spot 2024-08-08: 85 -> 78
+    ms of CPU for the conversion). breaks (a list): a break in the gzip stream ends the text
+    instead of raising, the partial line before it is dropped, and where it happened is
+    appended to breaks."""
     if path.stat().st_size <= CHUNK:
         with open(path, "rb") as f:
-            raw = f.read()
-        if raw[:2] == b"\x1f\x8b":
+            text = f.read()
+        if text[:2] == b"\x1f\x8b":
             try:
-                text = _gz.decompress(raw)
+                text = _gz.decompress(text)
             except _gz.ERRORS:
                 text = None  # the streaming reader below reports where it breaks
-            if text is not None:
-                yield from _pieces(text, 4 * CHUNK)
-                return
+        if text is not None:
+            yield from _pieces(text, 4 * CHUNK)
+            return
     with _open(path, tolerate=breaks is not None) as f:
         rest = b""
         while True:
