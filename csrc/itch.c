@@ -99,12 +99,12 @@ typedef struct ref_slot {
  * the feed sit together, and a lookup finds its slot among recently touched
  * ones instead of anywhere in a map that outgrows the cache (pass 1 on a 1,000
  * symbol day: -30 %, benchmarks/RESULTS.md). References that collide in their
- * low bits would pile up there, so when the probes of a feed call average more
- * than SCRAMBLE_PROBES slots past home per message, the map is rebuilt with a
+ * low bits would pile up there, so when probes average more than SCRAMBLE_PROBES
+ * slots past home per lookup (over a window of PROBE_WINDOW lookups, checked
+ * before each insertion, with PROBE_SLACK spare), the map is rebuilt with a
  * multiplicative hash (Fibonacci hashing: the top bits of ref * 2^64/phi) and
- * keeps it. home = ((ref * mul) >> shift) & mask covers both. The check runs
- * before each insertion over a window of lookups, so a pathological feed costs
- * a few thousand long probes, not a quadratic pile-up. */
+ * keeps it: a pathological feed costs a few thousand long probes, not a
+ * quadratic pile-up. home = ((ref * mul) >> shift) & mask covers both. */
 struct lob_itch_scan {
     lob_itch_locate loc[65536];
     int64_t last_price[65536];    /* the last A/F/U price seen per locate (-1: none) */
