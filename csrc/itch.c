@@ -3,7 +3,9 @@
  * Field offsets are the spec's (see lobreplay/itch/spec.py, the table the
  * Python decoder reads; tests/test_itch_c.py checks the two agree).
  */
+#define _DEFAULT_SOURCE /* MADV_HUGEPAGE in hugemem.h */
 #include "itch.h"
+#include "hugemem.h"
 #include "prefetch.h"
 
 #include <stdlib.h>
@@ -157,7 +159,7 @@ static int ref_rebuild(lob_itch_scan *s, uint64_t n, int scrambled)
 {
     uint64_t old_n = s->mask + 1;
     ref_slot *old = s->slots;
-    ref_slot *fresh = calloc(n, sizeof *fresh);
+    ref_slot *fresh = huge_calloc(n, sizeof *fresh);
     if (!fresh) return LOB_ENOMEM;
     s->slots = fresh;
     s->mask = n - 1;
@@ -165,7 +167,7 @@ static int ref_rebuild(lob_itch_scan *s, uint64_t n, int scrambled)
     s->shift = scrambled ? 64 - __builtin_ctzll(n) : 0;
     for (uint64_t i = 0; i < old_n; i++)
         if (old[i].ref) *ref_probe(s, old[i].ref) = old[i];
-    free(old);
+    huge_free(old, old_n, sizeof *old);
     s->lookups = s->probes = 0;
     return LOB_OK;
 }
@@ -186,7 +188,7 @@ lob_itch_scan *lob_itch_scan_new(int *status)
     if (s) {
         s->mask = (1u << 16) - 1;
         s->mul = 1;
-        s->slots = calloc(s->mask + 1, sizeof *s->slots);
+        s->slots = huge_calloc(s->mask + 1, sizeof *s->slots);
     }
     if (!s || !s->slots) {
         lob_itch_scan_free(s);
@@ -206,7 +208,7 @@ lob_itch_scan *lob_itch_scan_new(int *status)
 void lob_itch_scan_free(lob_itch_scan *s)
 {
     if (!s) return;
-    free(s->slots);
+    huge_free(s->slots, s->mask + 1, sizeof *s->slots);
     free(s);
 }
 

@@ -199,6 +199,10 @@ def _orders_file(path, refs, locates=(3, 4)) -> None:
     ("nasdaq-like gaps", list(np.cumsum(np.random.default_rng(5).integers(1, 17, 20000)).tolist()), False),
     ("same low 20 bits", [(i + 1) << 20 for i in range(20000)], True),
     ("same low 12 bits", [(i + 1) << 12 for i in range(20000)], True),
+    # 80,000 live orders: the map grows to 2^17 and 2^18 slots, blocks of 2 and 4 MiB
+    # (csrc/hugemem.h maps those itself, on huge pages where the kernel allows)
+    ("sequential, map past 2 MiB", [1 + i for i in range(80000)], False),
+    ("same low 20 bits, map past 2 MiB", [(i + 1) << 20 for i in range(80000)], True),
 ])
 def test_order_map_places_by_reference_and_scrambles_when_they_collide(tmp_path, name, refs, scrambled):
     """Pass 1's order map homes a reference at its low bits while the feed numbers orders
