@@ -106,12 +106,20 @@ typedef struct ref_slot {
  * before each insertion, with PROBE_SLACK spare), the map is rebuilt with a
  * multiplicative hash (Fibonacci hashing: the top bits of ref * 2^64/phi) and
  * keeps it: a pathological feed costs a few thousand long probes, not a
- * quadratic pile-up. home = ((ref * mul) >> shift) & mask covers both. */
+ * quadratic pile-up. home = ((ref * mul) >> shift) & mask covers both.
+ * Sequential homes also make long runs of occupied slots (every order of a
+ * stretch of the feed still live), each at its home. A lookup or a deletion
+ * that walked such a run to its end would cost its length (80,000 live
+ * consecutive orders deleted oldest first: 7 s instead of milliseconds), so
+ * both stop max_dist slots past where they started: no entry sits farther
+ * than that from its home (the largest distance of any placement since the
+ * last rebuild). */
 struct lob_itch_scan {
     lob_itch_locate loc[65536];
     int64_t last_price[65536];    /* the last A/F/U price seen per locate (-1: none) */
     ref_slot *slots;
     uint64_t mask, used;
+    uint64_t max_dist;            /* no entry is more than this many slots past its home */
     uint64_t mul;                 /* 1: sequential homes; FIB: scrambled */
     int shift;                    /* 0, or 64 - log2(size) when scrambled */
     uint64_t lookups, probes;     /* in the current window: probes, and slots stepped past home */
@@ -125,15 +133,31 @@ static inline uint64_t ref_home(const lob_itch_scan *s, uint64_t ref)
     return ((ref * s->mul) >> s->shift) & s->mask;
 }
 
-/* The slot that holds ref, or the empty slot where its probe ended. */
-static inline ref_slot *ref_probe(lob_itch_scan *s, uint64_t ref)
+/* The slot that holds ref, or NULL. */
+static inline ref_slot *ref_find(lob_itch_scan *s, uint64_t ref)
 {
     uint64_t i = ref_home(s, ref);
+    s->lookups++;
+    for (uint64_t d = 0;; d++) {
+        uint64_t r = s->slots[i].ref;
+        if (r == ref) return &s->slots[i];
+        if (r == 0 || d == s->max_dist) return NULL;
+        i = (i + 1) & s->mask;
+        s->probes++;
+    }
+}
+
+/* The slot that holds ref, or the first empty slot from its home, where it goes. */
+static inline ref_slot *ref_place(lob_itch_scan *s, uint64_t ref)
+{
+    uint64_t home = ref_home(s, ref), i = home;
     s->lookups++;
     while (s->slots[i].ref != ref && s->slots[i].ref != 0) {
         i = (i + 1) & s->mask;
         s->probes++;
     }
+    uint64_t d = (i - home) & s->mask;
+    if (d > s->max_dist) s->max_dist = d;
     return &s->slots[i];
 }
 
@@ -142,7 +166,8 @@ static void ref_delete(lob_itch_scan *s, ref_slot *slot)
     uint64_t i = (uint64_t)(slot - s->slots), j = i;
     for (;;) {
         j = (j + 1) & s->mask;
-        if (s->slots[j].ref == 0) break;
+        /* an entry at j moves back to i if it sits at least j - i past its home */
+        if (s->slots[j].ref == 0 || ((j - i) & s->mask) > s->max_dist) break;
         uint64_t k = ref_home(s, s->slots[j].ref);
         int home_in_between = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
         if (!home_in_between) {
@@ -165,8 +190,9 @@ static int ref_rebuild(lob_itch_scan *s, uint64_t n, int scrambled)
     s->mask = n - 1;
     s->mul = scrambled ? FIB : 1;
     s->shift = scrambled ? 64 - __builtin_ctzll(n) : 0;
+    s->max_dist = 0;
     for (uint64_t i = 0; i < old_n; i++)
-        if (old[i].ref) *ref_probe(s, old[i].ref) = old[i];
+        if (old[i].ref) *ref_place(s, old[i].ref) = old[i];
     huge_free(old, old_n, sizeof *old);
     s->lookups = s->probes = 0;
     return LOB_OK;
@@ -250,7 +276,7 @@ static inline int order_added(lob_itch_scan *s, lob_itch_locate *L, uint64_t ref
         ref_rebuild(s, s->mask + 1, 1) != LOB_OK)
         return LOB_ENOMEM;
     if (s->lookups >= PROBE_WINDOW) s->lookups = s->probes = 0;
-    ref_slot *o = ref_probe(s, ref);
+    ref_slot *o = ref_place(s, ref);
     if (o->ref) return LOB_OK;
     o->ref = ref;
     o->shares = shares;
@@ -293,17 +319,17 @@ int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *off
             if (order_added(s, L, ref, be32(m + O_A_SHARES), locate) != LOB_OK) return LOB_ENOMEM;
             break;
         case 'D': {
-            ref_slot *o = ref_probe(s, ref);
+            ref_slot *o = ref_find(s, ref);
             L->deletes++;
-            if (!o->ref) L->unknown_refs++;
+            if (!o) L->unknown_refs++;
             else order_gone(s, o);
             break;
         }
         case 'U': {
-            ref_slot *o = ref_probe(s, ref);
+            ref_slot *o = ref_find(s, ref);
             see_price(s, L, locate, be32(m + O_U_PRICE));
             L->replaces++;
-            if (!o->ref) L->unknown_refs++;
+            if (!o) L->unknown_refs++;
             else {
                 order_gone(s, o);
                 if (order_added(s, L, be64(m + O_U_NEW), be32(m + O_U_SHARES), locate) != LOB_OK)
@@ -313,13 +339,13 @@ int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *off
         }
         default: { /* E, C, X */
             uint32_t q = be32(m + (t == 'X' ? O_X_SHARES : O_E_SHARES));
-            ref_slot *o = ref_probe(s, ref);
+            ref_slot *o = ref_find(s, ref);
             if (t == 'X') L->cancels++;
             else {
                 L->executions++;
                 L->executed_shares += q;
             }
-            if (!o->ref) L->unknown_refs++;
+            if (!o) L->unknown_refs++;
             else if (q >= o->shares) order_gone(s, o);
             else o->shares -= q;
             break;
