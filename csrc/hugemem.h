@@ -44,35 +44,33 @@ static inline void *huge_calloc(size_t n, size_t size)
 {
     if (size && n > SIZE_MAX / size) return NULL;
     size_t bytes = n * size;
+    if (!HUGEMEM_MMAP || bytes < HUGE_MIN) return calloc(n, size);
 #if HUGEMEM_MMAP
-    if (bytes >= HUGE_MIN) {
-        size_t len = huge_round(bytes);
-        if (len > SIZE_MAX - HUGE_PAGE) return NULL;
-        /* Map one huge page more than needed and trim to a 2 MiB boundary. */
-        char *raw = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (raw == MAP_FAILED) return NULL;
-        char *p = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-        if (p > raw) munmap(raw, (size_t)(p - raw));
-        size_t tail = (size_t)(raw + len + HUGE_PAGE - (p + len));
-        if (tail) munmap(p + len, tail);
-        madvise(p, len, MADV_HUGEPAGE); /* a hint: without THP the block is plain pages */
-        return p;
-    }
+    size_t len = huge_round(bytes);
+    if (len > SIZE_MAX - HUGE_PAGE) return NULL;
+    /* Map one huge page more than needed and trim to a 2 MiB boundary. */
+    char *raw = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    char *p = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (p > raw) munmap(raw, (size_t)(p - raw));
+    size_t tail = (size_t)(raw + len + HUGE_PAGE - (p + len));
+    if (tail) munmap(p + len, tail);
+    madvise(p, len, MADV_HUGEPAGE); /* a hint: without THP the block is plain pages */
+    return p;
 #endif
-    return calloc(n, size);
 }
 
 /* Release a block from huge_calloc(n, size) (NULL is allowed). */
 static inline void huge_free(void *p, size_t n, size_t size)
 {
     if (!p) return;
-#if HUGEMEM_MMAP
-    if (n * size >= HUGE_MIN) {
-        munmap(p, huge_round(n * size));
+    if (!HUGEMEM_MMAP || n * size < HUGE_MIN) {
+        free(p);
         return;
     }
+#if HUGEMEM_MMAP
+    munmap(p, huge_round(n * size));
 #endif
-    free(p);
 }
 
 #endif /* LOB_HUGEMEM_H */
