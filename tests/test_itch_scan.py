@@ -199,8 +199,8 @@ def _orders_file(path, refs, locates=(3, 4)) -> None:
     ("nasdaq-like gaps", list(np.cumsum(np.random.default_rng(5).integers(1, 17, 20000)).tolist()), False),
     ("same low 20 bits", [(i + 1) << 20 for i in range(20000)], True),
     ("same low 12 bits", [(i + 1) << 12 for i in range(20000)], True),
-    # 80,000 live orders: the map grows to 2^17 and 2^18 slots, blocks of 2 and 4 MiB
-    # (csrc/hugemem.h maps those itself, on huge pages where the kernel allows)
+    # 80,000 live orders in the map's block of 16 MiB (csrc/hugemem.h maps it itself, on huge
+    # pages where the kernel allows); references sharing their low bits rebuild it scrambled
     ("sequential, map past 2 MiB", [1 + i for i in range(80000)], False),
     ("same low 20 bits, map past 2 MiB", [(i + 1) << 20 for i in range(80000)], True),
 ])
@@ -216,6 +216,29 @@ def test_order_map_places_by_reference_and_scrambles_when_they_collide(tmp_path,
         scan.feed(c.buf, c.offsets, c.types, c.n, None)
     assert scan.scrambled is scrambled
     assert int(scan.stats()["peak_live"][3] + scan.stats()["peak_live"][4]) == len(refs)
+
+
+def test_order_map_grows_past_its_first_block(tmp_path):
+    """600,000 orders live at once outgrow the map's first 2^20 slots (it grows at 512k):
+    every one is still found when it is deleted, youngest first and oldest first."""
+    n = 600_000
+    a = np.zeros(n, [("len", ">u2"), ("type", "S1"), ("locate", ">u2"), ("track", ">u2"), ("ts", "V6"),
+                     ("ref", ">u8"), ("side", "S1"), ("shares", ">u4"), ("stock", "S8"), ("price", ">u4")])
+    d = np.zeros(n, [("len", ">u2"), ("type", "S1"), ("locate", ">u2"), ("track", ">u2"), ("ts", "V6"),
+                     ("ref", ">u8")])
+    a["len"], a["type"], a["side"], a["shares"], a["stock"] = 36, b"A", b"B", 100, b"XYZ     "
+    a["ref"] = np.arange(1, n + 1)
+    a["locate"] = 3 + a["ref"] % 2
+    a["price"] = 1000 + a["ref"] % 7
+    d["len"], d["type"] = 19, b"D"
+    d["ref"] = np.concatenate([a["ref"][: n // 2][::-1], a["ref"][n // 2:]])  # youngest of the first half first
+    d["locate"] = 3 + d["ref"] % 2
+    p = tmp_path / "many.itch"
+    p.write_bytes(a.tobytes() + d.tobytes())
+    got = c_scan(str(p), 1 << 20)
+    assert int(got["peak_live"][3] + got["peak_live"][4]) == n
+    assert int(got["deletes"][3] + got["deletes"][4]) == n
+    assert int(got["unknown_refs"].sum()) == 0
 
 
 @settings(max_examples=60, deadline=None)
