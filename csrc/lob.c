@@ -1546,13 +1546,15 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
     if (!s || !out || (n && (!events || !out->results)) || (out->exec_cap && !out->execs) ||
         (out->desync_cap && !out->desyncs) ||
         (out->depth_levels && (!out->depth_event || !out->depth_prices || !out->depth_qtys || !out->depth_counts))) {
-        if (out) out->n_done = out->n_exec = out->n_desync = out->n_depth = 0;
+        if (out) out->n_done = out->n_exec = out->n_desync = out->n_depth = out->n_bbo = 0;
         return LOB_EARG;
     }
     size_t nd = 0; /* depth rows written */
     sink_t sk = {out->execs, out->desyncs, 0, out->exec_cap, 0, out->desync_cap};
     lob_result *results = out->results;
     lob_bbo *bbo = out->bbo;
+    uint32_t *bbo_event = bbo ? out->bbo_event : NULL;
+    size_t nb = 0; /* bbo rows written, with bbo_event */
     /* Read once: the calls in the loop could change *out and *s for all the compiler knows. */
     const uint32_t depth_levels = out->depth_levels;
     const int timing = s->timing;
@@ -1583,7 +1585,7 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
             }
             depth_row(b, out, nd + 1); /* the levels before the event, in the scratch row */
         }
-        if (bbo) read_bbo(b, &bbo[i]); /* the top of book before the event, compared after it */
+        if (bbo) read_bbo(b, &bbo[bbo_event ? nb : i]); /* the top before the event, compared after it */
         r.status = check_event(b, e, &p);
         if (r.status != LOB_OK) goto done;
         if (e->kind == LOB_NEW || e->kind == LOB_REPLACE) {
@@ -1682,13 +1684,15 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
             if (!depth_rows_equal(out, nd, nd + 1)) out->depth_event[nd++] = (uint32_t)i;
         }
         if (bbo) {
+            size_t row = bbo_event ? nb : i;
             lob_bbo after = {0};
             if (b) {
                 read_bbo(b, &after);
-                after.changed = (uint32_t)bbo_differs(&bbo[i], &after);
+                after.changed = (uint32_t)bbo_differs(&bbo[row], &after);
             }
             after.instrument = e->instrument;
-            bbo[i] = after;
+            bbo[row] = after;
+            if (bbo_event && after.changed) bbo_event[nb++] = (uint32_t)i;
         }
         results[i] = r;
         if (timing) {
@@ -1704,5 +1708,6 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
     out->n_exec = sk.n_exec;
     out->n_desync = sk.n_desync;
     out->n_depth = nd;
+    out->n_bbo = nb;
     return rc;
 }

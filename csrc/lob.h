@@ -292,7 +292,8 @@ typedef struct lob_outputs {
     lob_result *results;      /* required: one per event */
     lob_exec *execs;          /* executions, in trade order */
     size_t exec_cap;
-    lob_bbo *bbo;             /* optional (NULL): top of the event's book after each event */
+    lob_bbo *bbo;             /* optional (NULL): top of the event's book after each event
+                                 (or after each change of it: bbo_event below) */
     lob_desync *desyncs;      /* optional (NULL, then desync_cap must be 0): feed divergences */
     size_t desync_cap;
     size_t n_done;            /* out: events applied */
@@ -311,6 +312,12 @@ typedef struct lob_outputs {
     uint32_t *depth_counts;
     size_t depth_cap;         /* rows */
     size_t n_depth;           /* out: rows written */
+    /* Optional (NULL: off), with bbo: the changes only. A row is written only for an
+     * event that changes the top of its book (changed = 1), at bbo[r], and
+     * bbo_event[r] = the event's index; n_bbo rows. bbo and bbo_event need room for one
+     * row per event all the same (the row after the last is scratch). */
+    uint32_t *bbo_event;
+    size_t n_bbo;             /* out: rows written (with bbo_event) */
 } lob_outputs;
 
 /* Apply events[0..n) in order, one call per chunk.

@@ -143,6 +143,8 @@ typedef struct lob_outputs {
     uint32_t *depth_counts;
     size_t depth_cap;
     size_t n_depth;
+    uint32_t *bbo_event;
+    size_t n_bbo;
 } lob_outputs;
 
 int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out);

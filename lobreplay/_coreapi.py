@@ -172,9 +172,12 @@ class CoreSession:
         ptr = lib.lob_session_book(self.ptr, instrument)
         return None if ptr == ffi.NULL else ptr
 
-    def apply(self, events, results, execs, bbo=None, desyncs=None, depth=None) -> tuple[int, int, int, int, int]:
-        """One C call over a whole array. Returns (status, n_done, n_exec, n_desync, n_depth).
+    def apply(self, events, results, execs, bbo=None, desyncs=None, depth=None,
+              bbo_event=None) -> tuple[int, int, int, int, int, int]:
+        """One C call over a whole array. Returns (status, n_done, n_exec, n_desync, n_depth, n_bbo).
         depth: None, or (levels, event uint32[rows], prices int64[rows*2*levels], qtys, counts uint32).
+        bbo_event (uint32, one per event, with bbo): rows only for the events that change the
+        top of their book, bbo_event[r] the event of row r; n_bbo rows.
         Arrays are checked here; status is LOB_OK or LOB_EEXECFULL."""
         n = len(events)
         check_array(events, EVENT_DTYPE, "events")
@@ -189,6 +192,11 @@ class CoreSession:
             out.bbo = _buf("lob_bbo[]", bbo, True)
         else:
             out.bbo = ffi.NULL
+        if bbo is not None and bbo_event is not None:
+            check_array(bbo_event, np.dtype(np.uint32), "bbo events", writable=True, length=n)
+            out.bbo_event = _buf("uint32_t[]", bbo_event, True)
+        else:
+            out.bbo_event = ffi.NULL
         if desyncs is not None:
             check_array(desyncs, DESYNC_DTYPE, "desyncs", writable=True)
             out.desyncs = _buf("lob_desync[]", desyncs, True)
@@ -216,7 +224,7 @@ class CoreSession:
         rc = lib.lob_session_apply(self.ptr, _buf("lob_event[]", events), n, out)
         if rc not in (lib.LOB_OK, lib.LOB_EEXECFULL):
             raise_for_status(rc, "applying a batch")
-        return rc, out.n_done, out.n_exec, out.n_desync, out.n_depth
+        return rc, out.n_done, out.n_exec, out.n_desync, out.n_depth, out.n_bbo
 
     def apply_one(self, kind: int, order_id: int, new_id: int, price: int, qty: int, instrument: int,
                   side: int, tif: int, flags: int = 0):
@@ -231,7 +239,7 @@ class CoreSession:
         out = self._out
         while True:
             out.results, out.execs, out.exec_cap = res, ex, len(ex)
-            out.bbo, out.desyncs, out.desync_cap = ffi.NULL, ffi.NULL, 0
+            out.bbo, out.bbo_event, out.desyncs, out.desync_cap = ffi.NULL, ffi.NULL, ffi.NULL, 0
             out.depth_levels = 0
             rc = lib.lob_session_apply(self.ptr, ev, 1, out)
             if rc == lib.LOB_OK:

@@ -25,6 +25,7 @@ class BatchResult:
     bbo: np.ndarray | None = None
     desyncs: np.ndarray | None = None
     depth: dict | None = None  # with depth_levels: "event" (index), "prices"/"qtys"/"counts" (rows, 2, N)
+    bbo_event: np.ndarray | None = None  # with bbo_changes: the event of each bbo row
 
 
 SCRATCH_ROWS = 1 << 16  # execution and desync rows kept between apply calls (3 + 4 MiB)
@@ -136,12 +137,17 @@ class Session:
         return [i for i in range(self.max_instrument + 1) if self._s.book(i) is not None]
 
     def apply(self, events: np.ndarray, *, bbo: bool | np.ndarray = False, exec_capacity: int | None = None,
-              results: np.ndarray | None = None, depth_levels: int = 0) -> BatchResult:
+              results: np.ndarray | None = None, depth_levels: int = 0,
+              bbo_changes: bool | np.ndarray = False) -> BatchResult:
         """Apply an EVENT_DTYPE array in order. Rejected events are reported in
         results['status'] and change nothing; they do not stop the batch.
 
         bbo=True adds the top of book after each event; results= and bbo= may
         also be arrays the caller owns (RESULT_DTYPE, BBO_DTYPE), to reuse them.
+        With bbo_changes as well, bbo holds only the rows of the events that changed the
+        top of their book, and BatchResult.bbo_event those events' indices (bbo_changes
+        may be a uint32 array of one per event, to reuse; bbo's array still needs one row
+        per event).
 
         The core writes executions and desyncs into buffers (by default scratch
         buffers kept by the session, at least one row per event; or
@@ -160,6 +166,10 @@ class Session:
             bbo_arr = bbo
         else:
             bbo_arr = np.empty(n, BBO_DTYPE) if bbo else None
+        bev = None
+        if bbo_arr is not None and (isinstance(bbo_changes, np.ndarray) or bbo_changes):
+            bev = bbo_changes if isinstance(bbo_changes, np.ndarray) else np.empty(n, np.uint32)
+        nb = 0  # bbo rows so far, with bbo_changes
         if exec_capacity is None:  # reuse scratch buffers; rows are copied out
             rows = min(max(n, 1), SCRATCH_ROWS)
             if len(self._scratch) < rows:
@@ -178,8 +188,14 @@ class Session:
         zbuf = self._depth_scratch(N, min(n + 1, 1 << 16)) if N else None
         done = 0
         while True:
-            rc, k, nex, nd, nz = self._s.apply(events[done:], results[done:], execs,
-                                               None if bbo_arr is None else bbo_arr[done:], desyncs, zbuf)
+            # (a row per event at most: the changes so far leave room for the rest)
+            at = done if bev is None else nb
+            rc, k, nex, nd, nz, nbo = self._s.apply(events[done:], results[done:], execs,
+                                                    None if bbo_arr is None else bbo_arr[at:at + n - done],
+                                                    desyncs, zbuf, None if bev is None else bev[at:at + n - done])
+            if nbo:
+                bev[nb:nb + nbo] += done
+                nb += nbo
             if nz:
                 zparts.append((zbuf[1][:nz] + done, zbuf[2][:nz * 2 * N].reshape(nz, 2, N).copy(),
                                zbuf[3][:nz * 2 * N].reshape(nz, 2, N).copy(),
@@ -206,6 +222,9 @@ class Session:
             for j, key in ((1, "prices"), (2, "qtys"), (3, "counts")):
                 depth[key] = (np.concatenate([z[j] for z in zparts]) if zparts
                               else np.empty((0, 2, N), np.uint32 if key == "counts" else np.int64))
+        if bev is not None:
+            return BatchResult(results, _join(parts, EXEC_DTYPE), bbo_arr[:nb], _join(dparts, DESYNC_DTYPE), depth,
+                               bev[:nb])
         return BatchResult(results, _join(parts, EXEC_DTYPE), bbo_arr, _join(dparts, DESYNC_DTYPE), depth)
 
     # ---- latency ----

@@ -583,6 +583,23 @@ def test_books_of_a_session_share_its_arena_block_after_block():
     assert c["bytes_freed"] - b["bytes_freed"] == b["bytes"] - a["bytes"]
 
 
+def test_bbo_changes_are_the_changed_rows_of_the_per_event_output():
+    """bbo_changes (lob_outputs.bbo_event): the core writes a top-of-book row only for an
+    event that changes its book's top; the rows and their events are exactly the per-event
+    output's changed rows, also when the core stops for room and apply resumes."""
+    flow = generate_flow(20000, n_instruments=4, seed=3, resting=200)
+    full = flow.session().apply(flow.events, bbo=True)
+    ch = np.flatnonzero(full.bbo["changed"])
+    assert 0 < len(ch) < len(flow.events)
+    for cap in (None, 3):  # 3 rows of executions: many stops and resumptions
+        got = flow.session().apply(flow.events, bbo=True, bbo_changes=True, exec_capacity=cap)
+        assert got.bbo_event.dtype == np.uint32 and (got.bbo_event == ch).all()
+        assert got.bbo.tobytes() == full.bbo[ch].tobytes()
+    mine_rows, mine_events = np.empty(len(flow.events), L.BBO_DTYPE), np.empty(len(flow.events), np.uint32)
+    got = flow.session().apply(flow.events, bbo=mine_rows, bbo_changes=mine_events)
+    assert got.bbo.base is mine_rows and (got.bbo_event == ch).all()
+
+
 def test_histogram_buckets():
     lows = _coreapi.bucket_lows()
     assert [_coreapi.hist_index(v) for v in range(2048)] == list(range(2048))

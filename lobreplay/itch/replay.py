@@ -371,18 +371,22 @@ class ItchReplay:
                     cap = max(k + k // 4, 2 * len(res))  # (few growths: each is written through)
                     prep = _touched if cfg.timing else (lambda a: a)
                     res = prep(np.empty(cap, RESULT_DTYPE))
+                    # the top of book of the events that change it (bbo_changes: the core
+                    # writes those rows only, and which events they follow)
                     bbo = prep(np.empty(cap, BBO_DTYPE)) if want_bbo else None
+                    bev = prep(np.empty(cap, np.uint32)) if want_bbo else None
                 a0 = time.perf_counter()
                 if cfg.depth_levels and "depth" in reports and cfg.depth_every_ns == 0:
                     out = sess.apply(ev, bbo=bbo[:k] if want_bbo else False, depth_levels=cfg.depth_levels,
-                                     results=res[:k])
+                                     results=res[:k], bbo_changes=bev[:k] if want_bbo else False)
                     self._depth_changes(out.depth, ev, ts, symtab, reports)
                 elif cfg.depth_levels and "depth" in reports:
-                    out = self._apply_sampling(sess, ev, ts, bbo[:k] if want_bbo else None, symtab, reports,
-                                               res[:k])
+                    out = self._apply_sampling(sess, ev, ts, (bbo[:k], bev[:k]) if want_bbo else None, symtab,
+                                               reports, res[:k])
                     self._flush_samples(reports)
                 else:
-                    out = sess.apply(ev, bbo=bbo[:k] if want_bbo else False, results=res[:k])
+                    out = sess.apply(ev, bbo=bbo[:k] if want_bbo else False, results=res[:k],
+                                     bbo_changes=bev[:k] if want_bbo else False)
                 apply_s += time.perf_counter() - a0
                 n_events += k
                 if k:
@@ -444,22 +448,27 @@ class ItchReplay:
         if len(ts) and self._next_sample is not None and ts[-1] >= self._next_sample:
             times = np.arange(self._next_sample, int(ts[-1]) + 1, every, dtype=np.int64)
             cuts = list(zip(np.searchsorted(ts, times, side="left").tolist(), times.tolist()))
-        parts, dparts, lo = [], [], 0
+        parts, dparts, bparts, lo = [], [], [], 0
         for hi, when in cuts + [(len(ev), None)]:
             if hi > lo:
-                out = sess.apply(ev[lo:hi], results=results[lo:hi], bbo=bbo[lo:hi] if bbo is not None else False)
+                out = sess.apply(ev[lo:hi], results=results[lo:hi], bbo=bbo[0][lo:hi] if bbo else False,
+                                 bbo_changes=bbo[1][lo:hi] if bbo else False)
                 for src, dst in ((out.execs, parts), (out.desyncs, dparts)):
                     if len(src):
                         src = src.copy()
                         src["event_index"] += lo
                         dst.append(src)
+                if bbo and len(out.bbo):
+                    bparts.append((out.bbo.copy(), out.bbo_event + lo))
                 self._dirty.update(np.unique(ev["instrument"][lo:hi]).tolist())
                 lo = hi
             if when is not None:
                 self._sample(sess, when, symtab, reports)
                 self._next_sample = when + every
         from ..book import BatchResult, _join
-        return BatchResult(results, _join(parts, EXEC_DTYPE), bbo, _join(dparts, DESYNC_DTYPE))
+        rows = _join([b for b, _ in bparts], BBO_DTYPE) if bbo else None
+        events = (np.concatenate([e for _, e in bparts]) if bparts else np.empty(0, np.uint32)) if bbo else None
+        return BatchResult(results, _join(parts, EXEC_DTYPE), rows, _join(dparts, DESYNC_DTYPE), bbo_event=events)
 
     def _sample(self, sess, when: int, symtab, reports) -> None:
         """Queue one depth sample of every book with events since its last sample
@@ -543,8 +552,7 @@ class ItchReplay:
         if "executions" in reports:
             self._executions(chunk, out, ts, msg, symtab, select, reports)
         if "bbo" in reports:
-            ch = np.flatnonzero(out.bbo["changed"])
-            b = out.bbo[ch]
+            ch, b = out.bbo_event.astype(np.int64), out.bbo
             reports.write("bbo", {
                 "time_ns": ts[ch], "ts": self._utc(ts[ch]), "message": msg[ch], "locate": b["instrument"],
                 "symbol": symbols_of(symtab, b["instrument"]), "bid_price": b["bid_price"], "bid_qty": b["bid_qty"],
