@@ -511,7 +511,7 @@ class ItchReplay:
             self.counts[bucket][name] = self.counts[bucket].get(name, 0) + n
 
     def _chunk_reports(self, chunk, ev, ts, mi, out, symtab, select, reports: ReportSet, per_locate) -> None:
-        msg = chunk.first_message + mi.astype(np.int64)
+        msg = chunk.first_message + mi.astype(np.int64) if reports.writers else None  # (only reports use it)
         if self.cfg.status_tables and self.cfg.reports:
             for t in STATUS_TYPES:
                 if chunk.has(t):
@@ -522,7 +522,7 @@ class ItchReplay:
                                             to_arrow({k: v[keep] for k, v in cols.items()}))
         # rejects: events the core refused (unknown references, duplicates, ...)
         st = out.results["status"]
-        bad = np.flatnonzero(st)
+        bad = np.flatnonzero(st) if st.any() else np.empty(0, np.int64)  # (any: no copy of the strided field)
         rej_cause = np.array([REJECT_CAUSE.get(Status(int(c)), Status(int(c)).name.lower())
                               for c in st[bad].tolist()], dtype=object)
         if len(bad):
