@@ -123,7 +123,7 @@ def _cmd_itch_stats(args) -> int:
         print(f"  {t!r:4} {name:30} {c:14,} {100 * c / st.messages:7.2f}%")
     if st.end_marker:
         print("the session ended with a zero-length frame (end-of-session marker)")
-    for line in _cut_notes(st):
+    for line in _cut_notes(st.stream_break, st.truncated_offset, st.truncated_bytes):
         print(line)
     if st.mold_packets:
         print(f"MoldUDP64: {st.mold_packets:,} packets, {len(st.mold_gaps)} sequence gap(s)"
@@ -164,20 +164,19 @@ def _cmd_itch_decode(args) -> int:
     for name, w in sorted(rs.extra.items()):
         print(f"{w.path}: {w.rows:,} rows")
     print(f"{f.stats.messages:,} messages decoded in {took:.2f} s")
-    for line in _cut_notes(f.stats):
+    for line in _cut_notes(f.stats.stream_break, f.stats.truncated_offset, f.stats.truncated_bytes):
         print(line)
     return 0
 
 
-def _cut_notes(st) -> list[str]:
-    """What --allow-truncated let a read stop at (a reader's ReadStats): a gzip stream cut
-    short, a partial last message."""
+def _cut_notes(stream_break: str | None, offset: int | None, nbytes: int, done: str = "read") -> list[str]:
+    """What --allow-truncated let a read stop at (a reader's ReadStats, or a replay's
+    summary["truncated"]): a gzip stream cut short, a partial last message."""
     out = []
-    if st.stream_break:
-        out.append(f"the gzip stream ends early ({st.stream_break}): read up to there")
-    if st.truncated_offset is not None:
-        out.append(f"truncated: {st.truncated_bytes} byte(s) of a partial message at offset {st.truncated_offset:,} "
-                   "were not read")
+    if stream_break:
+        out.append(f"the gzip stream ends early ({stream_break}): {done} up to there")
+    if nbytes:
+        out.append(f"truncated: {nbytes} byte(s) of a partial message at offset {offset:,} were not read")
     return out
 
 
@@ -234,9 +233,8 @@ def _cmd_itch_replay(args) -> int:
               "reported as residual_order")
     if s["truncated"]:
         t = s["truncated"]
-        print(f"truncated: {t['bytes']} byte(s) at offset {t['offset']:,} not read"
-              + (f"; the gzip stream ends early ({t['stream_break']}): replayed up to there"
-                 if t.get("stream_break") else ""))
+        for line in _cut_notes(t.get("stream_break"), t["offset"], t["bytes"], done="replayed"):
+            print(line)
     print(reports_text(args.output, s["report_rows"], *["symbols.parquet"] * ("symbols" in cfg.reports),
                        "summary.json"))
     return 0

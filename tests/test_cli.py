@@ -84,6 +84,30 @@ def test_itch_replay_of_a_gzip_cut_short(tmp_path, capsys):
         assert pq.read_table(out2 / f"{name}.parquet").to_pylist() == pq.read_table(out / f"{name}.parquet").to_pylist()
 
 
+def test_a_partial_last_message_is_named_by_replay_and_stats_alike(tmp_path, capsys):
+    """A raw day cut inside a message: with --allow-truncated, replay and stats print the
+    same line, with the partial message's offset and size (the framing walked here)."""
+    import gzip
+    import json
+    day = gzip.decompress(pathlib.Path(SAMPLE_DAY).read_bytes())
+    cut_at = len(day) // 2
+    off = 0
+    while off + 2 + int.from_bytes(day[off:off + 2], "big") <= cut_at:
+        off += 2 + int.from_bytes(day[off:off + 2], "big")
+    if off == cut_at:  # on a boundary: cut inside the next message instead
+        cut_at += 5
+    cut = tmp_path / "20191230.partial.itch"
+    cut.write_bytes(day[:cut_at])
+    line = f"truncated: {cut_at - off} byte(s) of a partial message at offset {off:,} were not read"
+    out = tmp_path / "rep"
+    assert main(["itch", "replay", str(cut), "-o", str(out), "--no-progress", "--allow-truncated"]) == 0
+    assert line in capsys.readouterr().out
+    assert json.loads((out / "summary.json").read_text())["truncated"] == {
+        "offset": off, "bytes": cut_at - off, "stream_break": None}
+    assert main(["itch", "stats", str(cut), "--allow-truncated"]) == 0
+    assert line in capsys.readouterr().out
+
+
 def test_an_output_that_cannot_be_created_is_one_line_naming_it(tmp_path, capsys):
     """An output under a file (or on a read-only or full disk): exit status 1 and one line
     naming the path and the system's reason, for every verb that writes, never a traceback."""
