@@ -74,6 +74,30 @@ def test_bbo_report_follows_the_book(clean):
     assert (bbo.groupby("locate").time_ns.apply(lambda t: t.is_monotonic_increasing)).all()
 
 
+def test_columns_handed_to_the_report_writer_stay_as_they_were(synthetic_day, tmp_path, monkeypatch):
+    """The report writer encodes on its own thread while the replay goes on with the next
+    chunk: no column handed to it may be a view of a buffer that chunk reuses (the bbo rows
+    once were, and a busy writer then wrote the next chunk's tops). Every numpy column is
+    compared, after the replay, with its copy taken when it was handed over."""
+    from lobreplay.reports import ReportSet
+    handed = []
+
+    def keep(columns):
+        return {k: (v, v.copy()) for k, v in columns.items() if isinstance(v, np.ndarray)}
+
+    write, write_sorted = ReportSet.write, ReportSet.write_sorted
+    monkeypatch.setattr(ReportSet, "write", lambda self, name, columns: (
+        handed.append((name, keep(columns))), write(self, name, columns))[1])
+    monkeypatch.setattr(ReportSet, "write_sorted", lambda self, name, parts, key="message": (
+        handed.extend((name, keep(p)) for p in parts), write_sorted(self, name, parts, key))[1])
+    s = replay_itch(synthetic_day.path, str(tmp_path / "o"), ReplayConfig(chunk_bytes=1 << 16))
+    assert s["status"] == "ok"
+    assert sum(name == "bbo" for name, _ in handed) >= 10 and {"executions", "bbo"} <= {n for n, _ in handed}
+    for name, cols in handed:
+        for k, (now, then) in cols.items():
+            assert np.array_equal(now, then), f"{name}.{k} changed after it was handed to the writer"
+
+
 def test_reports_carry_provenance_and_schemas(clean):
     truth, out, s = clean
     sha = __import__("hashlib").sha256(open(truth.path, "rb").read()).hexdigest()

@@ -552,7 +552,9 @@ class ItchReplay:
         if "executions" in reports:
             self._executions(chunk, out, ts, msg, symtab, select, reports)
         if "bbo" in reports:
-            ch, b = out.bbo_event.astype(np.int64), out.bbo
+            # (a copy: the rows are in a buffer the next chunk reuses, and the writer's thread
+            # encodes them later)
+            ch, b = out.bbo_event.astype(np.int64), out.bbo.copy()
             reports.write("bbo", {
                 "time_ns": ts[ch], "ts": self._utc(ts[ch]), "message": msg[ch], "locate": b["instrument"],
                 "symbol": symbols_of(symtab, b["instrument"]), "bid_price": b["bid_price"], "bid_qty": b["bid_qty"],
