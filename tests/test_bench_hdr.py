@@ -26,7 +26,9 @@ def test_the_latency_suite_at_a_tiny_scale(tmp_path):
     table = (out / "table.md").read_text()
     for r in summary["runs"]:
         assert r["loop"]["core_allocs"] == r["loop"]["proc_allocs"] == r["loop"]["proc_frees"] == 0
-        assert r["setup"]["core_allocs"] > 0 and r["setup"]["proc_allocs"] >= r["setup"]["core_allocs"]
+        # set-up: nothing allocated but what the core did (its arena's blocks are mappings,
+        # which the counting malloc does not see: fewer in the process than in the core)
+        assert 0 < r["setup"]["proc_allocs"] <= r["setup"]["core_allocs"]
         assert r["rejects"] == 0 and not r["failed"] and r["samples"] > 0
         df, foot = read_hgrm(out / f"{r['name']}.hgrm")
         assert foot["TotalCount"] == r["samples"] and len(df) > 3
