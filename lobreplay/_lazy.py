@@ -2,9 +2,12 @@
 
 pyarrow (with pyarrow.compute and pyarrow.parquet) takes about 0.05-0.1 s to import; a
 replay without reports does not need it. The modules that write reports refer to it
-through `Deferred` stand-ins, and a replay that will write them starts `preload` on a
-thread before its C-bound first pass. (pandas, 0.25 s more, is not needed by a replay at
-all: `pyarrow.array` would import it, so reports build their arrays with lobreplay._arrow.)
+through `Deferred` stand-ins. A replay that will write them imports them after its first
+pass (`load`: on two cores an import thread during the pass competed with the reader, the
+hash and the scan, and gained nothing); a parallel replay's parent imports them on a thread
+during its own first pass (`preload`), once for all the parts it forks afterwards.
+(pandas, 0.25 s more, is not needed by a replay at all: `pyarrow.array` would import it, so
+reports build their arrays with lobreplay._arrow.)
 """
 from __future__ import annotations
 
@@ -31,6 +34,12 @@ class Deferred:
 
     def __repr__(self) -> str:
         return f"<deferred module {self._name!r}>"
+
+
+def load(names=ARROW) -> None:
+    """Import the modules now, on this thread."""
+    for n in names:
+        importlib.import_module(n)
 
 
 def preload(names=ARROW) -> threading.Thread | None:

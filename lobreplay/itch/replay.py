@@ -35,7 +35,7 @@ from ..errors import InputError
 from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
 from ..latency import histogram_table, report_rows
 from .. import reports
-from .._lazy import Deferred, preload
+from .._lazy import Deferred, load
 from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path
 from .decode import decode_type, to_arrow
 from .reader import ItchFile, read_ahead
@@ -278,9 +278,9 @@ class ItchReplay:
                 # (at the lowest priority when only summary.json, at the end, waits for it)
                 self._sha256 = pool.submit(file_sha256, self.path, self._stop_hash, background=not cfg.reports)
                 pool.shutdown(wait=False)
-            if cfg.reports:
-                preload()  # pyarrow, on another thread, during pass 1
             p1 = self.pass1() if self._given_pass1 is None else self._given_pass1[0]
+            if cfg.reports:
+                load()  # pyarrow (a thread importing it during pass 1 gained nothing: RESULTS.md)
             meta = self.src_meta(sha256_later=True)
             locates = self._select(p1)
             sizing, notes = size_books(p1.stats, cfg.headroom, locates)
