@@ -69,8 +69,9 @@ static void lob_free(void *p, size_t n, size_t size)
 /* A session's books take their arrays from a chain of large blocks on huge
  * pages (hugemem.h) instead of six heap blocks each. A day of 1,000 books
  * (84 MB) was 21,000 page faults while they were created and cleared, and its
- * random accesses missed the TLB on 4 KiB pages: the core's time on that day
- * fell 5-14 % (benchmarks/RESULTS.md). Blocks double from 2 MiB up to 64 MiB
+ * random accesses missed the TLB on 4 KiB pages: the core's time in that replay
+ * fell 4-14 % (benchmarks/RESULTS.md; not in a one-thread C driver, where it
+ * stayed the same). Blocks double from 2 MiB up to 64 MiB
  * (a session of one small book stays small); a book larger than that gets a
  * block of its own size; everything goes with the session. Under
  * AddressSanitizer the blocks are heap blocks and a poisoned gap separates
