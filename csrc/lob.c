@@ -71,9 +71,11 @@ static void lob_free(void *p, size_t n, size_t size)
  * (84 MB) was 21,000 page faults while they were created and cleared, and its
  * random accesses missed the TLB on 4 KiB pages: the core's time in that replay
  * fell 4-14 % (benchmarks/RESULTS.md; not in a one-thread C driver, where it
- * stayed the same). Blocks double from 2 MiB up to 64 MiB
- * (a session of one small book stays small); a book larger than that gets a
- * block of its own size; everything goes with the session. Under
+ * stayed the same). Blocks double from 256 KiB up to 64 MiB; those under
+ * 2 MiB are heap blocks on ordinary pages, so a session of a few small books
+ * stays small (a huge page is 2 MiB of memory as soon as one byte of it is
+ * touched); a book larger than the block in hand gets a block of its own
+ * size; everything goes with the session. Under
  * AddressSanitizer the blocks are heap blocks and a poisoned gap separates
  * the arrays, so that an overrun is still caught. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -90,7 +92,7 @@ typedef struct arena_block {
     size_t size, used;
 } arena_block;
 
-enum { ARENA_FIRST = 2u << 20, ARENA_MAX = 64u << 20, ARENA_ALIGN = 64 };
+enum { ARENA_FIRST = 256u << 10, ARENA_MAX = 64u << 20, ARENA_ALIGN = 64 };
 
 typedef struct arena {
     arena_block *head; /* the block in use; older ones follow */
