@@ -324,7 +324,8 @@ NOTES = """\
 - **itch-book** (`benchmarks/peers/run_itchbook.py`): its C++ `Session`, the object
   `itch_book.open(...).batches()` drives (without that reader thread), fed 8 MiB reads; with
   `tables=()` it keeps the books and writes nothing, so no BBO can be read back and the check is its
-  own counters; with the bbo table, the last row per locate.
+  own counters; with the bbo table (its rows taken as numpy columns and kept in memory, nothing
+  written: lobreplay's bbo row writes zstd Parquet and its status tables), the last row per locate.
 - **itchcpp** (`run_itchcpp.py`): `itchcpp.book.BookManager().process_stream(bytes)`, which builds
   the L3 book of every symbol in C++; then `book_for_symbol(s).bbo()`. It takes bytes, so the file
   is read into memory (inside the timed region).
