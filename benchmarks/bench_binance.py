@@ -22,6 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
+# as the command line does (lobreplay/cli.py): numpy's OpenBLAS would start a thread per core
+# at import that spins for work that never comes, beside the conversions and replays timed here
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest"
 sys.path.insert(0, str(ROOT))  # tests.fake_binance
