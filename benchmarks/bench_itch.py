@@ -66,7 +66,11 @@ def make_day(name: str, millions: int) -> Path:
 
 
 def run_script(script: str, path: Path) -> dict:
-    out = subprocess.run([PY, "-c", script, str(path)], check=True, capture_output=True, text=True).stdout.split()
+    # (OPENBLAS_NUM_THREADS=1 as the command line sets it: numpy's OpenBLAS threads would spin
+    # beside the timed decode)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
+    out = subprocess.run([PY, "-c", script, str(path)], check=True, capture_output=True, text=True,
+                         env=env).stdout.split()
     n, nbytes, secs, rss = int(out[0]), int(out[1]), float(out[2]), int(out[3])
     return {"messages": n, "bytes": nbytes, "seconds": secs, "rss": rss}
 
