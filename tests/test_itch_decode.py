@@ -96,6 +96,20 @@ def test_every_type_on_a_synthetic_day(synthetic_day, tmp_path):
     assert {r["type"] for r in ref} >= set(LAYOUTS) - {"L"} - {"J"} | {"V", "W", "K", "h", "B", "O", "N"}
 
 
+def test_positions_of_several_types_in_one_pass(synthetic_day):
+    """decode.positions_of (one pass over a chunk's types for several types) against one
+    comparison per type, on chunks holding some of the types and not others."""
+    from lobreplay.itch.decode import positions_of
+    seen = set()
+    for c in ItchFile(synthetic_day.path, chunk_bytes=1 << 16).chunks():
+        for types in ("SHYLVWKJhINOB", "AFDXUE", "A", "Z", "PQI"):
+            got = positions_of(c, types)
+            want = {t: np.flatnonzero(c.types == ord(t)) for t in types if (c.types == ord(t)).any()}
+            assert got.keys() == want.keys() and all((got[t] == want[t]).all() for t in want)
+            seen |= {(types, len(got))}
+    assert {n for _, n in seen} >= {0, 1} and max(n for _, n in seen) >= 3
+
+
 def test_gzip_and_raw_read_the_same(synthetic_day, tmp_path):
     gz = tmp_path / "day.itch.gz"
     with open(synthetic_day.path, "rb") as src, gzip.open(gz, "wb") as dst:

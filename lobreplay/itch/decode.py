@@ -46,22 +46,41 @@ def column_kinds(t: str) -> dict[str, str]:
     return dict(HEADER + lay.fields)
 
 
-def gather(chunk: Chunk, t: str) -> np.ndarray:
-    """The raw wire records of type t in a chunk, as a structured array (one copy)."""
+def positions_of(chunk: Chunk, types: str) -> dict[str, np.ndarray]:
+    """The positions in the chunk of the messages of each of several types that it holds
+    (in file order), found in one pass over its types instead of one per type."""
+    present = [t for t in types if chunk.has(t)]
+    if len(present) <= 1:
+        return {t: np.flatnonzero(chunk.types == ord(t)) for t in present}
+    wanted = np.zeros(256, bool)
+    wanted[[ord(t) for t in present]] = True
+    idx = np.flatnonzero(wanted[chunk.types])
+    of = chunk.types[idx]
+    return {t: idx[of == ord(t)] for t in present}
+
+
+def gather(chunk: Chunk, t: str, idx: np.ndarray | None = None) -> np.ndarray:
+    """The raw wire records of type t in a chunk, as a structured array (one copy); idx:
+    their positions, when the caller has them."""
     lay = LAYOUTS[t]
-    idx = np.flatnonzero(chunk.types == ord(t))
+    if idx is None:
+        idx = np.flatnonzero(chunk.types == ord(t))
     windows = sliding_window_view(chunk.buf, lay.length)
     rows = windows[chunk.offsets[idx]]
     return rows.view(WIRE[t]).reshape(len(idx))
 
 
-def decode_type(chunk: Chunk, t: str, *, with_index: bool = True) -> dict[str, np.ndarray]:
+def decode_type(chunk: Chunk, t: str, *, with_index: bool = True,
+                idx: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Columns of every message of type t in the chunk, in file order.
-    With with_index, 'message' holds each row's file-wide message index."""
-    rec = gather(chunk, t)
+    With with_index, 'message' holds each row's file-wide message index. idx: the
+    positions of the type-t messages (positions_of), when the caller has them."""
+    if idx is None:
+        idx = np.flatnonzero(chunk.types == ord(t))
+    rec = gather(chunk, t, idx)
     out: dict[str, np.ndarray] = {}
     if with_index:
-        out["message"] = chunk.first_message + np.flatnonzero(chunk.types == ord(t)).astype(np.int64)
+        out["message"] = chunk.first_message + idx.astype(np.int64)
     for name, kind in column_kinds(t).items():
         if kind == "u6":
             out[name] = (rec["_ts_hi"].astype(np.int64) << 32) | rec["_ts_lo"].astype(np.int64)
@@ -78,9 +97,8 @@ def decode_type(chunk: Chunk, t: str, *, with_index: bool = True) -> dict[str, n
 
 def decode(chunk: Chunk, types: str | None = None) -> dict[str, dict[str, np.ndarray]]:
     """Columns per message type present in the chunk (or only those in types)."""
-    present = {chr(t) for t in np.unique(chunk.types)}
-    wanted = present if types is None else present & set(types)
-    return {t: decode_type(chunk, t) for t in sorted(wanted) if t in LAYOUTS}
+    wanted = "".join(sorted(t for t in (chunk.present() if types is None else set(types)) if t in LAYOUTS))
+    return {t: decode_type(chunk, t, idx=idx) for t, idx in positions_of(chunk, wanted).items()}
 
 
 def as_text(col: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ from ..latency import histogram_table, report_rows
 from .. import reports
 from .._lazy import Deferred, load
 from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path
-from .decode import decode_type, to_arrow
+from .decode import decode_type, positions_of, to_arrow
 from .reader import ItchFile, read_ahead
 from .spec import LAYOUTS, PRICE4_SCALE
 
@@ -513,13 +513,12 @@ class ItchReplay:
     def _chunk_reports(self, chunk, ev, ts, mi, out, symtab, select, reports: ReportSet, per_locate) -> None:
         msg = chunk.first_message + mi.astype(np.int64) if reports.writers else None  # (only reports use it)
         if self.cfg.status_tables and self.cfg.reports:
-            for t in STATUS_TYPES:
-                if chunk.has(t):
-                    cols = decode_type(chunk, t)
-                    keep = self.feed_select[cols["stock_locate"]] == 1
-                    if keep.any():
-                        reports.write_table(f"status_{t}_{LAYOUTS[t].name}",
-                                            to_arrow({k: v[keep] for k, v in cols.items()}))
+            for t, idx in positions_of(chunk, STATUS_TYPES).items():  # (one pass over the chunk)
+                cols = decode_type(chunk, t, idx=idx)
+                keep = self.feed_select[cols["stock_locate"]] == 1
+                if keep.any():
+                    reports.write_table(f"status_{t}_{LAYOUTS[t].name}",
+                                        to_arrow({k: v[keep] for k, v in cols.items()}))
         # rejects: events the core refused (unknown references, duplicates, ...)
         st = out.results["status"]
         bad = np.flatnonzero(st) if st.any() else np.empty(0, np.int64)  # (any: no copy of the strided field)
