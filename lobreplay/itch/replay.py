@@ -570,10 +570,8 @@ class ItchReplay:
             "msg_type": np.full(n, b"", "S1"), "order_ref": x["maker_id"], "qty": x["qty"], "price": x["price"],
             "match_number": np.zeros(n, np.uint64), "printable": np.full(n, b"", "S1"),
             "maker_remaining": x["maker_remaining"]}]  # (text as bytes: Arrow strings without a Python loop)
-        for t in "ECPQ":
-            if not chunk.has(t):
-                continue
-            c = decode_type(chunk, t)
+        for t, idx in positions_of(chunk, "ECPQ").items():  # (one pass over the chunk)
+            c = decode_type(chunk, t, idx=idx)
             keep = self.feed_select[c["stock_locate"]] == 1
             c = {k: v[keep] for k, v in c.items()}
             m = len(c["message"])
