@@ -135,7 +135,7 @@ def _cmd_itch_stats(args) -> int:
 def _cmd_itch_decode(args) -> int:
     import os
 
-    from .itch.decode import decode_type, to_arrow
+    from .itch.decode import decode, to_arrow
     from .itch.reader import ItchFile
     from .itch.replay import prepare_output
     from .itch.spec import LAYOUTS
@@ -155,9 +155,8 @@ def _cmd_itch_decode(args) -> int:
     t0 = time.perf_counter()
     try:
         for chunk in f.chunks():
-            for t in sorted(chunk.present() & set(types or LAYOUTS)):
-                if t in LAYOUTS:
-                    rs.write_table(f"{t}_{LAYOUTS[t].name}", to_arrow(decode_type(chunk, t)))
+            for t, cols in decode(chunk, "".join(types) if types else None).items():  # (one pass over the chunk)
+                rs.write_table(f"{t}_{LAYOUTS[t].name}", to_arrow(cols))
     finally:
         rs.close()
     took = time.perf_counter() - t0

@@ -48,10 +48,17 @@ def column_kinds(t: str) -> dict[str, str]:
 
 def positions_of(chunk: Chunk, types: str) -> dict[str, np.ndarray]:
     """The positions in the chunk of the messages of each of several types that it holds
-    (in file order), found in one pass over its types instead of one per type."""
+    (in file order), found in one pass over its types instead of one per type: a stable
+    sort by type (a radix sort of bytes) when they are a good part of the chunk, else the
+    positions of all of them, then split."""
     present = [t for t in types if chunk.has(t)]
     if len(present) <= 1:
         return {t: np.flatnonzero(chunk.types == ord(t)) for t in present}
+    counts = chunk.type_counts if chunk.type_counts is not None else np.bincount(chunk.types, minlength=256)
+    if sum(int(counts[ord(t)]) for t in present) > chunk.n // 8:
+        order = np.argsort(chunk.types, kind="stable")
+        ends = np.cumsum(counts)
+        return {t: order[ends[ord(t)] - counts[ord(t)]:ends[ord(t)]] for t in present}
     wanted = np.zeros(256, bool)
     wanted[[ord(t) for t in present]] = True
     idx = np.flatnonzero(wanted[chunk.types])
@@ -96,7 +103,7 @@ def decode_type(chunk: Chunk, t: str, *, with_index: bool = True,
 
 
 def decode(chunk: Chunk, types: str | None = None) -> dict[str, dict[str, np.ndarray]]:
-    """Columns per message type present in the chunk (or only those in types)."""
+    """Columns per message type present in the chunk (or only those in types), in type order."""
     wanted = "".join(sorted(t for t in (chunk.present() if types is None else set(types)) if t in LAYOUTS))
     return {t: decode_type(chunk, t, idx=idx) for t, idx in positions_of(chunk, wanted).items()}
 
