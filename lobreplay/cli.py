@@ -105,7 +105,7 @@ def _cmd_itch_stats(args) -> int:
         ts = timestamps(chunk, np.array([0, chunk.n - 1]))
         first = int(ts[0]) if first is None else first
         last = int(ts[1])
-        if (chunk.types == ord("R")).any():
+        if chunk.has("R"):
             symbols.update(np.char.decode(decode_type(chunk, "R")["stock"], "ascii").tolist())
         loc = ((chunk.buf[chunk.offsets.astype(np.int64) + 1].astype(np.int64) << 8)
                | chunk.buf[chunk.offsets.astype(np.int64) + 2])

@@ -163,7 +163,7 @@ def _find_locate(src, symbol: str):
         scan.feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
         if locate is None:
             for t in "RAF":
-                if (chunk.types == ord(t)).any():
+                if chunk.has(t):
                     c = decode_type(chunk, t, with_index=False)
                     hit = np.flatnonzero(c["stock"] == want)
                     if len(hit):
@@ -288,7 +288,7 @@ def _chunk_rows(chunk, ev, ts, mi, orders: _Orders, locate: int, decode_type) ->
     # trades and halts that touch no order: P (5), Q (6), H (7)
     extra = []
     for t, ltyp in (("P", 5), ("Q", 6), ("H", 7)):
-        if not (chunk.types == ord(t)).any():
+        if not chunk.has(t):
             continue
         c = decode_type(chunk, t)
         keep = c["stock_locate"] == locate

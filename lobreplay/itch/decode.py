@@ -66,12 +66,10 @@ def positions_of(chunk: Chunk, types: str) -> dict[str, np.ndarray]:
     return {t: idx[of == ord(t)] for t in present}
 
 
-def gather(chunk: Chunk, t: str, idx: np.ndarray | None = None) -> np.ndarray:
-    """The raw wire records of type t in a chunk, as a structured array (one copy); idx:
-    their positions, when the caller has them."""
+def gather(chunk: Chunk, t: str, idx: np.ndarray) -> np.ndarray:
+    """The raw wire records of type t in a chunk at positions idx, as a structured array
+    (one copy)."""
     lay = LAYOUTS[t]
-    if idx is None:
-        idx = np.flatnonzero(chunk.types == ord(t))
     windows = sliding_window_view(chunk.buf, lay.length)
     rows = windows[chunk.offsets[idx]]
     return rows.view(WIRE[t]).reshape(len(idx))
