@@ -437,10 +437,11 @@ class ItchReplay:
                       "core_events_per_second": round(n_events / apply_s) if apply_s else None},
         }
 
-    def _apply_sampling(self, sess, ev, ts, bbo, symtab, reports, results):
+    def _apply_sampling(self, sess, ev, ts, bbo_out, symtab, reports, results):
         """Apply a chunk in pieces that end at each multiple of depth_every_ns, and
         sample the N-level book of every symbol that had events since its last sample
-        (the book as it stands after every event with time_ns < the sample time)."""
+        (the book as it stands after every event with time_ns < the sample time).
+        bbo_out: None, or the (rows, events) arrays for the top-of-book changes."""
         every = self.cfg.depth_every_ns
         if self._next_sample is None and len(ts):
             self._next_sample = (int(ts[0]) // every + 1) * every
@@ -451,14 +452,14 @@ class ItchReplay:
         parts, dparts, bparts, lo = [], [], [], 0
         for hi, when in cuts + [(len(ev), None)]:
             if hi > lo:
-                out = sess.apply(ev[lo:hi], results=results[lo:hi], bbo=bbo[0][lo:hi] if bbo else False,
-                                 bbo_changes=bbo[1][lo:hi] if bbo else False)
+                out = sess.apply(ev[lo:hi], results=results[lo:hi], bbo=bbo_out[0][lo:hi] if bbo_out else False,
+                                 bbo_changes=bbo_out[1][lo:hi] if bbo_out else False)
                 for src, dst in ((out.execs, parts), (out.desyncs, dparts)):
                     if len(src):
                         src = src.copy()
                         src["event_index"] += lo
                         dst.append(src)
-                if bbo and len(out.bbo):
+                if bbo_out and len(out.bbo):
                     bparts.append((out.bbo.copy(), out.bbo_event + lo))
                 self._dirty.update(np.unique(ev["instrument"][lo:hi]).tolist())
                 lo = hi
@@ -466,8 +467,8 @@ class ItchReplay:
                 self._sample(sess, when, symtab, reports)
                 self._next_sample = when + every
         from ..book import BatchResult, _join
-        rows = _join([b for b, _ in bparts], BBO_DTYPE) if bbo else None
-        events = (np.concatenate([e for _, e in bparts]) if bparts else np.empty(0, np.uint32)) if bbo else None
+        rows = _join([b for b, _ in bparts], BBO_DTYPE) if bbo_out else None
+        events = (np.concatenate([e for _, e in bparts]) if bparts else np.empty(0, np.uint32)) if bbo_out else None
         return BatchResult(results, _join(parts, EXEC_DTYPE), rows, _join(dparts, DESYNC_DTYPE), bbo_event=events)
 
     def _sample(self, sess, when: int, symtab, reports) -> None:
