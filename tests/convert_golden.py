@@ -50,13 +50,21 @@ def compute(**kw) -> dict:
     return out
 
 
+def _differing(g: dict, n: dict) -> list[str]:
+    return sorted(k for k in set(g) | set(n) if g.get(k) != n.get(k))
+
+
 def compare(golden: dict, got: dict) -> list[str]:
+    """One line per recording that differs, naming the keys, and for a dict-valued key (the
+    stats, the metadata) the entries that differ, golden value first."""
     bad = []
     for name in sorted(set(golden) | set(got)):
-        g, n = golden.get(name), got.get(name)
+        g, n = golden.get(name) or {}, got.get(name) or {}
         if g != n:
-            keys = sorted(k for k in set(g or {}) | set(n or {}) if (g or {}).get(k) != (n or {}).get(k))
-            bad.append(f"{name}: differs in {keys}")
+            keys = _differing(g, n)
+            detail = [f"{k}.{e}: {g[k].get(e)!r} -> {n[k].get(e)!r}" for k in keys
+                      if isinstance(g.get(k), dict) and isinstance(n.get(k), dict) for e in _differing(g[k], n[k])]
+            bad.append(f"{name}: differs in {keys}" + (f" ({'; '.join(detail)})"[:2000] if detail else ""))
     return bad
 
 
