@@ -6,6 +6,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings, strategies as st
 
 pytest.importorskip("matplotlib")
 import matplotlib  # noqa: E402
@@ -338,6 +339,28 @@ def test_hgrm_range_ends_at_the_largest_value():
     assert hgrm.hgrm_text(coarse, blows) == hgrm._text(plain, 5)
     empty = hgrm.read_hgrm(hgrm.hgrm_text(np.zeros(len(lows), np.uint64), lows))[1]
     assert empty["TotalCount"] == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3000), st.integers(1, 10**6)), min_size=1, max_size=40),
+       st.sampled_from([1, 2, 5, 10]), st.booleans())
+def test_hgrm_rows_match_the_package(buckets, ticks, coarse):
+    """hgrm's percentile rows step from one non-empty bucket to the next (hgrm._fast); the
+    package steps through every bucket: the same text, byte for byte, for any histogram,
+    tick density and bucket layout."""
+    from hdrh.histogram import HdrHistogram
+
+    from lobreplay import hgrm
+    from lobreplay._coreapi import book_bucket_lows, bucket_lows
+    lows = book_bucket_lows() if coarse else bucket_lows()
+    counts = np.zeros(len(lows), np.uint64)
+    for i, c in buckets:
+        counts[i % len(lows)] += c
+    top = int(lows[np.flatnonzero(counts)[-1]])
+    plain = HdrHistogram(1, max(2, top), 3)
+    for i in np.flatnonzero(counts):
+        plain.record_value(int(lows[i]), int(counts[i]))
+    assert hgrm.hgrm_text(counts, lows, ticks_per_half_distance=ticks) == hgrm._text(plain, ticks)
 
 
 def test_hgrm_from_raw_values(tmp_path):
