@@ -193,7 +193,7 @@ typedef struct slot {
     uint32_t order;       /* NIL: empty slot */
 } slot_t;
 
-enum { HIST_KINDS = 6 }; /* latency histograms per kind; index 0 collects events of an unknown kind */
+enum { HIST_KINDS = LOB_HIST_KINDS }; /* latency histograms per kind; index 0 collects events of an unknown kind */
 enum { BOOK_HIST = LOB_BOOK_HIST_BUCKETS };
 
 struct lob_book {
@@ -1115,6 +1115,19 @@ int lob_session_book_histogram(const lob_session *s, uint32_t instrument, int ki
     if (!b) return LOB_EINSTRUMENT;
     if (b->hist) memcpy(counts, b->hist + (size_t)kind * BOOK_HIST, BOOK_HIST * sizeof *counts);
     else memset(counts, 0, BOOK_HIST * sizeof *counts);
+    return LOB_OK;
+}
+
+int lob_session_book_histograms(const lob_session *s, const uint32_t *instruments, size_t n, uint32_t *counts)
+{
+    if (!s || (n && (!instruments || !counts))) return LOB_EARG;
+    const size_t per_book = (size_t)HIST_KINDS * BOOK_HIST;
+    for (size_t j = 0; j < n; j++) {
+        const lob_book *b = instruments[j] <= s->max_instrument ? s->books[instruments[j]] : NULL;
+        if (!b) return LOB_EINSTRUMENT;
+        if (b->hist) memcpy(counts + j * per_book, b->hist, per_book * sizeof *counts);
+        else memset(counts + j * per_book, 0, per_book * sizeof *counts);
+    }
     return LOB_OK;
 }
 

@@ -345,6 +345,9 @@ enum { LOB_HIST_SUB_BITS = 11, LOB_HIST_MAX_BITS = 40, LOB_HIST_BUCKETS = 32768 
 /* Each book also keeps a coarse histogram per kind while timing is on: exact
  * below 4 ns, then 4 buckets per power of two (each 25 % wide), uint32 counts. */
 enum { LOB_BOOK_HIST_BUCKETS = 160 };
+/* Histograms per session and per book: one per event kind, index = kind (1..5),
+ * index 0 for events of an unknown kind. */
+enum { LOB_HIST_KINDS = 6 };
 
 /* Turn per-event timing on or off for a session (off at creation). When on,
  * each event is timed (one clock reading per event: see lob_session_clock) and counted
@@ -357,6 +360,11 @@ int lob_session_set_timing(lob_session *s, int on);
 /* Copy one book's coarse histogram of one kind into counts[LOB_BOOK_HIST_BUCKETS]
  * (zeros if timing was never on). LOB_OK, LOB_EARG or LOB_EINSTRUMENT. */
 int lob_session_book_histogram(const lob_session *s, uint32_t instrument, int kind, uint32_t *counts);
+/* Every kind's coarse histogram of n books in one call: counts[n][LOB_HIST_KINDS]
+ * [LOB_BOOK_HIST_BUCKETS], book j's from instruments[j] (zeros if timing was never on).
+ * LOB_OK, LOB_EARG, or LOB_EINSTRUMENT for an instrument without a book (its rows and
+ * later ones are then left as they were). */
+int lob_session_book_histograms(const lob_session *s, const uint32_t *instruments, size_t n, uint32_t *counts);
 uint32_t lob_book_hist_index(uint64_t value_ns);
 uint64_t lob_book_hist_lowest(uint32_t index);
 /* Software prefetching of later events' index slots, orders and levels inside

@@ -42,6 +42,7 @@
 #define LOB_HIST_MAX_BITS ...
 #define LOB_HIST_BUCKETS ...
 #define LOB_BOOK_HIST_BUCKETS ...
+#define LOB_HIST_KINDS ...
 
 typedef struct lob_event {
     uint64_t id;
@@ -151,6 +152,7 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
 
 int lob_session_set_timing(lob_session *s, int on);
 int lob_session_book_histogram(const lob_session *s, uint32_t instrument, int kind, uint32_t *counts);
+int lob_session_book_histograms(const lob_session *s, const uint32_t *instruments, size_t n, uint32_t *counts);
 uint32_t lob_book_hist_index(uint64_t value_ns);
 uint64_t lob_book_hist_lowest(uint32_t index);
 void lob_session_set_prefetch(lob_session *s, int mode);

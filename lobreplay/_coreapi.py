@@ -59,6 +59,7 @@ DESYNC_DTYPE = struct_dtype("lob_desync")
 
 HIST_BUCKETS = lib.LOB_HIST_BUCKETS
 BOOK_HIST_BUCKETS = lib.LOB_BOOK_HIST_BUCKETS
+HIST_KINDS = lib.LOB_HIST_KINDS
 
 _NO_EXECS = np.empty(0, EXEC_DTYPE)
 _NO_EXECS.flags.writeable = False
@@ -272,6 +273,19 @@ class CoreSession:
         raise_for_status(lib.lob_session_book_histogram(self.ptr, instrument, kind,
                                                         _buf("uint32_t[]", counts, True)),
                          f"histogram of instrument {instrument}, kind {kind}")
+        return counts
+
+    def book_histograms(self, instruments) -> np.ndarray:
+        """Every kind's coarse histogram of many books, shaped (books, HIST_KINDS, BOOK_HIST_BUCKETS)
+        (index 1..5 on the second axis: the kinds; 0: unknown kinds), in one core call."""
+        ids = np.ascontiguousarray(instruments, dtype=np.uint32)
+        counts = np.empty((len(ids), HIST_KINDS, BOOK_HIST_BUCKETS), dtype=np.uint32)
+        st = lib.lob_session_book_histograms(self.ptr, _buf("uint32_t[]", ids), len(ids),
+                                             _buf("uint32_t[]", counts, True))
+        if st == lib.LOB_EINSTRUMENT:
+            missing = [int(i) for i in ids if i > self.max_instrument or self.book(int(i)) is None]
+            raise_for_status(st, f"histograms of instrument {missing[0] if missing else '?'}")
+        raise_for_status(st, "histograms of books")
         return counts
 
     def set_prefetch(self, mode: int) -> None:

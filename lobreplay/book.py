@@ -268,6 +268,11 @@ class Session:
         """A book's coarse histogram of one kind (4 buckets per power of two)."""
         return self._s.book_histogram(instrument, int(kind))
 
+    def book_histograms(self, instruments) -> np.ndarray:
+        """Every kind's coarse histogram of many books in one core call, shaped
+        (books, kinds, buckets): [j, kind] is book_histogram(instruments[j], kind)."""
+        return self._s.book_histograms(instruments)
+
     def latency(self) -> dict[str, dict]:
         """Per event kind and overall: count, p50, p90, p99, p99.9, p99.99, max in ns."""
         hists = {k.name: self.histogram(k) for k in Kind}

@@ -47,19 +47,25 @@ ROW_KEYS = ("scope", "locate", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p
 _FIGURES = ("count", "p50", "p90", "p99", "p99.9", "max")
 
 
-def _rows(scopes: list, locates: list, kinds: list[str], hists: np.ndarray) -> list[dict]:
-    """Rows for hists shaped (scopes, kinds + ALL, buckets): per scope, each kind with
-    samples, then ALL."""
+def _columns(scopes: list, locates: list, kinds: list[str], hists: np.ndarray) -> dict[str, list]:
+    """Report columns for hists shaped (scopes, kinds + ALL, buckets): per scope, each
+    kind with samples, then ALL (one row each)."""
     hists = np.concatenate([hists, hists.sum(axis=1, keepdims=True)], axis=1)
     s = summaries(hists)
-    names = list(kinds) + ["ALL"]
-    return [dict(zip(ROW_KEYS, (scopes[i], locates[i], names[k], *(int(s[f][i, k]) for f in _FIGURES))))
-            for i in range(hists.shape[0]) for k in range(hists.shape[1]) if s["count"][i, k] > 0]
+    i, k = np.nonzero(s["count"] > 0)  # (row-major: scope by scope, kinds in order)
+    names = np.array(list(kinds) + ["ALL"], dtype=object)
+    cols = {"scope": np.array(scopes, dtype=object)[i].tolist(), "locate": np.array(locates, dtype=object)[i].tolist(),
+            "kind": names[k].tolist()}
+    for key, f in zip(ROW_KEYS[3:], _FIGURES):
+        cols[key] = s[f][i, k].tolist()
+    return cols
 
 
 def summary_rows(scope, locate, hists: dict) -> list[dict]:
     """Latency report rows of one scope: one per event kind with samples, then ALL."""
-    return _rows([scope], [locate], list(hists), np.stack([np.asarray(h, np.uint64) for h in hists.values()])[None])
+    cols = _columns([scope], [locate], list(hists),
+                    np.stack([np.asarray(h, np.uint64) for h in hists.values()])[None])
+    return [dict(zip(ROW_KEYS, row)) for row in zip(*(cols[key] for key in ROW_KEYS))]
 
 
 def report_rows(session, books) -> dict[str, list]:
@@ -70,12 +76,13 @@ def report_rows(session, books) -> dict[str, list]:
     from .events import Kind
 
     kinds = [k.name for k in Kind]
-    rows = summary_rows("ALL", None, {k.name: session.histogram(k) for k in Kind})
+    cols = _columns(["ALL"], [None], kinds, np.stack([session.histogram(k) for k in Kind])[None])
     if books:
         names, ids = zip(*books)
-        per_book = np.stack([np.stack([session.book_histogram(i, k) for k in Kind]) for i in ids]).astype(np.uint64)
-        rows += _rows(list(names), list(ids), kinds, per_book)
-    return {key: [r[key] for r in rows] for key in ROW_KEYS}
+        hists = session.book_histograms(ids)[:, [int(k) for k in Kind]].astype(np.uint64)
+        per_book = _columns(list(names), list(ids), kinds, hists)
+        cols = {key: cols[key] + per_book[key] for key in ROW_KEYS}
+    return cols
 
 
 def histogram_table(hists: dict):

@@ -651,6 +651,27 @@ def test_timing_counts_every_event_by_kind():
     assert s.histogram(L.Kind.NEW).sum() == 0
 
 
+def test_book_histograms_in_one_call():
+    """Session.book_histograms: every kind of many books in one core call, the same counts as
+    book_histogram one book and kind at a time; zeros before timing; a missing book named."""
+    flow = generate_flow(3000, n_instruments=3, seed=6, resting=100)
+    s = flow.session()
+    books = s.instruments()
+    assert len(books) == 3 and not s.book_histograms(books).any()
+    s.set_timing(True)
+    s.apply(flow.events)
+    got = s.book_histograms(books[::-1])
+    assert got.shape == (3, _coreapi.HIST_KINDS, _coreapi.BOOK_HIST_BUCKETS)
+    for j, i in enumerate(books[::-1]):
+        for k in range(_coreapi.HIST_KINDS):
+            assert (got[j, k] == s.book_histogram(i, k)).all()
+        assert got[j].sum() == (flow.events["instrument"] == i).sum() > 0
+    assert s.book_histograms([]).shape == (0, _coreapi.HIST_KINDS, _coreapi.BOOK_HIST_BUCKETS)
+    missing = max(books) + 1
+    with pytest.raises(L.UnknownInstrumentError, match=f"instrument {missing}"):
+        s.book_histograms([books[0], missing])
+
+
 def test_percentiles_from_a_known_histogram():
     from lobreplay.latency import percentile, summarize
     counts = np.zeros(_coreapi.HIST_BUCKETS, np.uint64)
