@@ -120,6 +120,15 @@ def test_spot_20240808(tmp_path):
     assert (int(lv["price"]), int(lv["qty"])) == (lobc.parse_decimal(p, 10**8), lobc.parse_decimal(q, 10**8))
 
 
+def test_source_is_recorded_by_file_name(spot_pair):
+    """A converted file's header names its sources by file name only, however they were given
+    (absolute paths here): the converting machine's directories do not travel with the file."""
+    _, out = spot_pair
+    assert SPOT1.is_absolute() and SPOT2.is_absolute()
+    assert lobc.read(out).meta["source"] == "btcusdt_20240808.gz,btcusdt_20240809.gz"
+    assert str(SPOT1.parent).encode() not in out.read_bytes()
+
+
 def test_spot_20240809_alone_cannot_sync(tmp_path):
     st = convert(SPOT2, tmp_path / "b.lobc")
     assert (st["depth"], st["trades"], st["tickers"], st["snapshots"]) == (3044, 10147, 45134, 0)

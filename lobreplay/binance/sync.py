@@ -42,6 +42,7 @@ exception escapes feed*().
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import deque
 from itertools import chain
@@ -115,12 +116,15 @@ def _ms(v, name) -> int:
 
 def open_writer(path, *, market, symbols, streams=(), source=None, **kw) -> "lobc.LobcWriter":
     """A LobcWriter whose metadata fits the header (at most 65,460 bytes): the stream list is kept whole
-    if it fits, else summarised as "*@<stream type>" (the symbols are listed anyway); a
-    long source is cut to its file names."""
+    if it fits, else summarised as "*@<stream type>" (the symbols are listed anyway). source
+    (comma-separated paths) is recorded as file names only: a .lobc file is shared, and the
+    directories of the machine that converted it are nobody else's business (nor the same
+    from one checkout to the next)."""
     streams = list(streams)
     summary = sorted({"*@" + s.split("@", 1)[1] for s in streams if "@" in s})
-    src_short = None if source is None else ",".join(str(x).rsplit("/", 1)[-1] for x in str(source).split(","))
-    tries = [(streams, source), (summary, source), (summary, src_short), ([], src_short), ([], None)]
+    if source is not None:
+        source = ",".join(os.path.basename(x) for x in str(source).split(","))
+    tries = [(streams, source), (summary, source), ([], source), ([], None)]
     err = None
     for st, src in tries:
         try:
