@@ -222,6 +222,31 @@ def test_table_writer_gathers_small_batches_into_row_groups(tmp_path, monkeypatc
         assert sizes == [120, 120, 102]  # 4 batches of 30 reach 100; 3 + the 2 of write_arrow + 10 do
 
 
+def test_report_set_closes_every_table_even_if_one_fails(tmp_path, monkeypatch):
+    """ReportSet.close writes the tables' last rows side by side (a thread per table, up to
+    the CPUs): every table that can be closed is whole under its name, with all its rows,
+    and the failure of another is raised."""
+    import pyarrow as pa
+
+    from lobreplay.reports import ReportSet, TableWriter
+    monkeypatch.setattr(TableWriter, "ROW_GROUP", 1000)
+    rs = ReportSet(str(tmp_path), [], {"a": "1"})
+    for name in ("t1", "t2", "t3"):
+        rs.write_table(name, pa.table({"x": pa.array(np.arange(2500), pa.int64())}))
+    real = TableWriter.close
+
+    def close(self):
+        if self.path.endswith("t2.parquet"):
+            raise OSError("disk full (test)")
+        real(self)
+    monkeypatch.setattr(TableWriter, "close", close)
+    with pytest.raises(OSError, match="disk full"):
+        rs.close()
+    for name in ("t1", "t3"):
+        assert pq.read_table(tmp_path / f"{name}.parquet")["x"].to_pylist() == list(range(2500))
+    assert not (tmp_path / "t2.parquet").exists() and (tmp_path / "t2.parquet.partial").exists()
+
+
 def test_a_failing_replay_leaves_valid_outputs(synthetic_day, tmp_path):
     data = open(synthetic_day.path, "rb").read()
     cut = tmp_path / "20191230.cut.itch"

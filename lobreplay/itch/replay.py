@@ -36,7 +36,7 @@ from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DT
 from ..latency import histogram_table, report_rows
 from .. import reports
 from .._lazy import Deferred, load
-from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path
+from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
 from .decode import decode_type, positions_of, to_arrow
 from .reader import ItchFile, read_ahead
 from .spec import LAYOUTS, PRICE4_SCALE
@@ -143,11 +143,6 @@ def size_books(stats: np.ndarray, headroom: float, locates) -> tuple[list[Sizing
             notes.append(f"locate {loc}: headroom cut to fit {MAX_LEVELS:,} levels at tick {tick}")
         out.append(Sizing(int(loc), low, high, tick, max(1, int(st["peak_live"]))))
     return out, notes
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 class _NoBar(contextlib.nullcontext):
