@@ -433,3 +433,28 @@ size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_
     }
     return k;
 }
+
+int lob_itch_group(const lob_event *ev, const int64_t *ts, const uint32_t *msg_index, size_t n, uint32_t *counts,
+                   lob_event *ev_out, int64_t *ts_out, uint32_t *msg_out)
+{
+    if (n && (!ev || !ts || !msg_index || !ev_out || !ts_out || !msg_out)) return LOB_EARG;
+    if (!counts || n > UINT32_MAX) return LOB_EARG;
+    memset(counts, 0, 65536 * sizeof *counts);
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].instrument > 65535) return LOB_EARG;
+        counts[ev[i].instrument]++;
+    }
+    uint32_t start = 0; /* each book's first position */
+    for (size_t g = 0; g < 65536; g++) {
+        uint32_t c = counts[g];
+        counts[g] = start;
+        start += c;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = counts[ev[i].instrument]++;
+        ev_out[k] = ev[i];
+        ts_out[k] = ts[i];
+        msg_out[k] = msg_index[i];
+    }
+    return LOB_OK;
+}

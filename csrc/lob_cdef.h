@@ -196,6 +196,8 @@ void lob_itch_partition(const uint8_t *buf, const uint32_t *offsets, const uint8
                         size_t *counts);
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
 int lob_itch_scan_scrambled(const lob_itch_scan *s);
+int lob_itch_group(const lob_event *ev, const int64_t *ts, const uint32_t *msg_index, size_t n, uint32_t *counts,
+                   lob_event *ev_out, int64_t *ts_out, uint32_t *msg_out);
 size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
                        const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index);
 

@@ -523,6 +523,23 @@ def itch_events(buf, offsets, types, n, select, events, ts, msg_index) -> int:
                                _buf("uint32_t[]", msg_index, True))
 
 
+def itch_group(events, ts, msg_index, counts, events_out, ts_out, msg_out) -> None:
+    """A chunk's events regrouped by book, each book's in their order, with their
+    timestamps and message indexes (lob_itch_group). counts: uint32 scratch of 65,536."""
+    n = len(events)
+    check_array(events, EVENT_DTYPE, "events")
+    check_array(ts, np.dtype(np.int64), "ts", length=n)
+    check_array(msg_index, np.dtype(np.uint32), "msg_index", length=n)
+    check_array(counts, np.dtype(np.uint32), "counts", writable=True, length=65536)
+    check_array(events_out, EVENT_DTYPE, "events_out", writable=True, length=n)
+    check_array(ts_out, np.dtype(np.int64), "ts_out", writable=True, length=n)
+    check_array(msg_out, np.dtype(np.uint32), "msg_out", writable=True, length=n)
+    raise_for_status(lib.lob_itch_group(_buf("lob_event[]", events), _buf("int64_t[]", ts), _buf("uint32_t[]", msg_index),
+                                        n, _buf("uint32_t[]", counts, True), _buf("lob_event[]", events_out, True),
+                                        _buf("int64_t[]", ts_out, True), _buf("uint32_t[]", msg_out, True)),
+                     "grouping events by book (an instrument past 65,535?)")
+
+
 # ---- L2 replay of .lobc records (csrc/l2.h) ----
 
 def _struct_dtype_arrays(cname: str) -> np.dtype:

@@ -73,6 +73,16 @@ class ReplayConfig:
     part: tuple[int, int] | None = None  # (k, jobs): replay only part k's share of the locates
     #                                      (the split comes with ItchReplay's pass1=)
     hash: bool = True                    # the input's SHA-256 in the provenance; False: left empty
+    group_books: bool | None = None      # each chunk's events regrouped by book before the core
+    #                                      (the same outcomes); None: when there are GROUP_BOOKS
+    #                                      books or more and no depth samples by time
+
+
+# Books from which a replay regroups each chunk's events by book (ReplayConfig.group_books):
+# on a day of 1,000 books the core's time falls by a quarter, the events touching one book's
+# memory at a time; with a handful of books it stays in the caches anyway and the regrouping,
+# on the reader's thread, would cost more than it saves (benchmarks/RESULTS.md).
+GROUP_BOOKS = 64
 
 
 @dataclass
@@ -181,6 +191,7 @@ class ItchReplay:
         self.counts = {"desyncs": {}, "rejects": {}}
         self.session = None        # the core session of pass 2
         self._next_sample = None   # depth sampling: the next sample time (ns since midnight)
+        self.grouped = False       # pass 2's events regrouped by book (cfg.group_books)
         self._dirty: set[int] = set()
         self._samples: list = []   # depth samples waiting to be written
 
@@ -350,11 +361,21 @@ class ItchReplay:
             a quarter to spare: chunks differ in messages)."""
             if slots[slot] is None or len(slots[slot][0]) < chunk.n:
                 cap = chunk.n + chunk.n // 4
-                slots[slot] = tuple(np.empty(cap, d) for d in (EVENT_DTYPE, np.int64, np.uint32))
-            ev, ts, mi = slots[slot]
+                slots[slot] = tuple(np.empty(cap, d) for d in (EVENT_DTYPE, np.int64, np.uint32) * (1 + group))
+            ev, ts, mi = slots[slot][:3]
             k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
-            return ev[:k], ts[:k], mi[:k]
+            if not group:
+                return ev[:k], ts[:k], mi[:k]
+            out = tuple(a[:k] for a in slots[slot][3:])
+            core.itch_group(ev[:k], ts[:k], mi[:k], counts, *out)  # (event order within each book kept)
+            return out
 
+        cfg_group = cfg.group_books
+        sampling = bool(cfg.depth_levels and "depth" in reports and cfg.depth_every_ns)  # cuts chunks by time
+        self.grouped = group = (len(sizing) >= GROUP_BOOKS and not sampling) if cfg_group is None else cfg_group
+        if group and sampling:
+            raise InputError("group_books: not with depth samples by time (--depth with --every > 0)")
+        counts = np.empty(65536, np.uint32) if group else None
         res = np.empty(0, RESULT_DTYPE)
         with self._bar("pass 2") as bar:
             for chunk, (ev, ts, mi) in read_ahead(self.src, events_of, slots=len(slots), thread=self._spare_core()):
@@ -374,7 +395,7 @@ class ItchReplay:
                 if cfg.depth_levels and "depth" in reports and cfg.depth_every_ns == 0:
                     out = sess.apply(ev, bbo=bbo[:k] if want_bbo else False, depth_levels=cfg.depth_levels,
                                      results=res[:k], bbo_changes=bev[:k] if want_bbo else False)
-                    self._depth_changes(out.depth, ev, ts, symtab, reports)
+                    self._depth_changes(out.depth, ev, ts, mi, symtab, reports)
                 elif cfg.depth_levels and "depth" in reports:
                     out = self._apply_sampling(sess, ev, ts, (bbo[:k], bev[:k]) if want_bbo else None, symtab,
                                                reports, res[:k])
@@ -384,8 +405,8 @@ class ItchReplay:
                                      bbo_changes=bev[:k] if want_bbo else False)
                 apply_s += time.perf_counter() - a0
                 n_events += k
-                if k:
-                    last_ts = int(ts[k - 1])
+                if k:  # the chunk's last event in file order
+                    last_ts = int(ts[int(np.argmax(mi))] if group else ts[k - 1])
                 self._chunk_reports(chunk, ev, ts, mi, out, symtab, select, reports, desync_per_locate)
                 bar.update(self.src.raw_position - bar.n)
         pass2_s = time.perf_counter() - t0
@@ -427,7 +448,7 @@ class ItchReplay:
             "clock": ({"source": clock["source"], "ns_per_tick": round(clock["ns_per_tick"], 6),
                        "reading_cost_ns": round(clock["cost_ns"], 1), "smallest_step_ns": clock["min_step_ns"],
                        "note": "each latency figure includes about one reading"} if clock else None),
-            "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(apply_s, 3),
+            "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(apply_s, 3), "grouped_by_book": group,
                       "messages_per_second": round(read.messages / pass2_s) if pass2_s else None,
                       "core_events_per_second": round(n_events / apply_s) if apply_s else None},
         }
@@ -494,12 +515,16 @@ class ItchReplay:
                 cols[f"{key}_count_{i + 1}"] = c[:, side, i]
         return pa.table({k: _arrow.array(v) for k, v in cols.items()})
 
-    def _depth_changes(self, depth, ev, ts, symtab, reports) -> None:
+    def _depth_changes(self, depth, ev, ts, mi, symtab, reports) -> None:
         """--every change: a row after every event that changed a book's N best levels."""
         e = depth["event"].astype(np.int64)
+        p, q, c = depth["prices"], depth["qtys"], depth["counts"]
+        if self.grouped:  # the rows came book by book: back in file order (a book's in theirs)
+            o = np.argsort(mi[e], kind="stable")
+            e, p, q, c = e[o], p[o], q[o], c[o]
         if len(e):
-            reports.write_table("depth", self._depth_table(ts[e], ev["instrument"][e].astype(np.uint16),
-                                                           depth["prices"], depth["qtys"], depth["counts"], symtab))
+            reports.write_table("depth", self._depth_table(ts[e], ev["instrument"][e].astype(np.uint16), p, q, c,
+                                                           symtab))
 
     def _count(self, bucket: str, names: np.ndarray) -> None:
         u, c = np.unique(names, return_counts=True)
@@ -550,6 +575,9 @@ class ItchReplay:
             # (a copy: the rows are in a buffer the next chunk reuses, and the writer's thread
             # encodes them later)
             ch, b = out.bbo_event.astype(np.int64), out.bbo.copy()
+            if self.grouped:  # the rows came book by book: back in file order (a book's in theirs)
+                o = np.argsort(mi[ch], kind="stable")
+                ch, b = ch[o], b[o]
             reports.write("bbo", {
                 "time_ns": ts[ch], "ts": self._utc(ts[ch]), "message": msg[ch], "locate": b["instrument"],
                 "symbol": symbols_of(symtab, b["instrument"]), "bid_price": b["bid_price"], "bid_qty": b["bid_qty"],
