@@ -338,11 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     except LobError as e:
         print(f"lobreplay: error: {e}", file=sys.stderr)
         return 1
-    except Terminated:
-        print("lobreplay: terminated (SIGTERM); the reports written so far are whole", file=sys.stderr)
+    except Terminated as e:
+        print(f"lobreplay: terminated (SIGTERM){_where(e)}; the reports written so far are whole", file=sys.stderr)
         return 128 + signal.SIGTERM
-    except KeyboardInterrupt:
-        print("lobreplay: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(f"lobreplay: interrupted{_where(e)}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `lobreplay ... | head`
         sys.stderr.close()
@@ -355,6 +355,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:  # (main() called in-process: leave the caller's handler)
             signal.signal(signal.SIGTERM, previous)
+
+
+def _where(e: BaseException) -> str:
+    """Where a command was when it was stopped, if it said (an exception note: the file, the
+    pass, the messages done), as ' at ...'."""
+    notes = getattr(e, "__notes__", None)
+    return f" at {notes[-1]}" if notes else ""
 
 
 def _terminate_like_ctrl_c():

@@ -341,14 +341,16 @@ class ReplayRun:
             run.summary.update(...)
 
     On success the summary says "status": "ok"; on any exception "failed" with the
-    error (and the exception goes on). Either way the reports are closed first (so
-    every table written so far is valid Parquet), then wall time and peak RSS are
-    added and summary.json is written atomically."""
+    error (and the exception goes on), and with `where` (a callable: how far the replay
+    got, e.g. its pass and the messages done) "stopped_at". Either way the reports are
+    closed first (so every table written so far is valid Parquet), then wall time and
+    peak RSS are added and summary.json is written atomically."""
 
-    def __init__(self, out_dir: str, source: dict):
+    def __init__(self, out_dir: str, source: dict, where=None):
         self.out_dir = out_dir
         self.summary: dict = {"status": "failed", "source": source}
         self.reports: ReportSet | None = None
+        self.where = where
 
     def __enter__(self) -> "ReplayRun":
         self._t0 = time.perf_counter()
@@ -358,7 +360,10 @@ class ReplayRun:
         if exc is None:
             self.summary["status"] = "ok"
         else:
-            self.summary["error"] = f"{exc_type.__name__}: {exc}"
+            self.summary["error"] = error_text(exc)
+            if self.where is not None:
+                with contextlib.suppress(Exception):  # (what went wrong is said already)
+                    self.summary["stopped_at"] = self.where()
         try:
             if self.reports is not None:
                 self.reports.close()
@@ -368,6 +373,16 @@ class ReplayRun:
             self.summary["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             write_json(os.path.join(self.out_dir, "summary.json"), self.summary)
         return False
+
+
+def error_text(exc: BaseException) -> str:
+    """What ended a run, for its summary: a signal by its name, else the exception."""
+    from .errors import Terminated
+    if isinstance(exc, Terminated):
+        return "terminated (SIGTERM)"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (SIGINT)"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def parse_report_list(no_reports: bool, text: str | None, allowed: tuple[str, ...]) -> tuple[str, ...]:

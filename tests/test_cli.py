@@ -157,22 +157,52 @@ def _replay_signalled(out, signame: str):
                           env={**os.environ, "PYTHONPATH": str(root)})
 
 
+def _where_stopped(s: dict, stderr: str, what: str) -> None:
+    """The one line and summary.json of a replay stopped by a signal after its first chunk of
+    pass 2 (1 MiB): they name the file, the pass and the messages done."""
+    import os
+    w = s["stopped_at"]
+    size = os.path.getsize(SAMPLE_DAY)
+    assert w["pass"] == 2 and 0 < w["messages_done"] <= (1 << 20) // 14  # the first 1 MiB chunk's (>= 14 B each)
+    assert w["file_bytes"] == size and 0 < w["file_bytes_read"] <= size
+    line = (f"lobreplay: {what} at {SAMPLE_DAY}: in pass 2, after {w['messages_done']:,} messages "
+            f"({w['file_bytes_read']:,} of {size:,} bytes read)")
+    assert stderr.strip().startswith(line), stderr
+
+
 def test_sigterm_mid_replay_leaves_whole_reports_and_a_failed_summary(tmp_path):
     """SIGTERM (a scheduler stopping the job) mid-replay: the command stops as on Ctrl-C,
-    exit 143, one line; every report file already open is closed whole (readable Parquet)
-    and summary.json says failed."""
+    exit 143, one line that says where it was; every report file already open is closed
+    whole (readable Parquet) and summary.json says failed, and where."""
     import json
 
     import pyarrow.parquet as pq
     out = tmp_path / "out"
     p = _replay_signalled(out, "SIGTERM")
     assert p.returncode == 143, p.stderr
-    assert p.stderr.strip() == "lobreplay: terminated (SIGTERM); the reports written so far are whole"
+    assert p.stderr.strip().endswith("; the reports written so far are whole") and len(p.stderr.splitlines()) == 1
     s = json.loads((out / "summary.json").read_text())
-    assert s["status"] == "failed" and s["error"].startswith("Terminated")
+    assert s["status"] == "failed" and s["error"] == "terminated (SIGTERM)"
+    _where_stopped(s, p.stderr, "terminated (SIGTERM)")
     tables = sorted(out.glob("*.parquet"))
     assert tables and all(pq.read_metadata(t).num_rows >= 0 for t in tables)  # every one has its footer
     assert pq.read_metadata(out / "bbo.parquet").num_rows > 0
+
+
+def test_sigint_mid_replay_says_where_it_stopped(tmp_path):
+    """Ctrl-C mid-replay: exit 130, one line naming the file, the pass and the messages done
+    (whole chunks: the messages before them are in the reports), the same in summary.json."""
+    import json
+
+    import pyarrow.parquet as pq
+    out = tmp_path / "out"
+    p = _replay_signalled(out, "SIGINT")
+    assert p.returncode == 130, p.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "failed" and s["error"] == "interrupted (SIGINT)"
+    _where_stopped(s, p.stderr, "interrupted")
+    last = pq.read_table(out / "bbo.parquet", columns=["message"])["message"].to_numpy()
+    assert len(last) and last.max() < s["stopped_at"]["messages_done"]
 
 
 def test_sigkill_mid_replay_leaves_no_report_without_its_footer(tmp_path):

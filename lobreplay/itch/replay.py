@@ -192,6 +192,7 @@ class ItchReplay:
         self.session = None        # the core session of pass 2
         self._next_sample = None   # depth sampling: the next sample time (ns since midnight)
         self.grouped = False       # pass 2's events regrouped by book (cfg.group_books)
+        self._done = (0, 0)        # (pass, messages done in it): where an interrupted replay was
         self._dirty: set[int] = set()
         self._samples: list = []   # depth samples waiting to be written
 
@@ -221,6 +222,7 @@ class ItchReplay:
         pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="lobreplay-scan") if threads > 1 else None
         offs = types = None
         p1 = _Pass1(stats=np.empty(0))
+        self._done = (1, 0)
         harvest = None  # no directory at the start: take symbols from the order messages
         with self._bar("pass 1") as bar, (pool or contextlib.nullcontext()):
             # the next chunk read and framed meanwhile, on a core the scans leave
@@ -258,6 +260,7 @@ class ItchReplay:
                             locs, first = np.unique(cols["stock_locate"], return_index=True)
                             for loc, i in zip(locs.tolist(), first.tolist()):
                                 p1.symbols.setdefault(loc, cols["stock"][i].decode())
+                self._done = (1, chunk.first_message + chunk.n)
                 bar.update(self.src.raw_position - bar.n)
         rows = np.stack([sc.stats() for sc in scans])
         loc = np.arange(65536)
@@ -271,12 +274,29 @@ class ItchReplay:
     def run(self) -> dict:
         try:
             return self._run()
+        except KeyboardInterrupt as e:  # (Ctrl-C, and SIGTERM from the command line)
+            e.add_note(self.where_text())
+            raise
         finally:
             self._stop_hash.set()  # a replay that failed does not wait for the hash
 
+    def where(self) -> dict:
+        """How far the replay got: its pass (0: before the first), the messages done in it
+        (whole chunks: in pass 2, replayed by the core; no report holds a row past them), and
+        the file's bytes read (compressed, for gzip; the reader runs a chunk or two ahead)."""
+        p, m = self._done
+        return {"pass": p, "messages_done": m, "file_bytes_read": self.src.raw_position, "file_bytes": self.src.size}
+
+    def where_text(self) -> str:
+        w = self.where()
+        if not w["pass"]:
+            return f"{self.path}: before the first pass"
+        return (f"{self.path}: in pass {w['pass']}, after {w['messages_done']:,} messages "
+                f"({w['file_bytes_read']:,} of {w['file_bytes']:,} bytes read)")
+
     def _run(self) -> dict:
         cfg = self.cfg
-        with ReplayRun(self.out_dir, self.src_meta()) as run:
+        with ReplayRun(self.out_dir, self.src_meta(), where=self.where) as run:
             if self.hash_file:
                 # on its own thread and its own reads, off the critical path: the report
                 # writers wait for it only when they open their files (sha256_later)
@@ -377,6 +397,7 @@ class ItchReplay:
             raise InputError("group_books: not with depth samples by time (--depth with --every > 0)")
         counts = np.empty(65536, np.uint32) if group else None
         res = np.empty(0, RESULT_DTYPE)
+        self._done = (2, 0)
         with self._bar("pass 2") as bar:
             for chunk, (ev, ts, mi) in read_ahead(self.src, events_of, slots=len(slots), thread=self._spare_core()):
                 k = len(ev)
@@ -407,6 +428,7 @@ class ItchReplay:
                 n_events += k
                 if k:  # the chunk's last event in file order
                     last_ts = int(ts[int(np.argmax(mi))] if group else ts[k - 1])
+                self._done = (2, chunk.first_message + chunk.n)  # (replayed; its rows come next)
                 self._chunk_reports(chunk, ev, ts, mi, out, symtab, select, reports, desync_per_locate)
                 bar.update(self.src.raw_position - bar.n)
         pass2_s = time.perf_counter() - t0
