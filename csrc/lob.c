@@ -1133,6 +1133,8 @@ int lob_session_book_histograms(const lob_session *s, const uint32_t *instrument
 
 void lob_session_set_prefetch(lob_session *s, int mode) { s->prefetch = mode < 0 ? -1 : mode != 0; }
 
+uint64_t lob_session_book_bytes(const lob_session *s) { return s->book_bytes; }
+
 int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts)
 {
     if (!s || !counts || kind < 0 || kind >= HIST_KINDS) return LOB_EARG;

@@ -372,6 +372,9 @@ uint64_t lob_book_hist_lowest(uint32_t index);
  * take more than 16 MiB (where the data no longer stays in cache and prefetching
  * pays; below that it costs more than it saves). Can't fail. */
 void lob_session_set_prefetch(lob_session *s, int mode);
+/* The memory of the session's books in bytes (levels, orders, index, bitmaps: what
+ * an event may touch), the figure the prefetch default goes by. Can't fail. */
+uint64_t lob_session_book_bytes(const lob_session *s);
 /* Copy the histogram of one event kind (1..5) into counts[LOB_HIST_BUCKETS].
  * Returns LOB_OK or LOB_EARG. */
 int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts);

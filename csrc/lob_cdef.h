@@ -156,6 +156,7 @@ int lob_session_book_histograms(const lob_session *s, const uint32_t *instrument
 uint32_t lob_book_hist_index(uint64_t value_ns);
 uint64_t lob_book_hist_lowest(uint32_t index);
 void lob_session_set_prefetch(lob_session *s, int mode);
+uint64_t lob_session_book_bytes(const lob_session *s);
 int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts);
 void lob_session_reset_histograms(lob_session *s);
 uint32_t lob_hist_index(uint64_t value_ns);

@@ -291,6 +291,9 @@ class CoreSession:
     def set_prefetch(self, mode: int) -> None:
         lib.lob_session_set_prefetch(self.ptr, mode)
 
+    def book_bytes(self) -> int:
+        return int(lib.lob_session_book_bytes(self.ptr))
+
     def histogram(self, kind: int) -> np.ndarray:
         counts = np.zeros(HIST_BUCKETS, dtype=np.uint64)
         raise_for_status(lib.lob_session_histogram(self.ptr, kind, _buf("uint64_t[]", counts, True)),

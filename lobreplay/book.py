@@ -257,6 +257,11 @@ class Session:
         on once the books take more than 16 MiB). Results never depend on it."""
         self._s.set_prefetch(-1 if mode is None else int(bool(mode)))
 
+    @property
+    def book_bytes(self) -> int:
+        """The memory of the books (levels, orders, index, bitmaps): what an event may touch."""
+        return self._s.book_bytes()
+
     def histogram(self, kind: int) -> np.ndarray:
         """Counts per bucket (see lobreplay.latency) for one event kind (0: unknown kinds)."""
         return self._s.histogram(int(kind))

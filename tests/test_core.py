@@ -672,6 +672,18 @@ def test_book_histograms_in_one_call():
         s.book_histograms([books[0], missing])
 
 
+def test_book_bytes_follow_the_books():
+    """Session.book_bytes: the memory of the books (what the prefetch default and the ITCH
+    replay's regrouping go by): none without books; every level and order slot counted."""
+    s = L.Session(3)
+    assert s.book_bytes == 0
+    s.add_book(0, 0, 999, 1, 100)  # 1,000 levels, 100 orders
+    one = s.book_bytes
+    assert one >= 1000 * 16 + 100 * 32
+    s.add_book(1, 0, 99_999, 1, 100)  # 100 times the levels
+    assert s.book_bytes - one >= 100_000 * 16 > one
+
+
 def test_percentiles_from_a_known_histogram():
     from lobreplay.latency import percentile, summarize
     counts = np.zeros(_coreapi.HIST_BUCKETS, np.uint64)

@@ -74,15 +74,17 @@ class ReplayConfig:
     #                                      (the split comes with ItchReplay's pass1=)
     hash: bool = True                    # the input's SHA-256 in the provenance; False: left empty
     group_books: bool | None = None      # each chunk's events regrouped by book before the core
-    #                                      (the same outcomes); None: when there are GROUP_BOOKS
-    #                                      books or more and no depth samples by time
+    #                                      (the same outcomes); None: when the books take
+    #                                      GROUP_BYTES or more and no depth samples by time
 
 
-# Books from which a replay regroups each chunk's events by book (ReplayConfig.group_books):
-# on a day of 1,000 books the core's time falls by a quarter, the events touching one book's
-# memory at a time; with a handful of books it stays in the caches anyway and the regrouping,
-# on the reader's thread, would cost more than it saves (benchmarks/RESULTS.md).
-GROUP_BOOKS = 64
+# The books' memory from which a replay regroups each chunk's events by book
+# (ReplayConfig.group_books): on the 1,000-symbol day (86 MiB of books) the core's time falls
+# by a third, the events touching one book's memory at a time; where the books stay in the
+# caches anyway the regrouping, on the reader's thread, costs more than it saves. Measured
+# on this machine (32 MiB of L3) with the same day cut to N symbols: 300 books (30 MiB) a
+# loss, 600 (56 MiB) a gain (benchmarks/RESULTS.md).
+GROUP_BYTES = 48 << 20
 
 
 @dataclass
@@ -392,7 +394,7 @@ class ItchReplay:
 
         cfg_group = cfg.group_books
         sampling = bool(cfg.depth_levels and "depth" in reports and cfg.depth_every_ns)  # cuts chunks by time
-        self.grouped = group = (len(sizing) >= GROUP_BOOKS and not sampling) if cfg_group is None else cfg_group
+        self.grouped = group = (sess.book_bytes >= GROUP_BYTES and not sampling) if cfg_group is None else cfg_group
         if group and sampling:
             raise InputError("group_books: not with depth samples by time (--depth with --every > 0)")
         counts = np.empty(65536, np.uint32) if group else None
