@@ -103,10 +103,14 @@ def scan_counts(records: np.ndarray, symbols: list[str], *, headroom: float = 0.
     sc.feed(np.ascontiguousarray(records, lobc.RECORD_DTYPE))
     st = sc.symbols()
     with_book = np.flatnonzero(st["has_book"]).tolist()
-    lv_sym, lv_price = sc.levels()
-    o = np.lexsort((lv_price, lv_sym))
-    lv_sym, lv_price = lv_sym[o], lv_price[o]
-    bounds = np.searchsorted(lv_sym, np.arange(65537))
+    lv_sym, lv_price = sc.levels()  # (prices > 0: lob_l2_scan keeps valid levels only)
+    if len(lv_price) and int(lv_price.max()) < 1 << 47:  # one key, symbol then price: a sort, not a lexsort
+        key = np.sort((lv_sym.astype(np.int64) << 47) | lv_price)
+        lv_sym, lv_price = (key >> 47).astype(lv_sym.dtype), key & ((1 << 47) - 1)
+    else:
+        o = np.lexsort((lv_price, lv_sym))
+        lv_sym, lv_price = lv_sym[o], lv_price[o]
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(lv_sym, minlength=65536))])  # symbol s: [bounds[s], bounds[s+1])
     out = {}
     for s in with_book:
         if only is not None and s not in only:
