@@ -455,6 +455,13 @@ int lob_itch_group(const lob_event *ev, const int64_t *ts, const uint32_t *msg_i
         ev_out[k] = ev[i];
         ts_out[k] = ts[i];
         msg_out[k] = msg_index[i];
+        /* each book's run is written in order, but a thousand runs at once are more than the
+         * hardware follows: ask for the lines its next events will write (a miss each, else) */
+        if (k + 16 < n) { /* (a line or two ahead of each: the distances measured best) */
+            prefetch_write(&ev_out[k + 4]);
+            prefetch_write(&ts_out[k + 8]);
+            prefetch_write(&msg_out[k + 16]);
+        }
     }
     return LOB_OK;
 }

@@ -11,4 +11,14 @@ static inline void prefetch(const void *p)
 #endif
 }
 
+/* The same, for a line about to be written (x86: prefetchw, a no-op where unsupported). */
+static inline void prefetch_write(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1);
+#endif
+}
+
 #endif /* LOB_PREFETCH_H */
