@@ -137,6 +137,20 @@ def measure(cmd: list[str], log: Path) -> dict:
     return m
 
 
+def warm(*paths: Path) -> None:
+    """Read files through once, untimed, so that every run finds its input in the page cache.
+    This VM pages out memory left unused for about a minute (the kernel's DAMON reclaim, its
+    `pageout` scheme): without this, whichever tool came first after such a gap read its
+    input from disk, 0.3-0.4 s more on a 150 MB day (lobreplay's book-only row, first in
+    each repetition, showed it)."""
+    buf = bytearray(8 << 20)
+    for p in paths:
+        if p.exists():
+            with open(p, "rb", buffering=0) as f:
+                while f.readinto(buf):
+                    pass
+
+
 def tail(log: Path, n: int = 6) -> str:
     lines = log.read_text(errors="replace").strip().splitlines()
     return " / ".join(line.strip() for line in lines[-n:])
@@ -319,6 +333,9 @@ NOTES = """\
   imports excluded). *M msg/s* and *ns/msg* use the file's messages (MeatPy: its prefix) and the wall
   time. *speed vs lobreplay*: the row's msg/s over lobreplay book-only's, wall and in-process
   (above 1 = faster than lobreplay).
+- **Page cache.** Before every run the harness reads the day's file (and hftbacktest's converted
+  events) through once, untimed: every tool starts with its input in memory. (This VM pages out
+  memory unused for about a minute; before this, the first tool after such a gap read from disk.)
 - **lobreplay**: `.venv/bin/lobreplay itch replay FILE -o DIR --force --no-progress` plus the flags in
   the row. Its `bbo.parquet` (the `message` column says after which message) is the reference.
 - **itch-book** (`benchmarks/peers/run_itchbook.py`): its C++ `Session`, the object
@@ -531,6 +548,7 @@ def main() -> int:
             for c in cfgs:
                 if c["needs"] and status.get(c["needs"]):
                     continue
+                warm(day.path, day.npz)
                 load = os.getloadavg()[0]
                 m = c["run"](day, rep)
                 m["load"] = load
