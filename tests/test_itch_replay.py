@@ -74,11 +74,13 @@ def test_bbo_report_follows_the_book(clean):
     assert (bbo.groupby("locate").time_ns.apply(lambda t: t.is_monotonic_increasing)).all()
 
 
-def test_columns_handed_to_the_report_writer_stay_as_they_were(synthetic_day, tmp_path, monkeypatch):
+@pytest.mark.parametrize("group", [False, True])
+def test_columns_handed_to_the_report_writer_stay_as_they_were(synthetic_day, tmp_path, monkeypatch, group):
     """The report writer encodes on its own thread while the replay goes on with the next
     chunk: no column handed to it may be a view of a buffer that chunk reuses (the bbo rows
     once were, and a busy writer then wrote the next chunk's tops). Every numpy column is
-    compared, after the replay, with its copy taken when it was handed over."""
+    compared, after the replay, with its copy taken when it was handed over; with the events
+    regrouped by book too (other arrays, other copies)."""
     from lobreplay.reports import ReportSet
     handed = []
 
@@ -90,8 +92,8 @@ def test_columns_handed_to_the_report_writer_stay_as_they_were(synthetic_day, tm
         handed.append((name, keep(columns))), write(self, name, columns))[1])
     monkeypatch.setattr(ReportSet, "write_sorted", lambda self, name, parts, key="message": (
         handed.extend((name, keep(p)) for p in parts), write_sorted(self, name, parts, key))[1])
-    s = replay_itch(synthetic_day.path, str(tmp_path / "o"), ReplayConfig(chunk_bytes=1 << 16))
-    assert s["status"] == "ok"
+    s = replay_itch(synthetic_day.path, str(tmp_path / "o"), ReplayConfig(chunk_bytes=1 << 16, group_books=group))
+    assert s["status"] == "ok" and s["pass2"]["grouped_by_book"] is group
     assert sum(name == "bbo" for name, _ in handed) >= 10 and {"executions", "bbo"} <= {n for n, _ in handed}
     for name, cols in handed:
         for k, (now, then) in cols.items():
