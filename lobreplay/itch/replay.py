@@ -398,7 +398,9 @@ class ItchReplay:
         if group and sampling:
             raise InputError("group_books: not with depth samples by time (--depth with --every > 0)")
         counts = np.empty(65536, np.uint32) if group else None
-        res = np.empty(0, RESULT_DTYPE)
+        res = np.empty(0, RESULT_DTYPE)  # (grown at the first chunk with events; a chunk may have none)
+        bbo = np.empty(0, BBO_DTYPE) if want_bbo else None
+        bev = np.empty(0, np.uint32) if want_bbo else None
         self._done = (2, 0)
         with self._bar("pass 2") as bar:
             for chunk, (ev, ts, mi) in read_ahead(self.src, events_of, slots=len(slots), thread=self._spare_core()):
