@@ -222,9 +222,8 @@ def _cmd_itch_replay(args) -> int:
     print(f"{args.file}: {s['messages']:,} messages, {s['books']:,} books ({s['book_levels']:,} levels, "
           f"room for {s['book_capacity']:,} orders), {s['events']:,} events replayed")
     print(f"pass 1 {s['pass1']['seconds']:.2f} s, pass 2 {p2['seconds']:.2f} s "
-          f"({p2['messages_per_second'] / 1e6:.2f} M messages/s; core {p2['core_events_per_second'] / 1e6:.1f} "
-          f"M events/s), wall {s['wall_seconds']:.2f} s, peak RSS {s['peak_rss_bytes'] / 2**20:.0f} MiB"
-          if p2["messages_per_second"] else "")
+          f"({_m_per_s(p2['messages_per_second'], 'messages', 2)}; core {_m_per_s(p2['core_events_per_second'], 'events', 1)}"
+          f"), wall {s['wall_seconds']:.2f} s, peak RSS {s['peak_rss_bytes'] / 2**20:.0f} MiB")
     rate = s["desync_rate_per_execution"]
     print(desyncs_text(s) + (f"; {rate:.4%} of {s['executions_in_feed']:,} executions" if rate is not None else ""))
     if not s["session_complete"]:
@@ -355,6 +354,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:  # (main() called in-process: leave the caller's handler)
             signal.signal(signal.SIGTERM, previous)
+
+
+def _m_per_s(rate: float | None, what: str, digits: int) -> str:
+    """A rate from summary.json in millions per second; None (a pass too short to time, or
+    a part of --jobs without events) as n/a."""
+    return f"{rate / 1e6:.{digits}f} M {what}/s" if rate else f"n/a {what}/s"
 
 
 def _where(e: BaseException) -> str:

@@ -62,6 +62,20 @@ def test_jobs_give_the_same_reports_as_one_process(synthetic_day, tmp_path, jobs
     assert not list((tmp_path / "many").glob(".part-*"))
 
 
+@pytest.mark.parametrize("name", ["nasdaq_20230822_0930.itch", "nasdaq_2016_first500b.itch"])
+def test_jobs_on_a_tiny_file_print_their_summary(tmp_path, capsys, name):
+    """`--jobs 2` on a file too small to time its parts' core (their core seconds round to 0,
+    so the core rate is None) or without a single order event: exit 0 and the pass line with
+    n/a for that rate (it once failed with a TypeError traceback while printing it)."""
+    from lobreplay.cli import main
+    from tests.conftest import SHARED_ITCH
+    assert main(["itch", "replay", str(SHARED_ITCH / name), "-o", str(tmp_path / "o"), "--jobs", "2",
+                 "--no-progress", "--allow-truncated"]) == 0
+    out = capsys.readouterr().out
+    line = [ln for ln in out.splitlines() if ln.startswith("pass 1 ")]
+    assert len(line) == 1 and " M messages/s" in line[0] and "events/s" in line[0], out
+
+
 def test_a_failing_part_fails_the_replay_cleanly(tmp_path):
     bad = tmp_path / "bad.itch"
     bad.write_bytes(b"\x00\x0cS" + b"\x00" * 10 + b"\x00\x24A")  # a truncated add after a system event
