@@ -392,9 +392,9 @@ class ItchReplay:
             core.itch_group(ev[:k], ts[:k], mi[:k], counts, *out)  # (event order within each book kept)
             return out
 
-        cfg_group = cfg.group_books
         sampling = bool(cfg.depth_levels and "depth" in reports and cfg.depth_every_ns)  # cuts chunks by time
-        self.grouped = group = (sess.book_bytes >= GROUP_BYTES and not sampling) if cfg_group is None else cfg_group
+        group = (sess.book_bytes >= GROUP_BYTES and not sampling) if cfg.group_books is None else cfg.group_books
+        self.grouped = group
         if group and sampling:
             raise InputError("group_books: not with depth samples by time (--depth with --every > 0)")
         counts = np.empty(65536, np.uint32) if group else None
@@ -600,10 +600,12 @@ class ItchReplay:
         if "bbo" in reports:
             # (a copy: the rows are in a buffer the next chunk reuses, and the writer's thread
             # encodes them later)
-            ch, b = out.bbo_event.astype(np.int64), out.bbo.copy()
+            ch, b = out.bbo_event.astype(np.int64), out.bbo
             if self.grouped:  # the rows came book by book: back in file order (a book's in theirs)
                 o = np.argsort(mi[ch], kind="stable")
-                ch, b = ch[o], b[o]
+                ch, b = ch[o], b[o]  # (b[o]: a copy)
+            else:
+                b = b.copy()
             reports.write("bbo", {
                 "time_ns": ts[ch], "ts": self._utc(ts[ch]), "message": msg[ch], "locate": b["instrument"],
                 "symbol": symbols_of(symtab, b["instrument"]), "bid_price": b["bid_price"], "bid_qty": b["bid_qty"],
