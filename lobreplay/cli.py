@@ -216,6 +216,7 @@ def _cmd_itch_replay(args) -> int:
     cfg = itch_replay_config(args)
     if args.jobs < 1:
         raise InputError(f"--jobs: expected a number of processes >= 1, got {args.jobs}")
+    _note_gzip_jobs(args.file, args.jobs)
     from .itch.parallel import replay_itch_jobs
     s = replay_itch_jobs(args.file, args.output, cfg, args.jobs, force=args.force)
     p2 = s["pass2"]
@@ -354,6 +355,23 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:  # (main() called in-process: leave the caller's handler)
             signal.signal(signal.SIGTERM, previous)
+
+
+def _note_gzip_jobs(path: str, jobs: int) -> None:
+    """--jobs N on a gzip file: every part inflates the whole file, so with no more CPUs than
+    parts one job is faster (docs/itch.md); say so once on stderr, and go on."""
+    from .reports import usable_cpus
+    if jobs < 2 or jobs < usable_cpus():
+        return
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+    except OSError:
+        return  # (the replay says what is wrong with the file)
+    if gz:
+        print(f"lobreplay: note: {path} is gzip: each of the {jobs} parts inflates the whole file, and "
+              f"this machine has {usable_cpus()} CPU(s); one job, or the file inflated first, is likely faster "
+              "(docs/itch.md)", file=sys.stderr)
 
 
 def _m_per_s(rate: float | None, what: str, digits: int) -> str:

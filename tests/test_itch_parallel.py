@@ -3,6 +3,7 @@ same as one process's: every table, row for row (latency: the same counts; the
 times themselves differ run to run), and the same summary counts."""
 import hashlib
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -74,6 +75,20 @@ def test_jobs_on_a_tiny_file_print_their_summary(tmp_path, capsys, name):
     out = capsys.readouterr().out
     line = [ln for ln in out.splitlines() if ln.startswith("pass 1 ")]
     assert len(line) == 1 and " M messages/s" in line[0] and "events/s" in line[0], out
+
+
+@pytest.mark.parametrize("cpus, noted", [(2, True), (8, False)])
+def test_jobs_on_a_gzip_file_note_that_every_part_inflates_it(tmp_path, capsys, monkeypatch, cpus, noted):
+    """`--jobs 2` on a gzip day: every part inflates the whole file, so with no more CPUs than
+    parts the command says once on stderr that one job is likely faster (and goes on)."""
+    from lobreplay import reports
+    from lobreplay.cli import main
+    monkeypatch.setattr(reports, "usable_cpus", lambda: cpus)
+    day = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "sample_day.itch.gz")
+    assert main(["itch", "replay", day, "-o", str(tmp_path / "o"), "--jobs", "2", "--no-progress",
+                 "--date", "2019-12-30", "--no-reports"]) == 0
+    err = capsys.readouterr().err
+    assert ("each of the 2 parts inflates the whole file" in err) is noted, err
 
 
 def test_a_failing_part_fails_the_replay_cleanly(tmp_path):
