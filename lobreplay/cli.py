@@ -92,11 +92,12 @@ def _fmt_time(ns: int) -> str:
 def _cmd_itch_stats(args) -> int:
     import numpy as np
 
-    from .itch.decode import decode_type, timestamps
+    from .itch.decode import decode_type, non_ascii_bytes, timestamps
     from .itch.reader import ItchFile
     from .itch.spec import LAYOUTS
 
     t0 = time.perf_counter()
+    ascii0 = non_ascii_bytes()
     f = ItchFile(args.file, allow_truncated=args.allow_truncated)
     first = last = None
     symbols: set[str] = set()
@@ -128,6 +129,7 @@ def _cmd_itch_stats(args) -> int:
     if st.mold_packets:
         print(f"MoldUDP64: {st.mold_packets:,} packets, {len(st.mold_gaps)} sequence gap(s)"
               + (f": {st.mold_gaps[:5]}" if st.mold_gaps else ""))
+    _note_non_ascii(non_ascii_bytes() - ascii0)
     print(f"read in {took:.2f} s ({st.messages / took / 1e6:.2f} M messages/s)")
     return 0
 
@@ -135,7 +137,7 @@ def _cmd_itch_stats(args) -> int:
 def _cmd_itch_decode(args) -> int:
     import os
 
-    from .itch.decode import decode, to_arrow
+    from .itch.decode import decode, non_ascii_bytes, to_arrow
     from .itch.reader import ItchFile
     from .itch.replay import prepare_output
     from .itch.spec import LAYOUTS
@@ -153,6 +155,7 @@ def _cmd_itch_decode(args) -> int:
     rs = ReportSet(args.output, [], {"source_file": os.path.basename(f.path), "source_size": str(f.size),
                                      "lobreplay_version": __version__, "price_scale": "10000"})
     t0 = time.perf_counter()
+    ascii0 = non_ascii_bytes()
     try:
         for chunk in f.chunks():
             for t, cols in decode(chunk, "".join(types) if types else None).items():  # (one pass over the chunk)
@@ -163,6 +166,7 @@ def _cmd_itch_decode(args) -> int:
     for name, w in sorted(rs.extra.items()):
         print(f"{w.path}: {w.rows:,} rows")
     print(f"{f.stats.messages:,} messages decoded in {took:.2f} s")
+    _note_non_ascii(non_ascii_bytes() - ascii0)
     for line in _cut_notes(f.stats.stream_break, f.stats.truncated_offset, f.stats.truncated_bytes):
         print(line)
     return 0
@@ -227,6 +231,7 @@ def _cmd_itch_replay(args) -> int:
           f"), wall {s['wall_seconds']:.2f} s, peak RSS {s['peak_rss_bytes'] / 2**20:.0f} MiB")
     rate = s["desync_rate_per_execution"]
     print(desyncs_text(s) + (f"; {rate:.4%} of {s['executions_in_feed']:,} executions" if rate is not None else ""))
+    _note_non_ascii(s.get("text_bytes_outside_ascii", 0))
     if not s["session_complete"]:
         print("the file does not reach the end of the session (no S 'C'): orders still live at its end are "
               "reported as residual_order")
@@ -372,6 +377,11 @@ def _note_gzip_jobs(path: str, jobs: int) -> None:
         print(f"lobreplay: note: {path} is gzip: each of the {jobs} parts inflates the whole file, and "
               f"this machine has {usable_cpus()} CPU(s); one job, or the file inflated first, is likely faster "
               "(docs/itch.md)", file=sys.stderr)
+
+
+def _note_non_ascii(n: int) -> None:
+    if n:
+        print(f"text fields: {n:,} byte(s) outside ASCII (damage: ITCH text is ASCII) written as '?'")
 
 
 def _m_per_s(rate: float | None, what: str, digits: int) -> str:

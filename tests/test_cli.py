@@ -205,6 +205,35 @@ def test_sigint_mid_replay_says_where_it_stopped(tmp_path):
     assert len(last) and last.max() < s["stopped_at"]["messages_done"]
 
 
+def test_text_bytes_outside_ascii_are_counted_not_fatal(tmp_path, capsys):
+    """A damaged text field (a byte outside ASCII in an R or A message's stock) once failed
+    replay, decode and the symbol harvest with a traceback (UnicodeDecodeError, or Arrow's
+    invalid UTF-8). Now it is written as '?', counted in summary.json and said in one line."""
+    import gzip
+    import json
+
+    import pyarrow.parquet as pq
+    raw = bytearray(gzip.decompress(pathlib.Path(SAMPLE_DAY).read_bytes()))
+    hit, pos = {}, 0
+    while pos + 3 <= len(raw) and len(hit) < 2:  # the first R and the first A
+        n, t = int.from_bytes(raw[pos:pos + 2], "big"), chr(raw[pos + 2])
+        if t in "RA" and t not in hit:
+            hit[t] = pos + 2 + (11 if t == "R" else 24)  # the stock field's first byte
+        pos += 2 + n
+    for at in hit.values():
+        raw[at] = 0xDE
+    bad = tmp_path / "20191230.damaged.itch"
+    bad.write_bytes(bytes(raw))
+    assert main(["itch", "replay", str(bad), "-o", str(tmp_path / "r"), "--no-progress"]) == 0
+    s = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert s["status"] == "ok" and s["text_bytes_outside_ascii"] >= 1
+    assert main(["itch", "decode", str(bad), "-o", str(tmp_path / "d"), "--types", "R,A"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("byte(s) outside ASCII") == 2, out
+    stocks = pq.read_table(tmp_path / "d" / "R_stock_directory.parquet")["stock"].to_pylist()
+    assert any("?" in x for x in stocks) and all(x.isascii() for x in stocks)
+
+
 def test_sigkill_mid_replay_leaves_no_report_without_its_footer(tmp_path):
     """kill -9 cannot be caught: the files being written are left as NAME.partial, so every
     file under a report's name is whole; a --force rerun clears the leftovers."""

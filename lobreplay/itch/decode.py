@@ -40,6 +40,29 @@ def _wire_dtype(lay: Layout) -> np.dtype:
 WIRE = {t: _wire_dtype(lay) for t, lay in LAYOUTS.items()}
 
 
+# Bytes outside ASCII found in text fields (ITCH Alpha fields are ASCII: such a byte is
+# damage), written as "?" so that every text column is valid text (they became Arrow strings
+# with invalid UTF-8 and failed the write): counted here, per process, and reported by the
+# commands (summary.json text_bytes_outside_ascii).
+_NON_ASCII = [0]
+
+
+def non_ascii_bytes() -> int:
+    """Bytes outside ASCII replaced by "?" in text fields so far in this process."""
+    return _NON_ASCII[0]
+
+
+def _ascii(col: np.ndarray) -> np.ndarray:
+    """A contiguous bytes column with every byte outside ASCII replaced by "?" (counted)."""
+    raw = col.view(np.uint8)
+    bad = raw >= 0x80
+    if bad.any():
+        col = col.copy()
+        col.view(np.uint8)[bad] = ord("?")
+        _NON_ASCII[0] += int(bad.sum())
+    return col
+
+
 def column_kinds(t: str) -> dict[str, str]:
     """Field name -> spec kind for every column decode() returns for type t."""
     lay = LAYOUTS[t]
@@ -94,9 +117,9 @@ def decode_type(chunk: Chunk, t: str, *, with_index: bool = True,
         elif kind[0] == "u":
             out[name] = rec[name].astype(kind)  # native unsigned of the same width
         elif kind == "c":
-            out[name] = rec[name].copy()
+            out[name] = _ascii(rec[name].copy())
         else:  # text: strip the space padding
-            out[name] = np.char.rstrip(rec[name], b" ")
+            out[name] = _ascii(np.char.rstrip(rec[name], b" "))
     return out
 
 

@@ -31,7 +31,8 @@ from .. import _arrow
 from .._lazy import Deferred, preload
 from ..events import Kind
 from ..latency import histogram_table, summary_rows
-from ..reports import STREAM_SUFFIX, file_sha256, parquet_options, read_report, report_path, write_json
+from ..reports import STREAM_SUFFIX, error_text, file_sha256, parquet_options, read_report, report_path, write_json
+from .decode import non_ascii_bytes
 from .replay import ItchReplay, ReplayConfig, desync_rate, prepare_output, replay_itch, usable_cpus
 
 PART_HIST = "latency_hist.npz"
@@ -60,7 +61,9 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
         scans = max(1, min(jobs, usable_cpus() - 1 - bool(cfg.hash)))
         with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:
             sha = helper.submit(file_sha256, path) if cfg.hash else None
+            ascii0 = non_ascii_bytes()
             p1 = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False).pass1(threads=scans)
+            ascii_p1 = non_ascii_bytes() - ascii0
             scanned = time.perf_counter()
             sha256 = sha.result() if sha is not None else ""
         if imports is not None:
@@ -81,6 +84,7 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             summary = merge(parts, out_dir, summaries, max(s.pop("last_event_ns") for s in summaries), hists)
             if hgrm is not None:
                 hgrm.get()
+        summary["text_bytes_outside_ascii"] = ascii_p1 + sum(s.get("text_bytes_outside_ascii", 0) for s in summaries)
         summary["parallel"] = {
             "split": "pass 1: one reader, locate % jobs per scan thread; pass 2: balanced by messages per locate",
             "pass1_seconds": round(p1.seconds, 3),
@@ -91,8 +95,7 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             "merge_seconds": round(time.time() - joined, 3),
         }
     except BaseException as e:
-        write_json(os.path.join(out_dir, "summary.json"),
-                   {"status": "failed", "error": f"{type(e).__name__}: {e}", "jobs": jobs})
+        write_json(os.path.join(out_dir, "summary.json"), {"status": "failed", "error": error_text(e), "jobs": jobs})
         raise
     finally:
         _PASS1 = None

@@ -37,7 +37,7 @@ from ..latency import histogram_table, report_rows
 from .. import reports
 from .._lazy import Deferred, load
 from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
-from .decode import decode_type, positions_of, to_arrow
+from .decode import decode_type, non_ascii_bytes, positions_of, to_arrow
 from .reader import ItchFile, read_ahead
 from .spec import LAYOUTS, PRICE4_SCALE
 
@@ -298,6 +298,7 @@ class ItchReplay:
 
     def _run(self) -> dict:
         cfg = self.cfg
+        ascii0 = non_ascii_bytes()
         with ReplayRun(self.out_dir, self.src_meta(), where=self.where) as run:
             if self.hash_file:
                 # on its own thread and its own reads, off the critical path: the report
@@ -321,6 +322,9 @@ class ItchReplay:
             run.summary["source"] = self.src_meta()  # with the file's SHA-256
             run.summary["notes"] = notes + ([] if cfg.hash else
                                             ["no SHA-256 of the input (--no-hash): source_sha256 is empty"])
+            # (bytes outside ASCII in text fields, written as "?": counted each time a field is
+            # decoded, so a damaged S or C message read by both passes counts twice)
+            run.summary["text_bytes_outside_ascii"] = non_ascii_bytes() - ascii0
             run.summary["pass1"] = {"seconds": round(p1.seconds, 3),
                                     "messages_per_second": round(p1.messages / p1.seconds) if p1.seconds
                                     else None}
