@@ -74,19 +74,30 @@ def orderbook_lines(book: np.ndarray) -> list[str]:
     return _join_columns([book[:, j] for j in range(book.shape[1])])
 
 
+def _load(path: str, what: str, dtype) -> np.ndarray:
+    """A comma-separated file of `what` as a 2-D array, or an InputError naming the file."""
+    try:
+        return np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
+    except (ValueError, UnicodeDecodeError) as e:  # (numpy's text: which row or value)
+        raise InputError(f"{path}: not a LOBSTER {what} file: {e}") from None
+
+
 def read_message(path: str) -> dict[str, np.ndarray]:
     """A LOBSTER message file as columns; time_ns parsed exactly from the decimal string."""
-    raw = np.loadtxt(path, delimiter=",", dtype="U32", ndmin=2)
+    raw = _load(path, "message", "U32")
     if raw.shape[1] < 6:
         raise InputError(f"{path}: a LOBSTER message file has 6 columns, found {raw.shape[1]}")
     parts = np.char.partition(raw[:, 0], ".")
     frac = parts[:, 2]
     if (np.char.str_len(frac) > 9).any():
         raise InputError(f"{path}: time with more than 9 decimals")
-    frac_ns = np.char.ljust(frac, 9, "0").astype(np.int64)
-    out = {"time_ns": parts[:, 0].astype(np.int64) * 1_000_000_000 + frac_ns, "time": raw[:, 0]}
-    for j, name in enumerate(("type", "id", "size", "price", "direction"), 1):
-        out[name] = raw[:, j].astype(np.int64)
+    try:
+        frac_ns = np.char.ljust(frac, 9, "0").astype(np.int64)
+        out = {"time_ns": parts[:, 0].astype(np.int64) * 1_000_000_000 + frac_ns, "time": raw[:, 0]}
+        for j, name in enumerate(("type", "id", "size", "price", "direction"), 1):
+            out[name] = raw[:, j].astype(np.int64)
+    except ValueError as e:
+        raise InputError(f"{path}: not a LOBSTER message file: {e}") from None
     bad = ~np.isin(out["type"], np.arange(1, 8))
     if bad.any():
         raise InputError(f"{path}: row {int(np.argmax(bad)) + 1}: type {out['type'][bad][0]} is not 1..7")
@@ -94,7 +105,7 @@ def read_message(path: str) -> dict[str, np.ndarray]:
 
 
 def read_orderbook(path: str) -> np.ndarray:
-    book = np.loadtxt(path, delimiter=",", dtype=np.int64, ndmin=2)
+    book = _load(path, "orderbook", np.int64)
     if book.shape[1] % 4:
         raise InputError(f"{path}: an orderbook file has 4 columns per level, found {book.shape[1]}")
     return book

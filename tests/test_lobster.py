@@ -76,6 +76,25 @@ def swap_ids(tmp_path):
     raise AssertionError("no row to corrupt")
 
 
+@pytest.mark.parametrize("which, body, says", [
+    ("message", b"34200.1,1,5,100,2500000,1\n34200.2,x,5,100,2500000,1\n", "invalid literal"),
+    ("message", b"garbage,\xff\n", "codec can't decode"),
+    ("orderbook", b"1,2,x,4\n", "could not convert"),
+    ("orderbook", b"\xff\xfe,1\n", "codec can't decode"),
+])
+def test_verify_says_which_file_is_not_lobster(tmp_path, which, body, says):
+    """A message or orderbook file with a value that is not a number, or bytes that are not
+    text: one InputError naming the file and numpy's account of the row (it was a ValueError
+    or UnicodeDecodeError traceback)."""
+    from lobreplay.errors import InputError
+    m, o = pair("MSFT")
+    bad = tmp_path / f"bad_{which}.csv"
+    bad.write_bytes(body)
+    args = (str(bad), o) if which == "message" else (m, str(bad))
+    with pytest.raises(InputError, match=f"bad_{which}.csv: not a LOBSTER {which} file: .*{says}"):
+        verify_lobster(*args)
+
+
 def test_verify_finds_inconsistent_order_ids(tmp_path):
     m, o, j = swap_ids(tmp_path)
     rep = verify_lobster(m, o)
