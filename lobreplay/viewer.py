@@ -142,6 +142,11 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
         raise InputError(f"{report_dir}: not a directory (expected the reports of `lobreplay itch replay`)")
     have = {n: os.path.join(report_dir, f"{n}.parquet") for n in ("depth", "bbo", "executions", "latency", "symbols")}
     have = {n: p for n, p in have.items() if os.path.exists(p)}
+    for p in have.values():  # a file cut short or not Parquet at all: say which, before reading any
+        try:
+            pq.read_metadata(p)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise InputError(f"{p}: not a whole Parquet file ({e})") from None
     if "depth" not in have and "bbo" not in have:
         raise InputError(f"{report_dir}: neither depth.parquet nor bbo.parquet; replay with --depth N "
                          "(or with the bbo report) to view a book")

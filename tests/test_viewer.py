@@ -170,6 +170,17 @@ def test_build_view_falls_back_to_bbo(tmp_path):
     assert "bbo.parquet: best bid and offer only" in (tmp_path / "b.html").read_text()
 
 
+@pytest.mark.parametrize("name", ["depth", "bbo", "latency"])
+def test_build_view_names_a_report_file_cut_short(tmp_path, name):
+    """A report file cut short (copied in part, a full disk): one error naming it (it was
+    Arrow's 'magic bytes not found' traceback from wherever the page first read it)."""
+    rep = make_reports(tmp_path / "rep", n_depth=300)
+    path = rep / f"{name}.parquet"
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(InputError, match=f"{name}.parquet: not a whole Parquet file"):
+        build_view(rep, tmp_path / "x.html")
+
+
 def test_build_view_real_day_without_depth(tmp_path):
     """The bundled day replayed without --depth: the page is the 1-level fallback."""
     rep = tmp_path / "rep"
