@@ -215,11 +215,31 @@ def test_sigterm_mid_run_leaves_a_whole_file(tmp_path):
         finally:
             if p.poll() is None:
                 p.kill()
-        err = p.stderr.read().decode()
+        err, said = p.stderr.read().decode(), p.stdout.read().decode()
     assert rc == 0, err
     c = lobc.check(out)
     assert c["whole"] and c["torn"] is None
     assert c["records_by_kind"]["SNAPSHOT_BEGIN"] == 1 and c["records_by_kind"]["DIFF_BEGIN"] > 5
+    # the closing line: what was received and written, connections and gaps
+    line = said.strip().splitlines()[-1]
+    assert line.startswith(f"{out}: ") and " messages received, " in line and "connections 1," in line, said
+
+
+def test_a_capture_that_never_connects_says_so_and_fails(tmp_path):
+    """Nothing listening (here: 127.0.0.1 port 1): the capture retries with backoff for its
+    --seconds, then says it never connected, with the last error, and exits 1; the file is
+    whole, its header only (it once ended quietly with exit 0)."""
+    out = tmp_path / "none.lobc"
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-m", "lobreplay.binance.cli", "capture", "binance", "--symbol", "btcusdt",
+                        "--seconds", "1.5", "-o", str(out), "--ws-url", "ws://127.0.0.1:1/",
+                        "--rest-url", "http://127.0.0.1:1/", "--no-progress"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert "never connected to ws://127.0.0.1:1/" in p.stderr and "Connect" in p.stderr and "Traceback" not in p.stderr
+    assert "connections 0," in p.stdout
+    c = lobc.check(out)
+    assert c["whole"] and c["records"] == 0
 
 
 def test_rotate_starts_a_file_per_period_each_replaying_on_its_own(tmp_path):

@@ -61,6 +61,13 @@ def _cmd_capture_binance(args) -> int:
     if args.stats_json:
         with open(args.stats_json, "w") as f:
             json.dump(st, f, indent=1, default=str)
+    print(f"{st['out']}: {st['messages_received']:,} messages received, {st['records']:,} records, "
+          f"{st['bytes']:,} bytes written; connections {st['connects']}, disconnects {st['disconnects']}, "
+          f"gaps {st['gaps']}, resyncs {st['resyncs']}")
+    if not st["connects"]:  # (the file is whole: its header and whatever GAP records there are)
+        last = st["notes"][-1] if st["notes"] else "no error recorded"
+        raise InputError(f"capture binance: never connected to {opts.ws_url or 'Binance'} "
+                         f"({last}); {st['out']} holds no market data")
     return 0
 
 
