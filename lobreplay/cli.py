@@ -19,6 +19,9 @@ def _cmd_demo(args) -> int:
     from .events import BBO_DTYPE, RESULT_DTYPE, Kind, Status
     from .synth import generate_flow
 
+    for name in ("events", "instruments", "resting", "chunk", "repeat"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name}: expected a number >= 1, got {getattr(args, name)}")
     print(f"lobreplay {__version__} demo: a generated order flow replayed through the C core")
     t = time.perf_counter()
     flow = generate_flow(args.events, n_instruments=args.instruments, seed=args.seed, resting=args.resting)
@@ -205,9 +208,14 @@ def itch_replay_config(args):
         raise InputError(f"--headroom: expected a fraction of the price range >= 0 (0.2: 20 %), got {args.headroom}")
     if args.chunk_mb < 1:
         raise InputError(f"--chunk-mb: expected a chunk size >= 1 (MiB), got {args.chunk_mb}")
+    if args.depth < 0:
+        raise InputError(f"--depth: expected a number of levels >= 0, got {args.depth}")
     if args.depth and "depth" not in reports:
         reports = reports + ("depth",)
-    return ReplayConfig(symbols=[s.strip() for s in args.symbols.split(",")] if args.symbols else None,
+    symbols = [s.strip() for s in args.symbols.split(",") if s.strip()] if args.symbols is not None else None
+    if symbols == []:
+        raise InputError(f"--symbols: expected comma-separated symbols, got {args.symbols!r}")
+    return ReplayConfig(symbols=symbols,
                         depth_levels=args.depth,
                         depth_every_ns=0 if args.every == "change" else _duration_ns(args.every),
                         headroom=args.headroom, allow_truncated=args.allow_truncated, reports=reports,

@@ -191,7 +191,7 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
     Returns (message_path, orderbook_path)."""
     from .itch.decode import decode_type
     from .itch.reader import ItchFile
-    from .itch.replay import session_date, size_books
+    from .itch.replay import given_date, session_date, size_books
 
     levels = int(levels)
     if levels < 1:
@@ -200,8 +200,8 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
         date = session_date(itch_path)
         if date is None:
             raise InputError(f"{itch_path}: no date in the file name; pass date=YYYY-MM-DD (--date)")
-    elif not isinstance(date, dt.date):
-        date = dt.date.fromisoformat(str(date))
+    else:
+        date = given_date(date, "--date")
     src = ItchFile(itch_path, chunk_bytes=chunk_bytes)
     stats, locate = _find_locate(src, symbol)
     if locate is None:

@@ -166,13 +166,6 @@ def _key(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]", "_", text).lstrip("._") or "file"
 
 
-def _check_date(text: str, where: str) -> str:
-    try:
-        return dt.date.fromisoformat(text).isoformat()
-    except ValueError:
-        raise InputError(f"{where}: expected a date YYYY-MM-DD, got {text!r}") from None
-
-
 def parse_dates(items: list[str] | None) -> dict[str, str]:
     """--date NAME=YYYY-MM-DD (repeated): file name or path -> date."""
     out = {}
@@ -180,7 +173,8 @@ def parse_dates(items: list[str] | None) -> dict[str, str]:
         name, sep, day = item.rpartition("=")
         if not sep or not name:
             raise InputError(f"--date: expected FILE=YYYY-MM-DD, got {item!r}")
-        out[name] = _check_date(day, f"--date {item}")
+        from .itch.replay import given_date
+        out[name] = given_date(day, f"--date {item}").isoformat()
     return out
 
 

@@ -3,6 +3,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 from lobreplay.cli import main
 
 SAMPLE_DAY = str(pathlib.Path(__file__).resolve().parent.parent / "data" / "sample_day.itch.gz")
@@ -232,6 +234,24 @@ def test_text_bytes_outside_ascii_are_counted_not_fatal(tmp_path, capsys):
     assert out.count("byte(s) outside ASCII") == 2, out
     stocks = pq.read_table(tmp_path / "d" / "R_stock_directory.parquet")["stock"].to_pylist()
     assert any("?" in x for x in stocks) and all(x.isascii() for x in stocks)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["demo", "--events", "0"], "--events: expected a number >= 1"),
+    (["demo", "--resting", "0", "--events", "500"], "--resting: expected a number >= 1"),
+    (["itch", "replay", SAMPLE_DAY, "--depth", "-2"], "--depth: expected a number of levels >= 0"),
+    (["itch", "replay", SAMPLE_DAY, "--date", "2019-13-45"], "--date: expected a date YYYY-MM-DD"),
+    (["itch", "replay", SAMPLE_DAY, "--symbols", ",,,"], "--symbols: expected comma-separated symbols"),
+    (["itch", "lobster", SAMPLE_DAY, "--symbol", "X", "--date", "2019-02-30"], "--date: expected a date"),
+    (["itch", "replay-many", SAMPLE_DAY, "--date", "x.itch=2019-99-01"], "expected a date YYYY-MM-DD"),
+])
+def test_bad_arguments_are_one_line(tmp_path, capsys, argv, says):
+    """Arguments out of range: exit 1 and one line naming the option (each was a traceback:
+    ZeroDivisionError, 'negative dimensions', 'month must be in 1..12', 'empty range')."""
+    argv = argv[:3] + ["-o", str(tmp_path / "o")] + argv[3:] if argv[0] == "itch" else argv
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("lobreplay: error: ") and says in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_sigkill_mid_replay_leaves_no_report_without_its_footer(tmp_path):

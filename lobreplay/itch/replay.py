@@ -130,6 +130,17 @@ def _date(y: int, m: int, d: int) -> dt.date | None:
         return None
 
 
+def given_date(text, where: str = "date") -> dt.date:
+    """A session date given as YYYY-MM-DD (a --date, a config's date), or an InputError
+    naming where it came from."""
+    if isinstance(text, dt.date):
+        return text
+    try:
+        return dt.date.fromisoformat(str(text))
+    except ValueError:
+        raise InputError(f"{where}: expected a date YYYY-MM-DD, got {text!r}") from None
+
+
 def size_books(stats: np.ndarray, headroom: float, locates) -> tuple[list[Sizing], list[str]]:
     """Book sizes from pass-1 figures: tick = gcd of the prices, band = [min, max]
     widened by headroom (never below 0, at most MAX_LEVELS levels), capacity =
@@ -184,7 +195,7 @@ class ItchReplay:
         if cfg.part is not None and pass1 is None:
             raise ValueError("a part of a parallel replay starts from the parent's pass 1 (pass1=)")
         self.owner = None if pass1 is None else pass1[1]  # the part each locate belongs to (parallel replays)
-        date = dt.date.fromisoformat(cfg.date) if cfg.date else session_date(path)
+        date = given_date(cfg.date, "--date") if cfg.date else session_date(path)
         self.date = date
         self.midnight_utc_ns = None
         if date is not None:
