@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _coreapi as core
+from .errors import BadEventError
 from .events import (BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Kind, Side, TIF,
                      as_side, as_tif)
 from .latency import summarize
@@ -307,6 +308,21 @@ class Fill:
         return list(zip(x["maker_id"].tolist(), x["price"].tolist(), x["qty"].tolist()))
 
 
+U64, I64 = (1 << 64) - 1, 1 << 63
+
+
+def _integer(name: str, value, lo: int, hi: int) -> int:
+    """value as a Python int in [lo, hi], or a BadEventError naming the argument: prices are
+    integers in the feed's units (never floats), ids and quantities whole numbers."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise BadEventError(f"{name}: expected an integer{' (feed units)' if name == 'price' else ''}, "
+                            f"got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if not lo <= value <= hi:
+        raise BadEventError(f"{name}: {value} is outside {lo}..{hi}")
+    return value
+
+
 class OrderBook(BookView):
     """One book, one event per call: for notebooks and exploration. Rejects
     raise LobError subclasses. Replays use Session.apply, never this."""
@@ -317,8 +333,15 @@ class OrderBook(BookView):
         super().__init__(self.session.book(0)._b, 0)
 
     def _apply(self, kind, order_id, *, new_id=0, side=0, price=0, qty=0, tif=0, flags=0) -> Fill:
-        st, filled, resting, execs = self.session._s.apply_one(kind, order_id, new_id, price, qty, 0, side, tif,
-                                                               int(flags))
+        try:
+            st, filled, resting, execs = self.session._s.apply_one(kind, order_id, new_id, price, qty, 0, side,
+                                                                   tif, int(flags))
+        except (TypeError, OverflowError):  # (cffi's words name no argument: find which, off the fast path)
+            ids = "participant" if kind == Kind.NEW else "new_id"
+            for name, value, lo, hi in (("order_id", order_id, 0, U64), (ids, new_id, 0, U64),
+                                        ("price", price, -I64, I64 - 1), ("qty", qty, -I64, I64 - 1)):
+                _integer(name, value, lo, hi)
+            raise
         if st:
             raise core.exception_for(st, f"{Kind(kind).name} order {order_id}")
         return Fill(filled, resting, execs)

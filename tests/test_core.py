@@ -4,6 +4,7 @@ execution-buffer refills, creation arguments, latency histograms)."""
 import gc
 import os
 import random
+import re
 
 import numpy as np
 import pytest
@@ -670,6 +671,26 @@ def test_book_histograms_in_one_call():
     missing = max(books) + 1
     with pytest.raises(L.UnknownInstrumentError, match=f"instrument {missing}"):
         s.book_histograms([books[0], missing])
+
+
+@pytest.mark.parametrize("call, says", [
+    (lambda b: b.new(1, L.Side.BUY, 10.5, 5), "price: expected an integer (feed units), got 10.5"),
+    (lambda b: b.new(1, L.Side.BUY, None, 5), "price: expected an integer"),
+    (lambda b: b.new(2**64, L.Side.BUY, 10, 5), "order_id: 18446744073709551616 is outside"),
+    (lambda b: b.new(-1, L.Side.BUY, 10, 5), "order_id: -1 is outside"),
+    (lambda b: b.new(1, L.Side.BUY, 10, 5, participant=1.5), "participant: expected an integer"),
+    (lambda b: b.reduce(1, 2.0), "qty: expected an integer"),
+    (lambda b: b.replace(1, 2, 2**70, 5), "price: 1180591620717411303424 is outside"),
+])
+def test_order_book_names_the_argument_that_is_not_an_integer(call, says):
+    """The interactive OrderBook: a float price (prices are integers in feed units), an id out
+    of range, ...: a BadEventError naming the argument (cffi's own TypeError / OverflowError
+    named none). The check runs only once cffi refuses, so the event path costs the same."""
+    b = L.OrderBook(0, 1000, 1, 10)
+    with pytest.raises(L.BadEventError, match=re.escape(says)):
+        call(b)
+    assert b.order_count == 0
+    assert b.new(1, L.Side.BUY, np.int64(10), np.int32(5)).resting == 5  # numpy integers are integers
 
 
 def test_book_bytes_follow_the_books():
