@@ -201,7 +201,7 @@ def _duration_ns(text: str) -> int:
 def itch_replay_config(args):
     """The ReplayConfig of `itch replay` and `itch replay-many` (add_itch_replay_options)."""
     from .itch.replay import ALL_REPORTS, ReplayConfig
-    from .reports import parse_report_list
+    from .reports import parse_report_list, parse_symbols
 
     reports = parse_report_list(getattr(args, "no_reports", False), args.reports, ALL_REPORTS)
     if not args.headroom >= 0:  # (also NaN)
@@ -212,10 +212,7 @@ def itch_replay_config(args):
         raise InputError(f"--depth: expected a number of levels >= 0, got {args.depth}")
     if args.depth and "depth" not in reports:
         reports = reports + ("depth",)
-    symbols = [s.strip() for s in args.symbols.split(",") if s.strip()] if args.symbols is not None else None
-    if symbols == []:
-        raise InputError(f"--symbols: expected comma-separated symbols, got {args.symbols!r}")
-    return ReplayConfig(symbols=symbols,
+    return ReplayConfig(symbols=parse_symbols(args.symbols),
                         depth_levels=args.depth,
                         depth_every_ns=0 if args.every == "change" else _duration_ns(args.every),
                         headroom=args.headroom, allow_truncated=args.allow_truncated, reports=reports,

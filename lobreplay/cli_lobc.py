@@ -40,11 +40,11 @@ def cmd_check(args) -> int:
 def lobc_replay_config(args):
     """The L2ReplayConfig of `lobc replay` and `lobc replay-many` (replay_options)."""
     from .l2replay import ALL_REPORTS, L2ReplayConfig
-    from .reports import parse_report_list
+    from .reports import parse_report_list, parse_symbols
 
     reports = parse_report_list(getattr(args, "no_reports", False), args.reports, ALL_REPORTS)
-    return L2ReplayConfig(symbols=[s.strip() for s in args.symbols.split(",") if s.strip()] if args.symbols
-                          else None, reports=reports, timing=not args.no_timing, price_mode=args.price_mode)
+    return L2ReplayConfig(symbols=parse_symbols(args.symbols), reports=reports, timing=not args.no_timing,
+                          price_mode=args.price_mode)
 
 
 def cmd_replay(args) -> int:

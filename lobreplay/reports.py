@@ -385,6 +385,17 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def parse_symbols(text: str | None) -> list[str] | None:
+    """--symbols a,b (None: every symbol); given but naming none (",,,") is an error."""
+    from .errors import InputError
+    if text is None:
+        return None
+    symbols = [s.strip() for s in text.split(",") if s.strip()]
+    if not symbols:
+        raise InputError(f"--symbols: expected comma-separated symbols, got {text!r}")
+    return symbols
+
+
 def parse_report_list(no_reports: bool, text: str | None, allowed: tuple[str, ...]) -> tuple[str, ...]:
     """The reports a replay command was asked for (--no-reports / --reports a,b / all)."""
     from .errors import InputError

@@ -242,13 +242,15 @@ def test_text_bytes_outside_ascii_are_counted_not_fatal(tmp_path, capsys):
     (["itch", "replay", SAMPLE_DAY, "--depth", "-2"], "--depth: expected a number of levels >= 0"),
     (["itch", "replay", SAMPLE_DAY, "--date", "2019-13-45"], "--date: expected a date YYYY-MM-DD"),
     (["itch", "replay", SAMPLE_DAY, "--symbols", ",,,"], "--symbols: expected comma-separated symbols"),
+    (["lobc", "replay", "never-read.lobc", "--symbols", ","],
+     "--symbols: expected comma-separated symbols"),
     (["itch", "lobster", SAMPLE_DAY, "--symbol", "X", "--date", "2019-02-30"], "--date: expected a date"),
     (["itch", "replay-many", SAMPLE_DAY, "--date", "x.itch=2019-99-01"], "expected a date YYYY-MM-DD"),
 ])
 def test_bad_arguments_are_one_line(tmp_path, capsys, argv, says):
     """Arguments out of range: exit 1 and one line naming the option (each was a traceback:
     ZeroDivisionError, 'negative dimensions', 'month must be in 1..12', 'empty range')."""
-    argv = argv[:3] + ["-o", str(tmp_path / "o")] + argv[3:] if argv[0] == "itch" else argv
+    argv = argv[:3] + ["-o", str(tmp_path / "o")] + argv[3:] if argv[0] in ("itch", "lobc") else argv
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert err.startswith("lobreplay: error: ") and says in err and len(err.strip().splitlines()) == 1, err
