@@ -311,16 +311,14 @@ class Fill:
 U64, I64 = (1 << 64) - 1, 1 << 63
 
 
-def _integer(name: str, value, lo: int, hi: int) -> int:
-    """value as a Python int in [lo, hi], or a BadEventError naming the argument: prices are
+def _check_integer(name: str, value, lo: int, hi: int) -> None:
+    """A BadEventError naming the argument unless value is an integer in [lo, hi]: prices are
     integers in the feed's units (never floats), ids and quantities whole numbers."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise BadEventError(f"{name}: expected an integer{' (feed units)' if name == 'price' else ''}, "
                             f"got {value!r} ({type(value).__name__})")
-    value = int(value)
-    if not lo <= value <= hi:
-        raise BadEventError(f"{name}: {value} is outside {lo}..{hi}")
-    return value
+    if not lo <= int(value) <= hi:
+        raise BadEventError(f"{name}: {int(value)} is outside {lo}..{hi}")
 
 
 class OrderBook(BookView):
@@ -340,7 +338,7 @@ class OrderBook(BookView):
             ids = "participant" if kind == Kind.NEW else "new_id"
             for name, value, lo, hi in (("order_id", order_id, 0, U64), (ids, new_id, 0, U64),
                                         ("price", price, -I64, I64 - 1), ("qty", qty, -I64, I64 - 1)):
-                _integer(name, value, lo, hi)
+                _check_integer(name, value, lo, hi)
             raise
         if st:
             raise core.exception_for(st, f"{Kind(kind).name} order {order_id}")

@@ -95,7 +95,7 @@ def _fmt_time(ns: int) -> str:
 def _cmd_itch_stats(args) -> int:
     import numpy as np
 
-    from .itch.decode import decode_type, non_ascii_bytes, timestamps
+    from .itch.decode import as_text, decode_type, non_ascii_bytes, timestamps
     from .itch.reader import ItchFile
     from .itch.spec import LAYOUTS
 
@@ -110,7 +110,7 @@ def _cmd_itch_stats(args) -> int:
         first = int(ts[0]) if first is None else first
         last = int(ts[1])
         if chunk.has("R"):
-            symbols.update(np.char.decode(decode_type(chunk, "R")["stock"], "ascii").tolist())
+            symbols.update(as_text(decode_type(chunk, "R")["stock"]).tolist())
         loc = ((chunk.buf[chunk.offsets.astype(np.int64) + 1].astype(np.int64) << 8)
                | chunk.buf[chunk.offsets.astype(np.int64) + 2])
         locates.update(np.unique(loc).tolist())
@@ -370,12 +370,13 @@ def main(argv: list[str] | None = None) -> int:
 def _note_gzip_jobs(path: str, jobs: int) -> None:
     """--jobs N on a gzip file: every part inflates the whole file, so with no more CPUs than
     parts one job is faster (docs/itch.md); say so once on stderr, and go on."""
+    from .itch.reader import GZIP_MAGIC
     from .reports import usable_cpus
     if jobs < 2 or jobs < usable_cpus():
         return
     try:
         with open(path, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
+            gz = f.read(len(GZIP_MAGIC)) == GZIP_MAGIC
     except OSError:
         return  # (the replay says what is wrong with the file)
     if gz:

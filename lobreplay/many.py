@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 
 from . import __version__
 from .errors import InputError, LobError
-from .reports import parquet_options, write_json
+from .reports import parquet_options, usable_cpus, write_json
 
 MANIFEST = "_lobreplay.json"
 LOCK = "_lock"
@@ -169,12 +169,12 @@ def _key(text: str) -> str:
 
 def parse_dates(items: list[str] | None) -> dict[str, str]:
     """--date NAME=YYYY-MM-DD (repeated): file name or path -> date."""
+    from .itch.replay import given_date
     out = {}
     for item in items or []:
         name, sep, day = item.rpartition("=")
         if not sep or not name:
             raise InputError(f"--date: expected FILE=YYYY-MM-DD, got {item!r}")
-        from .itch.replay import given_date
         out[name] = given_date(day, f"--date {item}").isoformat()
     return out
 
@@ -578,7 +578,7 @@ def cluster(scheduler: str | None = None, workers: int | None = None, memory_lim
                                      f"(waited {wait_seconds:.0f} s)") from None
             yield client, f"the scheduler at {scheduler}"
         return
-    n = workers or len(os.sched_getaffinity(0))
+    n = workers or usable_cpus()
     if n < 1:
         raise InputError(f"--workers: expected a number of processes >= 1, got {n}")
     # no dashboard; its HTTP server (health, metrics) on any free port, not 8787

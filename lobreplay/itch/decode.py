@@ -53,12 +53,12 @@ def non_ascii_bytes() -> int:
 
 
 def _ascii(col: np.ndarray) -> np.ndarray:
-    """A contiguous bytes column with every byte outside ASCII replaced by "?" (counted)."""
+    """col (a new contiguous bytes column, changed in place) with every byte outside ASCII
+    replaced by "?" (counted)."""
     raw = col.view(np.uint8)
     bad = raw >= 0x80
     if bad.any():
-        col = col.copy()
-        col.view(np.uint8)[bad] = ord("?")
+        raw[bad] = ord("?")
         _NON_ASCII[0] += int(bad.sum())
     return col
 
