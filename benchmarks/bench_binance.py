@@ -4,6 +4,7 @@ local fake Binance (the capture runs in its own process; its CPU time comes
 from getrusage of that child, the server's is not counted).
 
     .venv/bin/python benchmarks/bench_binance.py [--reps 3] [--rate 4000] [--only convert,replay,capture]
+    .venv/bin/python benchmarks/bench_binance.py --only long [--copies 10]   # a long file: rate, peak RSS
 
 Uses the real recordings in ../shared/data/binance (hftbacktest). Prints a
 Markdown table for benchmarks/RESULTS.md. Speed is never asserted.
@@ -29,6 +30,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest"
 sys.path.insert(0, str(ROOT))  # tests.fake_binance
+
+import numpy as np  # noqa: E402
 
 from lobreplay import lobc  # noqa: E402
 from lobreplay.binance.convert import convert  # noqa: E402
@@ -81,12 +84,44 @@ def bench_capture(market: str, seconds: float, rate: float) -> dict:
         return {"cpu_s": cpu, "messages": msgs, "records": len(lobc.read(out).records), "stats": st}
 
 
+def long_file(src: Path, dst: Path, copies: int) -> int:
+    """`copies` copies of a recording one after another as one continuous capture (update ids and
+    times shifted past the copy before), for the replay's cost and memory on a long file."""
+    d = lobc.read(src)
+    r, m = d.records, d.meta
+    ids = np.concatenate([r[f][r[f] != 0] for f in ("first_id", "last_id", "prev_id")])
+    id_span = int(ids.max() - ids.min()) + 1
+    t_span = int(r["recv_ns"].max() - r["recv_ns"].min()) + 1
+    with lobc.LobcWriter(dst, venue=m["venue"], market=m["market"], symbols=m["symbols"],
+                         price_scale=m["price_scale"], qty_scale=m["qty_scale"], flush_records=65536) as w:
+        for i in range(copies):
+            c = r.copy()
+            for f, step in (("first_id", id_span), ("last_id", id_span), ("prev_id", id_span),
+                            ("recv_ns", t_span), ("exch_ns", t_span)):
+                nz = c[f] != 0
+                c[f][nz] += c[f].dtype.type(i * step)
+            w.add_many(c)
+    return w.records
+
+
+def bench_long(path: Path, out: Path) -> dict:
+    """The whole command as a user runs it, in a fresh process: wall time and peak RSS from its
+    summary.json."""
+    subprocess.run([sys.executable, "-m", "lobreplay", "lobc", "replay", str(path), "-o", str(out), "--force"], check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+    s = json.loads((out / "summary.json").read_text())
+    return {"seconds": s["wall_seconds"], "records": s["records"], "rss": s["peak_rss_bytes"],
+            "pass2": s["pass2"]["seconds"]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rate", type=float, default=4000.0, help="messages/s the fake server sends")
     ap.add_argument("--seconds", type=float, default=5.0, help="capture duration")
-    ap.add_argument("--only", default="convert,replay,capture", help="comma-separated: convert, replay, capture")
+    ap.add_argument("--only", default="convert,replay,capture",
+                    help="comma-separated: convert, replay, capture, long (the USD-M recording --copies times "
+                         "over as one file: the replay's rate and peak RSS on a long file, fresh processes)")
+    ap.add_argument("--copies", type=int, default=10, help="copies of the USD-M recording in the long file")
     args = ap.parse_args()
     compileall.compile_dir(ROOT / "lobreplay", quiet=1)  # as installed (pip compiles bytecode)
     only = {w.strip() for w in args.only.split(",")}
@@ -108,6 +143,18 @@ def main() -> int:
                 rows.append((f"replay {name} .lobc", f"{rep[0]['records'] / secs / 1e6:.2f} M records/s",
                              f"{rep[0]['records']:,} records", f"{secs * 1e3:.0f} ms (pass 2: {p2 * 1e3:.0f} ms, "
                              f"{rep[0]['records'] / p2 / 1e6:.1f} M records/s)" if p2 else f"{secs:.2f} s"))
+        if "long" in only:
+            convert(str(FILES["usdm 2024-08-08"]), str(d / "usdm.lobc"))
+            n = long_file(d / "usdm.lobc", d / "long.lobc", args.copies)
+            size = (d / "long.lobc").stat().st_size
+            one = [bench_long(d / "usdm.lobc", d / "out1") for _ in range(args.reps)]
+            many = [bench_long(d / "long.lobc", d / "outn") for _ in range(args.reps)]
+            for label, runs in (("usdm 2024-08-08 .lobc", one),
+                                (f"{args.copies} x usdm as one .lobc ({n:,} records, {size / 1e6:.0f} MB)", many)):
+                secs = statistics.median(r["seconds"] for r in runs)
+                rows.append((f"replay {label}, whole command", f"{runs[0]['records'] / secs / 1e6:.2f} M records/s",
+                             f"{runs[0]['records']:,} records",
+                             f"{secs:.3f} s; peak RSS {max(r['rss'] for r in runs) / 2**20:.0f} MiB"))
         for market in (("spot", "usdm") if "capture" in only else ()):
             caps = [bench_capture(market, args.seconds, args.rate) for _ in range(args.reps)]
             per = statistics.median(c["cpu_s"] / c["messages"] * 1000 for c in caps if c["messages"])

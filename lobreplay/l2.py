@@ -96,11 +96,13 @@ def scan_counts(records: np.ndarray, symbols: list[str], *, headroom: float = 0.
     "ladder", or "auto" when the grid would exceed max_grid_levels).
     Capacity: the peak number of live levels, applying the level records in
     file order (snapshots only add: an upper bound), plus slack. One C pass
-    over the records (csrc/l2.c, lob_l2_scan)."""
+    over the records (csrc/l2.c, lob_l2_scan). records: an array, or an
+    iterable of arrays in file order (a file's chunks)."""
     if mode not in ("auto", "grid", "ladder"):
         raise ValueError(f"mode: expected auto, grid or ladder, got {mode!r}")
     sc = core.L2Scan()
-    sc.feed(np.ascontiguousarray(records, lobc.RECORD_DTYPE))
+    for part in ([records] if isinstance(records, np.ndarray) else records):
+        sc.feed(np.ascontiguousarray(part, lobc.RECORD_DTYPE))
     st = sc.symbols()
     with_book = np.flatnonzero(st["has_book"]).tolist()
     lv_sym, lv_price = sc.levels()  # (prices > 0: lob_l2_scan keeps valid levels only)
@@ -297,20 +299,34 @@ class L2Replay:
         self._carry = records[cut:].copy()
         return self._process(records[:cut], first) if cut else {}
 
-    def feed_all(self, records: np.ndarray, chunk: int):
-        """feed(records[lo:lo + chunk]) for each chunk, in order, yielding what each returns,
-        without copying the records (a message cut by a chunk's end starts the next range)."""
+    def feed_from(self, read, chunk: int):
+        """The same as feed() of each `chunk` records of a stream in turn, yielding what each
+        returns: read(out) fills `out` with the stream's next records (fewer only at its end;
+        lobc.ChunkReader.reader() reads a file's straight into it), here a buffer that every
+        chunk reuses, behind the group the chunk before left unfinished. One C call per chunk."""
         if len(self._carry):
-            raise ValueError("feed_all: records already pending from feed()")
-        lo = 0
-        first = self.next_index
-        for hi in range(chunk, len(records) + chunk, chunk):
-            hi = min(hi, len(records))
-            cut = lo + _open_tail(records[lo:hi])
-            self.next_index = first + hi
-            yield self._process(records[lo:cut], first + lo) if cut > lo else {}
-            lo = cut
-        self._carry = records[lo:].copy()
+            raise ValueError("feed_from: records already pending from feed()")
+        spare = max(4096, chunk // 8)  # room for the unfinished group a chunk leaves
+        buf = np.empty(chunk + spare, lobc.RECORD_DTYPE)
+        fill, first = 0, self.next_index  # records in buf; the index of buf[0]
+        while True:
+            if len(buf) < fill + chunk:
+                buf = np.concatenate([buf[:fill], np.empty(chunk + spare, lobc.RECORD_DTYPE)])
+            got = read(buf[fill:fill + chunk])
+            if not got:
+                break
+            fill += got
+            self.next_index += got
+            cut = _open_tail(buf[:fill])
+            yield self._process(buf[:cut], first) if cut else {}
+            if cut:  # the unfinished group to the front (as bytes: a structured copy goes field by field)
+                raw = buf.view(np.uint8)
+                R = lobc.RECORD_DTYPE.itemsize
+                raw[:(fill - cut) * R] = raw[cut * R:fill * R].copy()
+            first, fill = first + cut, fill - cut
+            if got < chunk:
+                break
+        self._carry = buf[:fill].copy()
 
     def finish(self) -> dict[str, dict]:
         """Ends the replay: an unfinished message at the end is dropped (counted); pending

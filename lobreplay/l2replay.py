@@ -70,10 +70,6 @@ class L2ReplayConfig:
     chunk_records: int = 1 << 18
 
 
-class _Corrupt(Exception):
-    """A block's CRC does not match: the replay starts again on the blocks before it."""
-
-
 def _symbols_of(names: list[str], sym: np.ndarray) -> pa.DictionaryArray:
     """The symbol of each row, dictionary-encoded with only the symbols present (an index
     beyond the file's symbols is named by its number)."""
@@ -93,16 +89,15 @@ class LobcReplay:
             raise InputError(f"reports: unknown report(s) {', '.join(bad)}; choose from {', '.join(ALL_REPORTS)}")
 
     def run(self) -> dict:
-        """Reads the file once; its blocks' CRCs and its SHA-256 are computed on a helper
-        thread while the replay runs. The first report rows wait for the CRCs (and the
-        tables' provenance for the SHA-256); a block whose CRC does not match ends the file
-        there, and the replay starts again on the records before it."""
+        """Streams the file twice in chunks (lobc.ChunkReader: memory stays bounded): pass 1
+        checks each block's CRC (a block that does not match ends the file there, before any
+        row is written) and sizes the books; pass 2 replays the same blocks. The SHA-256 of
+        the file is computed on a helper thread meanwhile (the tables' provenance)."""
         with ReplayRun(self.out_dir, {"source_file": os.path.basename(self.path)}) as run, \
-                ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-verify") as helper:
-            data = lobc.read(self.path, verify=False)
-            verified = helper.submit(lobc.verify_crc, data)
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-hash") as helper:
+            src = lobc.ChunkReader(self.path, self.cfg.chunk_records)
             sha = helper.submit(file_sha256, self.path)
-            meta = self.src_meta(data)
+            meta = self.src_meta(src)
             run.summary["source"] = meta
             try:
                 # the tables take the SHA-256 (a Future) when they open their files
@@ -110,67 +105,65 @@ class LobcReplay:
                 for name in self.cfg.reports:
                     run.reports.writers[name] = TableWriter(os.path.join(self.out_dir, f"{name}.parquet"),
                                                             L2_SCHEMAS[name], run.reports.metadata)
-                try:
-                    res = self._replay(data, run.reports, lambda: verified.result() is data)
-                except _Corrupt:
-                    data = verified.result()
-                    res = self._replay(data, run.reports, lambda: True)
+                res = self._replay(src, run.reports)
             except BaseException:
                 with contextlib.suppress(Exception):
                     meta["source_sha256"] = sha.result()
                 raise
             meta["source_sha256"] = sha.result()
-            run.summary["lobc"] = {k: data.meta.get(k) for k in ("venue", "market", "symbols", "price_scale",
-                                                                  "qty_scale", "created_ns", "tool", "streams",
-                                                                  "source")}
-            run.summary["lobc"].update({"whole": data.whole, "blocks": data.blocks,
-                                        "records": int(len(data.records)),
-                                        "torn": data.torn.as_dict() if data.torn else None})
+            run.summary["lobc"] = {k: src.meta.get(k) for k in ("venue", "market", "symbols", "price_scale",
+                                                                 "qty_scale", "created_ns", "tool", "streams",
+                                                                 "source")}
+            run.summary["lobc"].update({"whole": src.torn is None, "blocks": src.blocks,
+                                        "records": src.records,
+                                        "torn": src.torn.as_dict() if src.torn else None})
             run.summary.update(res)
         return run.summary
 
-    def src_meta(self, data) -> dict:
+    def src_meta(self, src: lobc.ChunkReader) -> dict:
         """The tables' provenance; source_sha256 is filled in when the helper thread has it."""
-        m = data.meta
-        return {"source_file": os.path.basename(self.path), "source_size": str(data.size),
+        m = src.meta
+        return {"source_file": os.path.basename(self.path), "source_size": str(src.size),
                 "source_sha256": "", "lobreplay_version": __version__,
                 "venue": str(m.get("venue", "")), "market": str(m.get("market", "")),
                 "price_scale": str(m["price_scale"]), "qty_scale": str(m["qty_scale"]),
                 "lobc_created_ns": str(m.get("created_ns", "")), "time_unit": "ns since the Unix epoch (UTC)"}
 
-    def _replay(self, data, reports: ReportSet, verified) -> dict:
-        """Pass 1 and 2. verified() (it may wait) is asked before the first rows are written and
-        at the end: False raises _Corrupt before anything was written."""
-        checked = False
-
-        def write(rows):
-            nonlocal checked
-            if not checked:
-                if not verified():
-                    raise _Corrupt()
-                checked = True
-            self._write(rows, reports, names)
-
+    def _replay(self, src: lobc.ChunkReader, reports: ReportSet) -> dict:
+        """Pass 1 and 2, each a pass over the file's chunks."""
         cfg = self.cfg
-        names = [str(s) for s in data.meta["symbols"]]
-        recs = data.records
+        names = [str(s) for s in src.meta["symbols"]]
+        keep = None
         if cfg.symbols:
             missing = [s for s in cfg.symbols if s.upper() not in names]
             if missing:
                 raise InputError(f"{self.path}: no such symbol(s) in this file: {', '.join(missing)}")
             keep = [names.index(s.upper()) for s in cfg.symbols]
-            recs = recs[np.isin(recs["symbol"], keep)]
+        n = 0
+
+        def pass1_chunks():
+            nonlocal n
+            for c in src.chunks(verify=True):
+                c = c if keep is None else c[np.isin(c["symbol"], keep)]
+                n += len(c)
+                yield c
+
         t0 = time.perf_counter()
-        sizing, kinds = scan_counts(recs, names, headroom=cfg.headroom, mode=cfg.price_mode,
+        sizing, kinds = scan_counts(pass1_chunks(), names, headroom=cfg.headroom, mode=cfg.price_mode,
                                     max_grid_levels=cfg.max_grid_levels)
         pass1_s = time.perf_counter() - t0
+        torn, blocks = src.torn, src.blocks
         has_tickers = bool(kinds[lobc.TICKER_BID])
         rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers)
         t1 = time.perf_counter()
-        for rows in rp.feed_all(recs, cfg.chunk_records):
+        read = src.reader() if keep is None else _filtered(src.chunks(), keep)
+        for rows in rp.feed_from(read, cfg.chunk_records):
             if rows:
-                write(rows)
-        write(rp.finish())
+                self._write(rows, reports, names)
+        if src.torn is not torn or src.blocks != blocks:
+            raise InputError(f"{self.path}: offset {src.torn.offset}: the file changed during the replay "
+                             f"({src.torn.reason}); the reports stop there")
+        self._write(rp.finish(), reports, names)
         pass2_s = time.perf_counter() - t1
         if "latency" in reports:
             self._latency(rp, sizing, reports)
@@ -185,7 +178,7 @@ class LobcReplay:
                           "final_ask_levels": len(asks), "synced_at_end": bool(rp.state[s] == 1),
                           "last_update_id": int(rp.last_u[s])})
         return {
-            "records": int(len(recs)),
+            "records": n,
             "records_by_kind": {lobc.KIND_NAMES.get(k, f"unknown_{k}"): int(kinds[k]) for k in np.flatnonzero(kinds)},
             "books": books,
             "messages_applied": c.messages_applied, "snapshots_applied": c.snapshots_applied,
@@ -199,7 +192,7 @@ class LobcReplay:
             "pass1": {"seconds": round(pass1_s, 3)},
             "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(c.core_seconds, 3),
                       "core_events": c.core_events,
-                      "records_per_second": round(len(recs) / pass2_s) if pass2_s else None,
+                      "records_per_second": round(n / pass2_s) if pass2_s else None,
                       "core_events_per_second": round(c.core_events / c.core_seconds) if c.core_seconds else None},
         }
 
@@ -229,6 +222,29 @@ class LobcReplay:
     def _latency(self, rp: L2Replay, sizing, reports) -> None:
         """Overall (the session's fine histograms) and per symbol (each book's coarse ones)."""
         reports.write("latency", report_rows(rp.session, [(z.name, s) for s, z in sorted(sizing.items())]))
+
+
+def _filtered(chunks, keep: list[int]):
+    """A read(out) for L2Replay.feed_from: the records of `chunks` whose symbol is in keep."""
+    pending = np.empty(0, np.uint8)
+    R = lobc.RECORD_DTYPE.itemsize
+
+    def read(out: np.ndarray) -> int:
+        nonlocal pending
+        raw, n = out.view(np.uint8), 0
+        while n < len(out):
+            if not len(pending):
+                c = next(chunks, None)
+                if c is None:
+                    break
+                pending = c[np.isin(c["symbol"], keep)].view(np.uint8)
+                continue
+            k = min(len(pending) // R, len(out) - n)
+            raw[n * R:(n + k) * R] = pending[:k * R]
+            pending, n = pending[k * R:], n + k
+        return n
+
+    return read
 
 
 def replay_lobc(path, out_dir: str, cfg: L2ReplayConfig | None = None, *, force: bool = False) -> dict:

@@ -12,6 +12,7 @@ decimal strings by parse_decimal, with integer arithmetic only.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -31,7 +32,7 @@ __all__ = [
     "GAP_SEQUENCE", "GAP_DISCONNECT", "GAP_24H", "GAP_SHUTDOWN", "GAP_STALE_SNAPSHOT", "GAP_RATE_LIMIT",
     "GAP_MALFORMED", "GAP_ROTATE",
     "parse_decimal", "format_decimal", "LobcWriter", "LobcData", "Torn", "Block", "read", "verify_crc",
-    "iter_blocks", "check",
+    "iter_blocks", "ChunkReader", "check",
 ]
 
 MAGIC = b"LOBC"
@@ -415,6 +416,142 @@ class BlockReader:
             self.blocks += 1
             self.records += n
             yield Block(seq, off, recv_ns, body.view(RECORD_DTYPE))
+
+
+class ChunkReader:
+    """The records of a .lobc file's whole blocks in chunks of about `chunk_records` (runs of
+    consecutive blocks; a bigger block is a chunk of its own), each read with one `preadv`
+    into a buffer that every chunk reuses, so memory stays bounded however long the file.
+
+    The block headers are read when it opens (`torn`: where they stop being sound).
+    `chunks(verify=True)` also checks each block's CRC and ends the file at the first that
+    does not match (`torn` then names it; later passes read only the blocks before it).
+    Each chunk is a view of the buffer, valid until the next one is read."""
+
+    def __init__(self, path, chunk_records: int = 1 << 18):
+        r = BlockReader(path)
+        self.path, self.meta, self.size = r.path, r.meta, r.size
+        self.heads = list(r.headers())  # (seq, offset, n, crc, recv_ns)
+        self.torn: Torn | None = r.torn
+        self.chunk_records = max(1, int(chunk_records))
+        self._buf: np.ndarray | None = None
+
+    @property
+    def blocks(self) -> int:
+        return len(self.heads)
+
+    @property
+    def records(self) -> int:
+        return sum(h[2] for h in self.heads)
+
+    def chunks(self, *, verify: bool = False):
+        heads = self.heads
+        if not heads:
+            return
+        biggest = max(h[2] for h in heads)
+        if self._buf is None or len(self._buf) < max(biggest, min(self.chunk_records, self.records)):
+            self._buf = np.empty(max(biggest, min(self.chunk_records, self.records)), RECORD_DTYPE)
+        raw = self._buf.view(np.uint8)
+        scratch = bytearray(UNIT)  # the block headers land here
+        with open(self.path, "rb", buffering=0) as f:
+            i = 0
+            while i < len(heads):
+                j, n = i + 1, heads[i][2]
+                while j < len(heads) and n + heads[j][2] <= self.chunk_records:
+                    n += heads[j][2]
+                    j += 1
+                iov, lo = [], 0
+                for h in heads[i:j]:
+                    iov += [scratch, raw[lo * UNIT:(lo + h[2]) * UNIT]]
+                    lo += h[2]
+                got = _preadv_all(f.fileno(), iov, heads[i][1])
+                want = (j - i) * UNIT + n * UNIT
+                keep, lo = i, 0
+                for seq, off, k, crc, _ in heads[i:j]:
+                    end = off - heads[i][1] + UNIT + k * UNIT  # this block's end, from the run's start
+                    if end > got:
+                        self._stop(keep, Torn(off, self.size - off, f"partial block: the file ended at "
+                                                                    f"offset {heads[i][1] + got} while reading "
+                                                                    f"(it changed since it was opened)"))
+                        break
+                    if verify and crc32(raw[lo * UNIT:(lo + k) * UNIT]) != crc:
+                        self._stop(keep, Torn(off, self.size - off, f"CRC mismatch in block {seq}"))
+                        break
+                    keep += 1
+                    lo += k
+                if lo:
+                    yield self._buf[:lo]
+                if got < want or keep < j:
+                    return
+                i = j
+
+    def _stop(self, keep: int, torn: Torn) -> None:
+        del self.heads[keep:]
+        self.torn = torn
+
+    def reader(self):
+        """A function read(out) that fills `out` (a RECORD_DTYPE array) with the next records
+        of the blocks kept, from the first, with one preadv straight into it (block headers to
+        a scratch buffer, runs cut anywhere inside a block); it returns how many it read: fewer
+        than len(out) only at the end of the blocks, or where the file ended early (then
+        `torn` says so and the blocks after are dropped)."""
+        heads = self.heads
+        starts = np.cumsum([0] + [h[2] for h in heads]).tolist()
+        scratch = bytearray(UNIT)
+        pos = 0  # records read so far
+
+        def read(out: np.ndarray) -> int:
+            nonlocal pos
+            raw = out.view(np.uint8)
+            b = bisect.bisect_right(starts, pos) - 1
+            if b >= len(heads):
+                return 0
+            offset = heads[b][1] + UNIT + (pos - starts[b]) * UNIT
+            iov, sizes, n = [], [], 0
+            while n < len(out) and b < len(heads):
+                k = min(len(out) - n, starts[b + 1] - pos - n)
+                if iov:
+                    iov.append(scratch)
+                iov.append(raw[n * UNIT:(n + k) * UNIT])
+                sizes.append((b, k))
+                n += k
+                b += 1
+            with open(self.path, "rb", buffering=0) as f:
+                got = _preadv_all(f.fileno(), iov, offset)
+            if got < n * UNIT + (len(sizes) - 1) * UNIT:  # the file ended early: keep the whole blocks
+                done = 0
+                for i, (b, k) in enumerate(sizes):
+                    end = done * UNIT + i * UNIT + k * UNIT
+                    if end > got:
+                        off = heads[b][1]
+                        self._stop(b, Torn(off, self.size - off, "partial block: the file ended at offset "
+                                                                 f"{offset + got} while reading (it changed "
+                                                                 "since it was opened)"))
+                        n = max(0, starts[b] - pos)
+                        break
+                    done += k
+            pos += n
+            return n
+
+        return read
+
+
+def _preadv_all(fd: int, bufs: list, offset: int) -> int:
+    """Fill bufs in order from offset (os.preadv, again after a short read); the bytes read,
+    fewer only where the file ends."""
+    views = [memoryview(b).cast("B") for b in bufs]
+    total, k = 0, 0
+    while k < len(views):
+        got = os.preadv(fd, views[k:k + 1024], offset + total)
+        if got <= 0:
+            break
+        total += got
+        while k < len(views) and got >= len(views[k]):
+            got -= len(views[k])
+            k += 1
+        if got:
+            views[k] = views[k][got:]
+    return total
 
 
 def iter_blocks(path) -> BlockReader:

@@ -370,9 +370,21 @@ class ReplayRun:
                 self.summary.setdefault("report_rows", self.reports.rows())
         finally:
             self.summary["wall_seconds"] = round(time.perf_counter() - self._t0, 3)
-            self.summary["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            self.summary["peak_rss_bytes"] = peak_rss_bytes()
             write_json(os.path.join(self.out_dir, "summary.json"), self.summary)
         return False
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size: VmHWM (of this program only: Linux keeps
+    getrusage's ru_maxrss across exec, so a replay started from a big process, a notebook,
+    would report that process's pages), else ru_maxrss."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def error_text(exc: BaseException) -> str:

@@ -137,18 +137,29 @@ def test_short_ticker_history():
         replay_in_batches(recs, SYMS, rng.integers(1, 300, size=len(recs)).tolist(), ticker_history=hist)
 
 
-def test_feed_all_is_feed_in_chunks():
+def test_feed_from_is_feed_in_chunks():
+    """feed_from reads a stream into chunks of exactly `chunk` records: the same C calls, rows
+    and counters as feed() of each chunk. The stream here: the records in blocks of random
+    sizes through the --symbols reader (keeping every symbol, then one)."""
+    from lobreplay.l2replay import _filtered
+
     recs, _ = synth_stream(17, n_messages=900, n_symbols=3, cross_rate=0.05, gap_rate=0.02)
-    for chunk in (1, 13, 500, len(recs) + 5):
-        a = L2Replay(scan(recs, SYMS), SYMS)
-        b = L2Replay(scan(recs, SYMS), SYMS)
-        rows_a = list(a.feed_all(recs, chunk)) + [a.finish()]
-        rows_b = [b.feed(recs[lo:lo + chunk]) for lo in range(0, len(recs), chunk)] + [b.finish()]
-        assert len(rows_a) == len(rows_b)
-        for i, (x, y) in enumerate(zip(rows_a, rows_b)):
-            assert_rows_equal(x, y, f"chunk {chunk} part {i}")
-        a.counters.core_seconds = b.counters.core_seconds = 0.0
-        assert a.counters == b.counters and a.ticker_stats == b.ticker_stats
+    rng = np.random.default_rng(17)
+    for chunk in (1, 13, 500, len(recs), len(recs) + 5):
+        for keep in ([0, 1, 2], [1]):
+            cuts = np.sort(rng.choice(np.arange(1, len(recs)), size=rng.integers(0, 40), replace=False))
+            blocks = np.split(recs, cuts)            # the file's blocks, of random sizes
+            mine = recs[np.isin(recs["symbol"], keep)]
+            a = L2Replay(scan(mine, SYMS), SYMS)
+            b = L2Replay(scan(mine, SYMS), SYMS)
+            rows_a = list(a.feed_from(_filtered(iter(blocks), keep), chunk)) + [a.finish()]
+            rows_b = [b.feed(mine[lo:lo + chunk]) for lo in range(0, len(mine), chunk)] + [b.finish()]
+            assert len(rows_a) == len(rows_b) == -(-len(mine) // chunk) + 1
+            for i, (x, y) in enumerate(zip(rows_a, rows_b)):
+                assert_rows_equal(x, y, f"chunk {chunk} part {i}")
+            a.counters.core_seconds = b.counters.core_seconds = 0.0
+            assert a.counters == b.counters and a.ticker_stats == b.ticker_stats
+            assert a.next_index == b.next_index == len(mine) > 0
 
 
 # ---------------------------------------------------------------- the real recordings

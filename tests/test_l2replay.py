@@ -563,9 +563,52 @@ def test_malformed_structure_is_reported_not_applied():
                                      "unpaired_ticker", "resync_id_mismatch", "incomplete_message"])
 
 
+def test_peak_rss_is_the_replays_own_when_started_from_a_big_process(tmp_path):
+    """summary.json's peak_rss_bytes is the replay's: started from a process holding 600 MiB
+    (a notebook, a benchmark harness), it does not report that process's pages (getrusage's
+    ru_maxrss carries them across fork and exec; /proc's VmHWM does not)."""
+    import subprocess
+    import sys
+
+    recs, _ = synth_stream(93, n_messages=300, n_symbols=2)
+    src = tmp_path / "feed.lobc"
+    write_lobc(src, recs)
+    parent = (f"import subprocess, sys\nbig = bytearray(600 << 20)\nbig[::4096] = b'x' * len(big[::4096])\n"
+              f"subprocess.run([sys.executable, '-m', 'lobreplay', 'lobc', 'replay', {str(src)!r}, '-o', "
+              f"{str(tmp_path / 'out')!r}], check=True, stdout=subprocess.DEVNULL)\n")
+    subprocess.run([sys.executable, "-c", parent], check=True, cwd=tmp_path)
+    rss = json.loads((tmp_path / "out" / "summary.json").read_text())["peak_rss_bytes"]
+    assert 20 << 20 < rss < 400 << 20
+
+
+def test_a_file_cut_between_the_passes_is_an_error_naming_it(tmp_path, monkeypatch):
+    """The two passes read the same blocks: a file that shrinks after pass 1 (not a .lobc
+    writer's doing) stops the replay with one error naming the file and where it ended;
+    summary.json says so."""
+    from lobreplay import l2replay
+    from lobreplay.errors import InputError
+
+    recs, _ = synth_stream(92, n_messages=600, n_symbols=2)
+    src = tmp_path / "feed.lobc"
+    write_lobc(src, recs, flush_records=500)
+    real_scan = l2replay.scan_counts
+
+    def scan_then_cut(*a, **kw):
+        out = real_scan(*a, **kw)
+        with open(src, "r+b") as f:
+            f.truncate(512 + 2 * (64 + 500 * 64) + 64)
+        return out
+
+    monkeypatch.setattr(l2replay, "scan_counts", scan_then_cut)
+    with pytest.raises(InputError, match=r"feed\.lobc: offset 64640: the file changed during the replay"):
+        l2replay.replay_lobc(src, str(tmp_path / "out"), l2replay.L2ReplayConfig(chunk_records=700))
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["status"] == "failed" and "changed during the replay" in s["error"]
+
+
 @pytest.mark.parametrize("reports", [None, ()])
 def test_replay_of_a_file_with_a_corrupt_block(tmp_path, reports):
-    """The CRCs are checked on a helper thread while the replay runs: a block that does not
+    """Pass 1 checks every block's CRC before any row is written: a block that does not
     match ends the file there, and the reports are those of the blocks before it."""
     from lobreplay.l2replay import L2ReplayConfig, replay_lobc
 

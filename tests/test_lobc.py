@@ -228,6 +228,59 @@ def test_corrupt_blocks_end_the_file_as_torn(tmp_path):
     assert len(d.records) == 12 and d.torn.offset == len(raw)
 
 
+@pytest.mark.parametrize("chunk", [1, 5, 7, 100])
+def test_chunk_reader_streams_the_records_of_read(tmp_path, chunk):
+    """Runs of whole blocks of at most `chunk` records (a bigger block alone), in one reused
+    buffer; the same records, CRC verdict and torn tail as read(); a second pass reads only
+    the blocks the first one kept."""
+    p = tmp_path / "x.lobc"
+    recs = sample_records(40)
+    write(p, recs, flush_records=3)                      # 13 blocks of 3, then 1
+    raw = bytearray(p.read_bytes())
+    for damage in (None, 512 + 6 * (64 + 3 * 64) + 64 + 5):  # a byte of block 6's records
+        bad = bytearray(raw)
+        if damage:
+            bad[damage] ^= 0x10
+        p.write_bytes(bad)
+        d = lobc.read(p)
+        r = lobc.ChunkReader(p, chunk_records=chunk)
+        assert r.blocks == 14 and r.torn is None         # headers only so far
+        got = [c.copy() for c in r.chunks(verify=True)]
+        assert all(len(c) <= max(chunk, 3) for c in got)
+        assert all(len(c) + 3 > chunk for c in got[:-1])   # runs as long as fit
+        np.testing.assert_array_equal(np.concatenate(got), d.records)
+        assert (r.blocks, r.records, r.torn) == (d.blocks, len(d.records), d.torn)
+        again = np.concatenate([c.copy() for c in r.chunks()])  # pass 2: the blocks kept
+        np.testing.assert_array_equal(again, d.records)
+        assert len(r._buf) <= max(chunk, 3)
+        read, parts = r.reader(), []                    # reads cut anywhere, across blocks
+        while True:
+            out = np.zeros(chunk, lobc.RECORD_DTYPE)
+            k = read(out)
+            parts.append(out[:k])
+            if k < chunk:
+                break
+        np.testing.assert_array_equal(np.concatenate(parts), d.records)
+    p.write_bytes(raw)
+    r = lobc.ChunkReader(p, chunk_records=chunk)
+    with open(p, "r+b") as f:                              # the file shrinks after it was opened
+        f.truncate(512 + 4 * (64 + 3 * 64) + 100)
+    got = np.concatenate([c.copy() for c in r.chunks()])
+    np.testing.assert_array_equal(got, recs[:len(got)])
+    assert len(got) == 12 and r.blocks == 4           # the 4 blocks still whole
+    assert r.torn.offset == 512 + 4 * (64 + 3 * 64) and "changed since it was opened" in r.torn.reason
+    p.write_bytes(raw)                                 # the same through reader()
+    r = lobc.ChunkReader(p, chunk_records=chunk)
+    with open(p, "r+b") as f:
+        f.truncate(512 + 4 * (64 + 3 * 64) + 100)
+    read, total = r.reader(), 0
+    out = np.zeros(chunk, lobc.RECORD_DTYPE)
+    while (k := read(out)):
+        np.testing.assert_array_equal(out[:k], recs[total:total + k])
+        total += k
+    assert total == 12 and r.blocks == 4 and "changed since it was opened" in r.torn.reason
+
+
 def test_bad_files_raise_input_error_naming_file_and_offset(tmp_path):
     p = tmp_path / "bad.lobc"
     good = tmp_path / "good.lobc"
