@@ -18,7 +18,7 @@ def cmd_export(args) -> int:
     from .lobster import export_lobster
 
     m, o = export_lobster(args.file, args.symbol, args.levels, args.output, date=args.date,
-                          start_ms=args.start_ms, end_ms=args.end_ms)
+                          start_ms=args.start_ms, end_ms=args.end_ms, force=args.force)
     print(m)
     print(o)
     return 0
@@ -42,6 +42,7 @@ def add_itch_lobster(itch_subparsers) -> None:
     p.add_argument("--levels", type=int, default=10, help="book levels (default 10)")
     p.add_argument("-o", "--output", required=True, help="output directory")
     p.add_argument("--date", help="session date YYYY-MM-DD (default: from the file name)")
+    p.add_argument("--force", action="store_true", help="overwrite the two files if they exist")
     p.add_argument("--start-ms", type=int, default=34_200_000, help="window start, ms after midnight (09:30)")
     p.add_argument("--end-ms", type=int, default=57_600_000, help="window end, ms after midnight (16:00)")
     p.set_defaults(func=cmd_export)

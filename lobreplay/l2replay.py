@@ -153,6 +153,9 @@ class LobcReplay:
                                     max_grid_levels=cfg.max_grid_levels)
         pass1_s = time.perf_counter() - t0
         torn, blocks = src.torn, src.blocks
+        if torn is not None and not blocks:
+            raise InputError(f"{self.path}: offset {torn.offset}: no whole block to replay ({torn.reason}); "
+                             "`lobreplay lobc check` says more")
         has_tickers = bool(kinds[lobc.TICKER_BID])
         rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers)
         t1 = time.perf_counter()

@@ -43,6 +43,8 @@ def format_times(ns: np.ndarray) -> np.ndarray:
     """Seconds after midnight as LOBSTER writes them: the nanoseconds with trailing zeros
     dropped (34200.18960767); a whole second is written without decimals."""
     ns = np.asarray(ns, np.int64)
+    if not len(ns):  # (numpy's char.zfill fails on an empty array)
+        return np.empty(0, str)
     sec = (ns // 1_000_000_000).astype(str)
     frac = np.char.rstrip(np.char.zfill((ns % 1_000_000_000).astype(str), 9), "0")
     dot = np.where(np.char.str_len(frac) > 0, ".", "")
@@ -185,10 +187,11 @@ def _find_locate(src, symbol: str):
 
 def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, date=None,
                    start_ms: int = START_MS, end_ms: int = END_MS, chunk_bytes: int = 16 << 20,
-                   headroom: float = 0.2) -> tuple[str, str]:
+                   headroom: float = 0.2, force: bool = False) -> tuple[str, str]:
     """Replay one symbol of an ITCH file and write LOBSTER's message and orderbook files
     (top `levels` levels) for the events of [start_ms, end_ms) that touch those levels.
-    Returns (message_path, orderbook_path)."""
+    Returns (message_path, orderbook_path). Existing files of those names are refused
+    unless force."""
     from .itch.decode import decode_type
     from .itch.reader import ItchFile
     from .itch.replay import given_date, session_date, size_books
@@ -196,6 +199,9 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
     levels = int(levels)
     if levels < 1:
         raise InputError(f"levels must be >= 1, got {levels}")
+    if not 0 <= int(start_ms) < int(end_ms) <= 86_400_000:
+        raise InputError(f"window: expected 0 <= start < end <= 86400000 ms after midnight, got start {start_ms}, "
+                         f"end {end_ms}")
     if date is None:
         date = session_date(itch_path)
         if date is None:
@@ -218,6 +224,9 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
     os.makedirs(out_dir, exist_ok=True)
     mname, oname = lobster_names(symbol, date, start_ms, end_ms, levels)
     mpath, opath = os.path.join(out_dir, mname), os.path.join(out_dir, oname)
+    for p in (mpath, opath):
+        if os.path.exists(p) and not force:
+            raise InputError(f"{p} exists; use --force to overwrite it")
     orders = _Orders()
     st = _ExportState(sess, bv, levels)
     with open(mpath, "w", newline="\n") as fm, open(opath, "w", newline="\n") as fo:

@@ -562,7 +562,7 @@ def cluster(scheduler: str | None = None, workers: int | None = None, memory_lim
         raise LobError("replay-many needs dask.distributed, which is not installed: "
                        "pip install 'lobreplay[cluster]' (or pip install distributed)") from None
     if scheduler:
-        if workers:
+        if workers is not None:
             raise InputError("--workers starts a local cluster; with --scheduler, start the workers there "
                              "(docs/cluster.md)")
         try:
@@ -578,9 +578,16 @@ def cluster(scheduler: str | None = None, workers: int | None = None, memory_lim
                                      f"(waited {wait_seconds:.0f} s)") from None
             yield client, f"the scheduler at {scheduler}"
         return
-    n = workers or usable_cpus()
+    n = usable_cpus() if workers is None else workers
     if n < 1:
         raise InputError(f"--workers: expected a number of processes >= 1, got {n}")
+    if memory_limit not in (None, "auto"):
+        from dask.utils import parse_bytes
+        try:
+            parse_bytes(memory_limit)
+        except (ValueError, KeyError, TypeError):
+            raise InputError(f"--memory-limit: expected bytes such as 4GB or 500MiB (or auto), got "
+                             f"{memory_limit!r}") from None
     # no dashboard; its HTTP server (health, metrics) on any free port, not 8787
     lc = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                       scheduler_kwargs={"dashboard": False}, memory_limit=memory_limit,

@@ -152,6 +152,9 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
                          "(or with the bbo report) to view a book")
     notes: list[str] = []
     source = "depth" if "depth" in have else "bbo"
+    if "time_ns" not in pq.read_schema(have[source]).names:
+        raise InputError(f"{report_dir}: {source}.parquet has no time_ns column: not the reports of "
+                         "`lobreplay itch replay` (the viewer does not show a .lobc replay's yet)")
     if source == "bbo":
         notes.append("No depth.parquet in the report directory: the ladder is the best bid and offer only "
                      "(bbo.parquet, one level). Replay with --depth N --every 1s for N levels.")

@@ -197,6 +197,31 @@ def test_cryptofeed(tmp_path, name):
         assert (rec["kind"] != GAP).all() and (rec["kind"] != RESYNC).all()
 
 
+@pytest.mark.parametrize("cut", [20000, 20100, 33333])   # inside a receive time, inside the JSON, inside both
+def test_a_cryptofeed_log_cut_mid_line(tmp_path, cut):
+    """A cryptofeed log copied in part: one error naming the file, line and byte (it was a
+    ValueError traceback from the receive time, or a silently malformed last message); with
+    allow_truncated, the lines before it convert exactly as the log cut at that line's start."""
+    from lobreplay.errors import InputError
+
+    name = "BINANCE.ws.1.0"
+    raw = (CF / name).read_bytes()
+    start = raw.rindex(b"\n", 0, cut) + 1            # where the cut line starts
+    for d, size in (("cut", cut), ("lines", start)):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / name).write_bytes(raw[:size])
+        (tmp_path / d / "BINANCE.http.0.0").write_bytes((CF / "BINANCE.http.0.0").read_bytes())
+    line = raw[:start].count(b"\n") + 1
+    with pytest.raises(InputError, match=rf"{name}: line {line} \(byte {start}\): the log ends in the middle"):
+        convert(tmp_path / "cut" / name, tmp_path / "a.lobc")
+    a = convert(tmp_path / "cut" / name, tmp_path / "a.lobc", allow_truncated=True)
+    b = convert(tmp_path / "lines" / name, tmp_path / "b.lobc")
+    assert a["truncated"] == [{"file": str(tmp_path / "cut" / name), "text_bytes": start,
+                               "dropped_bytes": cut - start, "reason": "the last line is cut short"}]
+    assert not b["truncated"] and b["depth"] > 0
+    np.testing.assert_array_equal(lobc.read(tmp_path / "a.lobc").records, lobc.read(tmp_path / "b.lobc").records)
+
+
 def _top_vs_ticker(rec, sym_index=0):
     """For every applied diff event: best bid/ask (price, qty) of the replayed book against the
     latest bookTicker with u' <= u. Returns (matches, compared)."""

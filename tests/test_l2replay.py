@@ -563,6 +563,21 @@ def test_malformed_structure_is_reported_not_applied():
                                      "unpaired_ticker", "resync_id_mismatch", "incomplete_message"])
 
 
+def test_the_viewer_refuses_a_lobc_replays_reports_in_one_line(tmp_path):
+    """`lobreplay view` shows ITCH replays: on a .lobc replay's reports it says so (it was a
+    KeyError traceback on the missing time_ns column)."""
+    from lobreplay.l2replay import replay_lobc
+    from lobreplay.viewer import build_view
+
+    recs, _ = synth_stream(94, n_messages=200, n_symbols=2)
+    write_lobc(tmp_path / "feed.lobc", recs)
+    replay_lobc(tmp_path / "feed.lobc", str(tmp_path / "out"))
+    with pytest.raises(InputError, match=r"out: bbo\.parquet has no time_ns column: not the reports of "
+                                         r"`lobreplay itch replay`"):
+        build_view(tmp_path / "out", tmp_path / "v.html")
+    assert not (tmp_path / "v.html").exists()
+
+
 def test_peak_rss_is_the_replays_own_when_started_from_a_big_process(tmp_path):
     """summary.json's peak_rss_bytes is the replay's: started from a process holding 600 MiB
     (a notebook, a benchmark harness), it does not report that process's pages (getrusage's
@@ -579,6 +594,26 @@ def test_peak_rss_is_the_replays_own_when_started_from_a_big_process(tmp_path):
     subprocess.run([sys.executable, "-c", parent], check=True, cwd=tmp_path)
     rss = json.loads((tmp_path / "out" / "summary.json").read_text())["peak_rss_bytes"]
     assert 20 << 20 < rss < 400 << 20
+
+
+def test_a_file_without_a_whole_block_is_an_error(tmp_path):
+    """Torn before its first block ends (or that block's CRC fails): nothing to replay is an
+    error naming the file and offset (it was status ok with 0 records); a whole file with no
+    blocks yet (a capture that never got data) replays to empty reports."""
+    from lobreplay.l2replay import replay_lobc
+
+    recs, _ = synth_stream(95, n_messages=100, n_symbols=1)
+    write_lobc(tmp_path / "a.lobc", recs, flush_records=500)
+    raw = bytearray((tmp_path / "a.lobc").read_bytes())
+    raw[512 + 64 + 10] ^= 0xFF
+    (tmp_path / "crc.lobc").write_bytes(bytes(raw))
+    (tmp_path / "cut.lobc").write_bytes(bytes(raw[:512 + 64 + 100]))
+    for name, why in (("crc", "CRC mismatch in block 0"), ("cut", "partial block")):
+        with pytest.raises(InputError, match=rf"{name}\.lobc: offset 512: no whole block to replay \({why}"):
+            replay_lobc(tmp_path / f"{name}.lobc", str(tmp_path / f"out_{name}"))
+    write_lobc(tmp_path / "empty.lobc", recs[:0])
+    s = replay_lobc(tmp_path / "empty.lobc", str(tmp_path / "out_empty"))
+    assert s["status"] == "ok" and s["records"] == 0 and s["lobc"]["whole"] and s["lobc"]["blocks"] == 0
 
 
 def test_a_file_cut_between_the_passes_is_an_error_naming_it(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from lobreplay.cli_lobster import add_commands, add_itch_lobster
+from lobreplay.errors import InputError
 from lobreplay.itch.synth import generate_day
 from lobreplay.lobster import (ASK_EMPTY, BID_EMPTY, export_lobster, format_times, read_message,
                                read_orderbook, verify_lobster)
@@ -105,6 +106,26 @@ def test_verify_finds_inconsistent_order_ids(tmp_path):
 def test_time_format():
     ns = np.array([34200_017459617_0 // 10, 34200_189607670, 36000_000000000, 36000_100000000])
     assert format_times(ns).tolist() == ["34200.017459617", "34200.18960767", "36000", "36000.1"]
+    assert format_times(np.empty(0, np.int64)).tolist() == []   # (numpy's zfill raised on it)
+
+
+def test_export_windows_and_overwrites(day, tmp_path):
+    """A window with no events writes two empty files (it was a numpy traceback); an impossible
+    window, and files already there without force, are one error naming them."""
+    d, truth = day
+    sym = list(truth.symbols.values())[0]
+    m, o = export_lobster(str(d / "day.itch"), sym, 5, str(tmp_path), date=truth.date, start_ms=0, end_ms=1000)
+    assert open(m).read() == open(o).read() == ""
+    with pytest.raises(InputError, match=r"message_5\.csv exists; use --force"):
+        export_lobster(str(d / "day.itch"), sym, 5, str(tmp_path), date=truth.date, start_ms=0, end_ms=1000)
+    assert export_lobster(str(d / "day.itch"), sym, 5, str(tmp_path), date=truth.date, start_ms=0, end_ms=1000,
+                          force=True) == (m, o)
+    for start, end in ((5, 5), (10, 5), (-5, 100), (0, 86_400_001)):
+        with pytest.raises(InputError, match=rf"window: expected 0 <= start < end <= 86400000 ms after midnight, "
+                                             rf"got start {start}, end {end}"):
+            export_lobster(str(d / "day.itch"), sym, 5, str(tmp_path / "w"), date=truth.date, start_ms=start,
+                           end_ms=end)
+    assert not (tmp_path / "w").exists()
 
 
 @pytest.fixture(scope="module")

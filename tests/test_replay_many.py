@@ -441,6 +441,26 @@ def test_one_run_at_a_time_and_a_clear_error_without_distributed(tmp_path, monke
             pass
 
 
+def test_local_cluster_arguments_are_checked_before_it_starts(monkeypatch):
+    """--workers 0 is refused (it meant 'one per CPU'), and a --memory-limit dask cannot read
+    is one error naming it (it was dask's KeyError traceback), before any process starts."""
+    import distributed
+
+    started = []
+    monkeypatch.setattr(distributed, "LocalCluster", lambda *a, **k: started.append(k))
+    with pytest.raises(InputError, match=r"--workers: expected a number of processes >= 1, got 0"):
+        with many.cluster(workers=0):
+            pass
+    for bad in ("lots", "4 parsecs", "-"):
+        with pytest.raises(InputError, match=rf"--memory-limit: expected bytes such as 4GB .*got '{bad}'"):
+            with many.cluster(workers=1, memory_limit=bad):
+                pass
+    with pytest.raises(InputError, match="--workers starts a local cluster"):
+        with many.cluster(scheduler="tcp://127.0.0.1:1", workers=0):
+            pass
+    assert started == []
+
+
 def test_offsets_are_taken_from_the_messages():
     task = many.Task("itch", "k", "/x", "/d", None, None)
     cases = {"f: truncated: the message at byte 1,234 needs 36 bytes": 1234,

@@ -301,32 +301,53 @@ def _cryptofeed_pair(path: Path) -> tuple[Path, Path | None]:
     return (path, sib) if m.group(2) == "ws" else (sib, path)
 
 
-def _cryptofeed_items(ws: Path, http: Path | None):
-    """(recv_ns, kind, symbol, text) merged by receive time; kind 'ws' or 'snapshot'."""
+def _cryptofeed_items(ws: Path, http: Path | None, breaks: list | None = None):
+    """(recv_ns, kind, symbol, text) merged by receive time; kind 'ws' or 'snapshot'. A line
+    whose receive time does not parse is an InputError naming the file and line; the last
+    line cut short (no newline: a log copied in part, a killed process) is one too, unless
+    breaks (--allow-truncated) is given: then it is dropped and noted there."""
     items = []
     url = None
-    with _open(ws) as f:
-        for n, line in enumerate(f):
-            line = line.decode("utf-8", "replace").rstrip("\n")
-            if not line:
-                continue
-            if n == 0 and " <-> " in line:
-                url = line.split(" <-> ", 1)[0]
-                continue
-            ts, _, msg = line.partition(": ")
-            items.append((_ns_from_secs(ts), 0, len(items), "ws", None, msg))
+
+    def lines(path: Path):
+        pos = 0
+        with _open(path, tolerate=breaks is not None) as f:
+            for n, raw in enumerate(f):
+                if not raw.endswith(b"\n"):  # cryptofeed ends every line
+                    if breaks is None:
+                        raise InputError(f"{path}: line {n + 1} (byte {pos}): the log ends in the middle of a "
+                                         "line (cut short? --allow-truncated converts what comes before)")
+                    breaks.append({"file": str(path), "text_bytes": pos, "dropped_bytes": len(raw),
+                                   "reason": "the last line is cut short"})
+                    return
+                yield n, pos, raw.decode("utf-8", "replace").rstrip("\n")
+                pos += len(raw)
+
+    def stamp(path: Path, n: int, pos: int, ts: str) -> int:
+        try:
+            return _ns_from_secs(ts)
+        except ValueError:
+            raise InputError(f"{path}: line {n + 1} (byte {pos}): receive time {ts[:40]!r} is not seconds "
+                             "since the epoch (e.g. 1633998512.0633569)") from None
+
+    for n, pos, line in lines(ws):
+        if not line:
+            continue
+        if n == 0 and " <-> " in line:
+            url = line.split(" <-> ", 1)[0]
+            continue
+        ts, _, msg = line.partition(": ")
+        items.append((stamp(ws, n, pos, ts), 0, len(items), "ws", None, msg))
     if http is not None:
-        with _open(http) as f:
-            for line in f:
-                line = line.decode("utf-8", "replace").rstrip("\n")
-                if not line.strip():
-                    continue
-                head, _, body = line.partition(": ")
-                u, _, ts = head.rpartition(" -> ")
-                m = re.search(r"[?&]symbol=([A-Za-z0-9_\-]+)", u)
-                if "/depth" not in u or not m:
-                    continue
-                items.append((_ns_from_secs(ts), 1, len(items), "snapshot", m.group(1).upper(), body))
+        for n, pos, line in lines(http):
+            if not line.strip():
+                continue
+            head, _, body = line.partition(": ")
+            u, _, ts = head.rpartition(" -> ")
+            m = re.search(r"[?&]symbol=([A-Za-z0-9_\-]+)", u)
+            if "/depth" not in u or not m:
+                continue
+            items.append((stamp(http, n, pos, ts), 1, len(items), "snapshot", m.group(1).upper(), body))
     items.sort(key=lambda x: (x[0], x[1], x[2]))
     return url, [(t, k, s, b) for t, _, _, k, s, b in items]
 
@@ -362,7 +383,7 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
         ws, http = _cryptofeed_pair(paths[0])
         if ws is None:
             raise InputError(f"{paths[0]}: no matching .ws file beside it")
-        url, items = _cryptofeed_items(ws, http)
+        url, items = _cryptofeed_items(ws, http, breaks)
         if url:
             q = url.split("streams=", 1)[1] if "streams=" in url else url.rsplit("/", 1)[-1]
             streams = [s for s in q.split("/") if s]
