@@ -212,6 +212,8 @@ def itch_replay_config(args):
         raise InputError(f"--depth: expected a number of levels >= 0, got {args.depth}")
     if args.depth and "depth" not in reports:
         reports = reports + ("depth",)
+    if args.reports and "depth" in reports and not args.depth:
+        raise InputError("--reports depth: the depth table needs --depth N (the levels to sample)")
     return ReplayConfig(symbols=parse_symbols(args.symbols),
                         depth_levels=args.depth,
                         depth_every_ns=0 if args.every == "change" else _duration_ns(args.every),
@@ -264,7 +266,8 @@ def add_itch_replay_options(rp) -> None:
     """The options `itch replay` and `itch replay-many` share (itch_replay_config reads them)."""
     rp.add_argument("--symbols", help="comma-separated symbols to replay (default: all)")
     rp.add_argument("--headroom", type=float, default=0.2, help="band = price range widened by this (default 0.2)")
-    rp.add_argument("--reports", help="comma-separated: desyncs,executions,bbo,latency,symbols (default: all)")
+    rp.add_argument("--reports", help="comma-separated: desyncs,executions,bbo,latency,symbols,depth (default: all; "
+                                      "depth with --depth N)")
     rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
     rp.add_argument("--chunk-mb", type=int, default=8, help="bytes per chunk, in MiB (default 8)")
     rp.add_argument("--depth", type=int, default=0, metavar="N",

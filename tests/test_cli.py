@@ -246,6 +246,9 @@ def test_text_bytes_outside_ascii_are_counted_not_fatal(tmp_path, capsys):
      "--symbols: expected comma-separated symbols"),
     (["itch", "lobster", SAMPLE_DAY, "--symbol", "X", "--date", "2019-02-30"], "--date: expected a date"),
     (["itch", "replay-many", SAMPLE_DAY, "--date", "x.itch=2019-99-01"], "expected a date YYYY-MM-DD"),
+    (["itch", "replay", SAMPLE_DAY, "--reports", "bbo,depth"], "--reports depth: the depth table needs --depth N"),
+    (["itch", "lobster", SAMPLE_DAY, "--symbol", "FTC", "--date", "2019-12-30", "--start-ms", "9", "--end-ms", "9"],
+     "window: expected 0 <= start < end"),
 ])
 def test_bad_arguments_are_one_line(tmp_path, capsys, argv, says):
     """Arguments out of range: exit 1 and one line naming the option (each was a traceback:

@@ -139,11 +139,15 @@ class ItchFile:
                 return self._read_into(self._open(pos), view, pos)
             if self.compressed and isinstance(e, EOFError):
                 raise InputError(f"{self.path}: the gzip stream ({self.size:,} bytes) ends before its end-of-stream "
-                                 "marker: a file cut short (an interrupted download?); --allow-truncated reads every "
-                                 "message before the cut") from None
-            where = f"after about {self.stats.bytes:,} decompressed bytes" if self.compressed else ""
-            raise InputError(f"{self.path}: corrupt {'gzip ' if self.compressed else ''}data {where}: {e}".rstrip()) \
-                from None
+                                 f"marker (the decompressed stream had reached byte {pos:,}): a file cut short (an "
+                                 "interrupted download?); --allow-truncated reads every message before the cut") \
+                    from None
+            if not self.compressed:
+                raise InputError(f"{self.path}: offset {pos:,}: cannot read: {e}") from None
+            # inflating runs ahead of the messages (a whole small file in one call): where it stood
+            raise InputError(f"{self.path}: corrupt gzip data: {e} (the decompressed stream had reached byte "
+                             f"{pos:,}; {self.raw_position:,} of the file's {self.size:,} compressed bytes "
+                             "read)") from None
 
     def _stream(self) -> Iterator[bytes]:
         """pcap: the MoldUDP64 message blocks of every packet, framed like BinaryFILE."""
