@@ -221,6 +221,26 @@ def test_bad_gzip(tmp_path):
     _expect(p, "corrupt gzip data")
 
 
+@pytest.mark.parametrize("cut", [9001, 8919 + 10])   # inside a packet's data, inside its record header
+def test_a_pcap_cut_short(tmp_path, cut):
+    """A capture cut short: an error naming the byte of the cut packet; with allow_truncated
+    every whole packet before it is read (the same messages as the capture cut at that packet)
+    and the cut counted (it was an error either way)."""
+    raw = (real_itch_files()[0].parent / "nasdaq_20230822_0930_moldudp64.pcap").read_bytes()
+    (tmp_path / "cut.pcap").write_bytes(raw[:cut])
+    (tmp_path / "whole.pcap").write_bytes(raw[:8919])   # 8919: where the cut packet starts
+    _expect(tmp_path / "cut.pcap", "truncated pcap record", "at byte 8,919", "--allow-truncated")
+    a = ItchFile(tmp_path / "cut.pcap", allow_truncated=True)
+    b = ItchFile(tmp_path / "whole.pcap")
+    def walk(f):
+        return [(c.types.tobytes(), c.offsets.tobytes(), bytes(c.buf[:int(c.offsets[-1]) + 1])) for c in f.chunks()]
+
+    ta, tb = walk(a), walk(b)
+    assert ta == tb and len(ta[0][0]) > 10
+    assert (a.stats.truncated_offset, a.stats.truncated_bytes) == (8919, cut - 8919)
+    assert b.stats.truncated_offset is None and a.stats.messages == b.stats.messages
+
+
 def test_gzip_cut_short_reads_every_message_before_the_cut(synthetic_day, tmp_path):
     """An interrupted download: the gzip stream ends without its trailer. An error that says
     so; with allow_truncated, every message decodable before the cut is read (the same as the

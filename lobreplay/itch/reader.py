@@ -278,13 +278,15 @@ class ItchFile:
         out = []
         pos, expected_seq, session = 24, None, None
         while pos < len(data):
-            if pos + 16 > len(data):
-                raise InputError(f"{self.path}: truncated pcap record header at byte {pos:,}")
-            incl = struct.unpack(endian + "I", data[pos + 8:pos + 12])[0]
+            incl = struct.unpack(endian + "I", data[pos + 8:pos + 12])[0] if pos + 16 <= len(data) else None
+            if incl is None or pos + 16 + incl > len(data):  # a capture cut short
+                if self.allow_truncated:  # every whole packet before it; counted
+                    self.stats.truncated_offset, self.stats.truncated_bytes = pos, len(data) - pos
+                    break
+                what = "record header" if incl is None else f"record: expected {incl} bytes, {len(data) - pos - 16} left"
+                raise InputError(f"{self.path}: truncated pcap {what} at byte {pos:,} (--allow-truncated reads "
+                                 "every packet before it)")
             frame = data[pos + 16:pos + 16 + incl]
-            if len(frame) < incl:
-                raise InputError(f"{self.path}: truncated pcap record at byte {pos:,}: "
-                                 f"expected {incl} bytes, {len(frame)} left")
             pkt = pos
             pos += 16 + incl
             udp = _udp_payload(frame)
