@@ -81,7 +81,10 @@ def _load(path: str, what: str, dtype) -> np.ndarray:
     try:
         return np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
     except (ValueError, UnicodeDecodeError) as e:  # (numpy's text: which row or value)
-        raise InputError(f"{path}: not a LOBSTER {what} file: {e}") from None
+        why = str(e).split("; use `usecols`", 1)[0]  # (numpy's advice is for its own callers)
+        if "number of columns changed" in why:
+            why += " (a row cut short?)"
+        raise InputError(f"{path}: not a LOBSTER {what} file: {why}") from None
 
 
 def read_message(path: str) -> dict[str, np.ndarray]:

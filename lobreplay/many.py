@@ -189,7 +189,7 @@ def plan(fmt: str, files: list[str], dataset: str, config, dates: dict[str, str]
     for given in files:
         path = os.path.abspath(given)
         if not os.path.isfile(path):
-            raise InputError(f"{given}: no such file")
+            raise InputError(f"{given}: {'a directory, not a file' if os.path.isdir(path) else 'no such file'}")
         day = next((dates.pop(n) for n in (given, path, os.path.basename(path)) if n in dates), None)
         if day is None and fmt == "itch":
             day = f.find_date(path)

@@ -13,6 +13,7 @@ are embedded), and prices as the feed's integers, turned into dollars in the pag
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -254,9 +255,14 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
     page = _TEMPLATE.replace("/*__DATA__*/", blob).replace("__TITLE__", _html_escape(f"{sym} book — lobreplay"))
     os.makedirs(os.path.dirname(os.path.abspath(out_html)), exist_ok=True)
     tmp = out_html + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(page)
-    os.replace(tmp, out_html)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(tmp, out_html)
+    except BaseException:  # a full disk, Ctrl-C: no half-written page left beside it
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
     sampled["bytes"] = os.path.getsize(out_html)
     sampled["path"] = out_html
     sampled["notes"] = notes

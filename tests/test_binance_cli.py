@@ -53,8 +53,8 @@ def test_from_jsonl_of_a_cut_or_corrupt_gzip_names_the_file(tmp_path, capsys):
     from lobreplay.binance.convert import CHUNK
     from lobreplay.cli import main
     whole = (BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240808.gz").read_bytes()
-    for name, data, after in [("cut.gz", whole[:600_000], f"after {CHUNK} bytes"),
-                              ("corrupt.gz", b"\x1f\x8b\x08\x00" + b"garbage" * 9, "after 0 bytes")]:
+    for name, data, after in [("cut.gz", whole[:600_000], f"in the piece read after byte {CHUNK:,} of it"),
+                              ("corrupt.gz", b"\x1f\x8b\x08\x00" + b"garbage" * 9, "in the piece read after byte 0")]:
         src, out = tmp_path / name, tmp_path / (name + ".lobc")
         src.write_bytes(data)
         assert main(["capture", "binance", "--from-jsonl", str(src), "-o", str(out)]) == 1

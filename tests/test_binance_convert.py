@@ -82,7 +82,7 @@ def test_allow_truncated_converts_a_cut_gzip_up_to_its_last_whole_line(tmp_path,
     whole = (BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240808.gz").read_bytes()
     cut = tmp_path / "cut.gz"
     cut.write_bytes(whole[:600_000])
-    with pytest.raises(InputError, match="breaks off after"):
+    with pytest.raises(InputError, match="breaks off in the piece read after byte"):
         convert(cut, tmp_path / "no.lobc", c_decoder=c_decoder)
     st = convert(cut, tmp_path / "cut.lobc", allow_truncated=True, c_decoder=c_decoder)
     (t,) = st["truncated"]

@@ -259,6 +259,17 @@ def test_bad_arguments_are_one_line(tmp_path, capsys, argv, says):
     assert err.startswith("lobreplay: error: ") and says in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_a_directory_given_as_an_input_file_is_called_one(tmp_path, capsys):
+    """It was called 'no such file'."""
+    d = tmp_path / "adir.itch"
+    d.mkdir()
+    for argv in (["capture", "binance", "--from-jsonl", str(d), "-o", str(tmp_path / "x.lobc")],
+                 ["itch", "replay-many", str(d), "-o", str(tmp_path / "ds")]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.strip() == f"lobreplay: error: {d}: a directory, not a file", err
+
+
 def test_sigkill_mid_replay_leaves_no_report_without_its_footer(tmp_path):
     """kill -9 cannot be caught: the files being written are left as NAME.partial, so every
     file under a report's name is whole; a --force rerun clears the leftovers."""

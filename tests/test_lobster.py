@@ -82,6 +82,8 @@ def swap_ids(tmp_path):
     ("message", b"garbage,\xff\n", "codec can't decode"),
     ("orderbook", b"1,2,x,4\n", "could not convert"),
     ("orderbook", b"\xff\xfe,1\n", "codec can't decode"),
+    ("message", b"34200.1,1,5,100,2500000,1\n34200.2,1,5\n",
+     r"the number of columns changed from 6 to 3 at row 2 \(a row cut short\?\)$"),
 ])
 def test_verify_says_which_file_is_not_lobster(tmp_path, which, body, says):
     """A message or orderbook file with a value that is not a number, or bytes that are not

@@ -181,6 +181,20 @@ def test_build_view_names_a_report_file_cut_short(tmp_path, name):
         build_view(rep, tmp_path / "x.html")
 
 
+def test_a_page_that_cannot_be_written_leaves_nothing_beside_it(tmp_path, monkeypatch):
+    """A full disk (here: the final rename fails): the error goes up and no x.html.tmp stays."""
+    import errno
+    rep = make_reports(tmp_path / "rep", n_depth=100)
+
+    def full(*a):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("lobreplay.viewer.os.replace", full)
+    with pytest.raises(OSError, match="No space left"):
+        build_view(rep, tmp_path / "x.html")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
+
+
 def test_build_view_real_day_without_depth(tmp_path):
     """The bundled day replayed without --depth: the page is the 1-level fallback."""
     rep = tmp_path / "rep"

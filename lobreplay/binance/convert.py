@@ -84,8 +84,9 @@ class _Text:
         if self.tolerate:
             self._why = why
             return empty
-        raise InputError(f"{self.path}: the text breaks off after {self.pos} bytes ({why}; a gzip file cut "
-                         "short or corrupt? --allow-truncated converts what comes before)") from None
+        raise InputError(f"{self.path}: the text breaks off in the piece read after byte {self.pos:,} of it "
+                         f"({why}; a gzip file cut short or corrupt? --allow-truncated converts what comes before "
+                         "and says exactly where)") from None
 
     def read(self, n: int = -1) -> bytes:
         return self._call(lambda: self._f.read(n), b"")
@@ -368,7 +369,7 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
         raise InputError("convert: no input file")
     for p in paths:
         if not p.is_file():
-            raise InputError(f"{p}: no such file")
+            raise InputError(f"{p}: {'a directory, not a file' if p.is_dir() else 'no such file'}")
     t0 = time.perf_counter()  # the whole conversion, format detection included
     cpu0 = time.process_time()
     fmts = {detect_format(p) for p in paths}
