@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import sys
 
 from .cli import desyncs_text, reports_text
 
@@ -44,7 +45,8 @@ def lobc_replay_config(args):
 
     reports = parse_report_list(getattr(args, "no_reports", False), args.reports, ALL_REPORTS)
     return L2ReplayConfig(symbols=parse_symbols(args.symbols), reports=reports, timing=not args.no_timing,
-                          price_mode=args.price_mode)
+                          price_mode=args.price_mode,
+                          progress=not getattr(args, "no_progress", True) and sys.stderr.isatty())
 
 
 def cmd_replay(args) -> int:
@@ -94,6 +96,7 @@ def _replay_arguments(rp) -> None:
     rp.add_argument("-o", "--output", required=True, help="report directory")
     replay_options(rp)
     rp.add_argument("--no-reports", action="store_true", help="write only summary.json")
+    rp.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
     rp.set_defaults(func=cmd_replay)
 

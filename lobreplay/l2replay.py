@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ import pyarrow as pa
 
 from . import __version__, _arrow, lobc
 from .errors import InputError
-from .itch.replay import prepare_output
+from .itch.replay import _NoBar, prepare_output
 from .l2 import MAX_GRID_LEVELS, L2Replay, scan_counts
 from .latency import report_rows
 from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256
@@ -68,6 +69,7 @@ class L2ReplayConfig:
     reports: tuple[str, ...] = ALL_REPORTS
     timing: bool = True
     chunk_records: int = 1 << 18
+    progress: bool = False                # a progress bar per pass on stderr (records)
 
 
 def _symbols_of(names: list[str], sym: np.ndarray) -> pa.DictionaryArray:
@@ -141,16 +143,18 @@ class LobcReplay:
             keep = [names.index(s.upper()) for s in cfg.symbols]
         n = 0
 
-        def pass1_chunks():
+        def pass1_chunks(bar):
             nonlocal n
             for c in src.chunks(verify=True):
+                bar.update(len(c))
                 c = c if keep is None else c[np.isin(c["symbol"], keep)]
                 n += len(c)
                 yield c
 
         t0 = time.perf_counter()
-        sizing, kinds = scan_counts(pass1_chunks(), names, headroom=cfg.headroom, mode=cfg.price_mode,
-                                    max_grid_levels=cfg.max_grid_levels)
+        with self._bar("pass 1 (sizing)", src.records) as bar:
+            sizing, kinds = scan_counts(pass1_chunks(bar), names, headroom=cfg.headroom, mode=cfg.price_mode,
+                                        max_grid_levels=cfg.max_grid_levels)
         pass1_s = time.perf_counter() - t0
         torn, blocks = src.torn, src.blocks
         if torn is not None and not blocks:
@@ -160,9 +164,11 @@ class LobcReplay:
         rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers)
         t1 = time.perf_counter()
         read = src.reader() if keep is None else _filtered(src.chunks(), keep)
-        for rows in rp.feed_from(read, cfg.chunk_records):
-            if rows:
-                self._write(rows, reports, names)
+        with self._bar("pass 2 (replay)", n) as bar:
+            for rows in rp.feed_from(read, cfg.chunk_records):
+                if rows:
+                    self._write(rows, reports, names)
+                bar.update(rp.next_index - bar.n)
         if src.torn is not torn or src.blocks != blocks:
             raise InputError(f"{self.path}: offset {src.torn.offset}: the file changed during the replay "
                              f"({src.torn.reason}); the reports stop there")
@@ -198,6 +204,12 @@ class LobcReplay:
                       "records_per_second": round(n / pass2_s) if pass2_s else None,
                       "core_events_per_second": round(c.core_events / c.core_seconds) if c.core_seconds else None},
         }
+
+    def _bar(self, desc: str, total: int):
+        if not self.cfg.progress:  # (tqdm's import alone is about 20 ms of a replay's start-up)
+            return _NoBar()
+        from tqdm import tqdm
+        return tqdm(total=total, unit=" records", unit_scale=True, desc=desc, file=sys.stderr, leave=False)
 
     def _write(self, rows: dict, reports: ReportSet, names: list[str]) -> None:
         def common(r):

@@ -596,6 +596,31 @@ def test_peak_rss_is_the_replays_own_when_started_from_a_big_process(tmp_path):
     assert 20 << 20 < rss < 400 << 20
 
 
+def test_progress_bars_count_the_records_of_each_pass(tmp_path, monkeypatch):
+    """progress=True (the command line's default on a terminal; --no-progress): a bar per
+    pass on stderr, each reaching the file's records; without it, nothing on stderr."""
+    import io
+    import sys
+
+    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+
+    recs, _ = synth_stream(96, n_messages=400, n_symbols=2)
+    write_lobc(tmp_path / "a.lobc", recs)
+    monkeypatch.setenv("TQDM_MININTERVAL", "0")  # every update drawn (a run this short draws none)
+    monkeypatch.setenv("TQDM_MINITERS", "1")
+    for progress in (True, False):
+        err = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", err)
+        replay_lobc(tmp_path / "a.lobc", str(tmp_path / f"o{progress}"), L2ReplayConfig(progress=progress,
+                                                                                        chunk_records=300))
+        text = err.getvalue()
+        if progress:
+            for desc in ("pass 1 (sizing)", "pass 2 (replay)"):
+                assert f"{desc}: 100%" in text and f"{len(recs) / 1000:.2f}k/{len(recs) / 1000:.2f}k" in text, text
+        else:
+            assert text == ""
+
+
 def test_a_file_without_a_whole_block_is_an_error(tmp_path):
     """Torn before its first block ends (or that block's CRC fails): nothing to replay is an
     error naming the file and offset (it was status ok with 0 records); a whole file with no
