@@ -556,13 +556,18 @@ class ItchReplay:
                 cols[f"{key}_count_{i + 1}"] = c[:, side, i]
         return pa.table({k: _arrow.array(v) for k, v in cols.items()})
 
+    def _file_order(self, e: np.ndarray, mi: np.ndarray, *rows: np.ndarray) -> tuple:
+        """e (the events the core wrote rows for) and the rows, in file order: after a pass
+        regrouped by book the rows came book by book (each book's in its order)."""
+        if not self.grouped:
+            return (e, *rows)
+        o = np.argsort(mi[e], kind="stable")
+        return (e[o], *(r[o] for r in rows))
+
     def _depth_changes(self, depth, ev, ts, mi, symtab, reports) -> None:
         """--every change: a row after every event that changed a book's N best levels."""
-        e = depth["event"].astype(np.int64)
-        p, q, c = depth["prices"], depth["qtys"], depth["counts"]
-        if self.grouped:  # the rows came book by book: back in file order (a book's in theirs)
-            o = np.argsort(mi[e], kind="stable")
-            e, p, q, c = e[o], p[o], q[o], c[o]
+        e, p, q, c = self._file_order(depth["event"].astype(np.int64), mi, depth["prices"], depth["qtys"],
+                                      depth["counts"])
         if len(e):
             reports.write_table("depth", self._depth_table(ts[e], ev["instrument"][e].astype(np.uint16), p, q, c,
                                                            symtab))
@@ -615,12 +620,8 @@ class ItchReplay:
         if "bbo" in reports:
             # (a copy: the rows are in a buffer the next chunk reuses, and the writer's thread
             # encodes them later)
-            ch, b = out.bbo_event.astype(np.int64), out.bbo
-            if self.grouped:  # the rows came book by book: back in file order (a book's in theirs)
-                o = np.argsort(mi[ch], kind="stable")
-                ch, b = ch[o], b[o]  # (b[o]: a copy)
-            else:
-                b = b.copy()
+            ch, b = self._file_order(out.bbo_event.astype(np.int64), mi, out.bbo)
+            b = b if self.grouped else b.copy()  # (regrouped: b[o], a copy already)
             reports.write("bbo", {
                 "time_ns": ts[ch], "ts": self._utc(ts[ch]), "message": msg[ch], "locate": b["instrument"],
                 "symbol": symbols_of(symtab, b["instrument"]), "bid_price": b["bid_price"], "bid_qty": b["bid_qty"],
