@@ -468,7 +468,12 @@ static int hist_add(lob_l2 *r, symstate *S, uint64_t u, const int64_t top[4])
             else hi = m;
         }
         at = lo;
-        for (size_t i = S->hlen; i > at; i--) *hist_at(S, i) = *hist_at(S, i - 1);
+        if (at < S->hlen - at) { /* the shorter side moves: the ones before it, a slot back */
+            S->hhead = (S->hhead - 1) & (S->hcap - 1);
+            for (size_t i = 0; i < at; i++) *hist_at(S, i) = *hist_at(S, i + 1);
+        } else {
+            for (size_t i = S->hlen; i > at; i--) *hist_at(S, i) = *hist_at(S, i - 1);
+        }
     }
     tick *t = hist_at(S, at);
     t->u = u;
