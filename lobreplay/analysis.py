@@ -9,10 +9,11 @@ The plotting helpers take the loaded reports and return a matplotlib Figure; the
 call `plt.show()` and work with the Agg backend (no display needed). Each one plots only
 what the reports hold, and says so in its title or axis labels:
 
-* `plot_latency`: the latency report holds percentiles, not the histograms, so from a
-  report directory the plot is the percentile distribution (p50 .. p99.9 and max per event
-  kind, HdrHistogram style) with the table beside it. Pass `histograms=` (bucket counts from
-  a live `Session`, e.g. `session_histograms(session)`) for the histogram itself.
+* `plot_latency`: the histograms a replay wrote (latency_histograms.parquet), with the
+  percentile table beside them; without that table (timing off) the percentile
+  distribution (p50 .. p99.9 and max per event kind, HdrHistogram style). Pass
+  `histograms=` (bucket counts from a live `Session`, e.g. `session_histograms(session)`)
+  to plot those.
 * `plot_desyncs`: cumulative desyncs over time by cause.
 * `plot_bbo`: best bid and ask and the spread over the session.
 * `plot_depth_heatmap`: time-weighted resting quantity over time and price, from the ITCH
@@ -44,7 +45,10 @@ _NULLABLE = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32():
 # Columns in price units (ITCH Price(4) or the .lobc price_scale) and in quantity units (.lobc qty_scale).
 _PRICE_COLS = {"price", "bid_price", "ask_price", "expected_price", "found_price", "other_price", "min_price",
                "max_price", "band_low", "band_high", "tick", "book_bid_price", "book_ask_price",
-               "ticker_bid_price", "ticker_ask_price"}
+               "ticker_bid_price", "ticker_ask_price",
+               # the status tables: NOII and LULD collar prices are Price(4) too
+               "far_price", "near_price", "current_reference_price", "reference_price", "upper_price", "lower_price"}
+_PRICE8_COLS = {"level1", "level2", "level3"}  # MWCB decline levels: ITCH Price(8), 1/10^8 dollar
 _LEVEL_PRICE = re.compile(r"^(bid|ask)_price_[0-9]+$")   # depth.parquet's levels
 _L2_QTY_COLS = {"qty", "bid_qty", "ask_qty", "other_qty", "book_bid_qty", "book_ask_qty", "ticker_bid_qty",
                 "ticker_ask_qty"}
@@ -143,11 +147,12 @@ def load(report_dir, *, scale_prices: bool = False, scale_qty: bool = False) -> 
     if scale_prices or (scale_qty and is_lobc):
         for df in tables.values():
             for c in df.columns:
-                is_price = c in _PRICE_COLS or _LEVEL_PRICE.match(c)
+                is_price = c in _PRICE_COLS or _LEVEL_PRICE.match(c) or (c in _PRICE8_COLS and not is_lobc)
+                scale = 10**8 if c in _PRICE8_COLS else price_scale
                 if scale_prices and is_price and df[c].dtype.kind in "iu":
-                    df[c] = df[c].astype("float64") / price_scale
+                    df[c] = df[c].astype("float64") / scale
                 elif scale_prices and is_price and str(df[c].dtype)[:1] in "IU":  # nullable
-                    df[c] = df[c].astype("Float64") / price_scale
+                    df[c] = df[c].astype("Float64") / scale
                 elif scale_qty and is_lobc and c in _L2_QTY_COLS and df[c].dtype.kind in "iu":
                     df[c] = df[c].astype("float64") / qty_scale
     return Reports(path=d, source="lobc" if is_lobc else "itch", tables=tables, summary=summary,
@@ -225,8 +230,8 @@ def plot_latency(r: Reports, symbol: str | None = None, *, histograms: dict | No
     the percentile table beside it. `symbol` selects that book's (coarse) figures.
 
     `histograms` ({kind: bucket counts} of the session's fine histograms, e.g.
-    session_histograms(session)) plots the histogram itself instead (log x); a report
-    directory alone has only percentiles."""
+    session_histograms(session)) plots those instead (log x); without either, and for a
+    symbol, the percentile distribution."""
     fig, (ax, tab) = _figure(figsize, 1, 2, width_ratios=[3, 2])
     t = percentile_table(r, symbol)
     if histograms is None and symbol is None and "latency_histograms" in r:

@@ -71,11 +71,13 @@ class BookView:
 
     def depth(self, side, n: int = 10) -> list[tuple[int, int, int]]:
         """Up to n best levels of a side as (price, qty, count), best first."""
-        p, q, c = self._b.depth(as_side(side), n)
+        p, q, c = self.depth_arrays(side, n)
         return list(zip(p.tolist(), q.tolist(), c.tolist()))
 
     def depth_arrays(self, side, n: int = 10):
         """As depth(), as three numpy arrays (prices, qtys, counts)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise BadEventError(f"n: expected a number of levels >= 0, got {n!r}")
         return self._b.depth(as_side(side), n)
 
     def level_orders(self, price: int) -> list[tuple[int, int]]:
@@ -112,12 +114,14 @@ class Session:
         self._scratch = np.empty(1024, EXEC_DTYPE)
         self._scratch_d = np.empty(1024, DESYNC_DTYPE)
         self._scratch_z = None  # depth output rows (see _depth_scratch)
+        self._has_book = np.zeros(max_instrument + 1, bool)
 
     def add_book(self, instrument: int, band_low: int, band_high: int, tick: int = 1,
                  capacity: int = 1 << 16) -> BookView:
         """Create the book of an instrument over [band_low, band_high] in steps of tick,
         with room for `capacity` live orders; it never grows."""
         self._s.add_book(instrument, band_low, band_high, tick, capacity)
+        self._has_book[instrument] = True
         return self.book(instrument)
 
     def book(self, instrument: int) -> BookView:
@@ -131,8 +135,17 @@ class Session:
 
     def depth(self, instruments, n: int = 10):
         """The n best levels of many books in one core call: (prices, qtys, counts),
-        each shaped (books, 2, n) with side 0 = bid, 1 = ask, best first, 0 past the last level."""
-        return self._s.depth(np.asarray(instruments), n)
+        each shaped (books, 2, n) with side 0 = bid, 1 = ask, best first, 0 past the last level.
+        An instrument without a book is an UnknownInstrumentError (not an empty book)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise BadEventError(f"n: expected a number of levels >= 0, got {n!r}")
+        inst = np.asarray(instruments)
+        if inst.size and (inst.dtype.kind not in "iu" or inst.min() < 0 or inst.max() > self.max_instrument
+                          or not self._has_book[inst].all()):
+            bad = next(i for i in inst.ravel().tolist() if not (isinstance(i, int) and 0 <= i <= self.max_instrument
+                                                                 and self._has_book[i]))
+            raise core.exception_for(core.CONSTANTS["LOB_EINSTRUMENT"], f"instrument {bad!r}", instrument=bad)
+        return self._s.depth(inst, n)
 
     def instruments(self) -> list[int]:
         return [i for i in range(self.max_instrument + 1) if self._s.book(i) is not None]

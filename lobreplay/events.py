@@ -57,6 +57,8 @@ def as_side(side) -> int:
             return Side.SELL
         raise BadEventError(f"side: expected 'B' or 'S', got {side!r}", status=CONSTANTS["LOB_EKIND"])
     try:
+        if isinstance(side, bool) or not isinstance(side, (int, np.integer)):  # (66.9 is not BUY)
+            raise ValueError
         return Side(int(side))
     except ValueError:
         raise BadEventError(f"side: expected 'B' (66) or 'S' (83), got {side!r}",
@@ -74,6 +76,8 @@ def as_tif(tif) -> int:
             raise BadEventError(f"tif: expected one of {', '.join(TIF.__members__)}, got {tif!r}",
                                 status=CONSTANTS["LOB_EKIND"]) from None
     try:
+        if isinstance(tif, bool) or not isinstance(tif, (int, np.integer)):  # (1.9 is not IOC)
+            raise ValueError
         return TIF(int(tif))
     except ValueError:
         raise BadEventError(f"tif: expected 0..3, got {tif!r}", status=CONSTANTS["LOB_EKIND"]) from None

@@ -26,7 +26,8 @@ from . import __version__, _arrow, lobc
 from .errors import InputError
 from .itch.replay import _NoBar, prepare_output
 from .l2 import MAX_GRID_LEVELS, L2Replay, scan_counts
-from .latency import report_rows
+from .events import Kind
+from .latency import histogram_table, report_rows
 from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256
 
 ALL_REPORTS = ("bbo", "desyncs", "trades", "latency", "ticker_mismatches")
@@ -71,6 +72,12 @@ class L2ReplayConfig:
     chunk_records: int = 1 << 18
     progress: bool = False                # a progress bar per pass on stderr (records)
 
+    def __post_init__(self):
+        from .reports import config_names
+        self.symbols = config_names(self.symbols, "symbols")
+        self.symbols = list(self.symbols) if self.symbols is not None else None
+        self.reports = ALL_REPORTS if self.reports is None else config_names(self.reports, "reports", ALL_REPORTS)
+
 
 def _symbols_of(names: list[str], sym: np.ndarray) -> pa.DictionaryArray:
     """The symbol of each row, dictionary-encoded with only the symbols present (an index
@@ -86,9 +93,6 @@ def _side_str(side: np.ndarray) -> np.ndarray:
 class LobcReplay:
     def __init__(self, path: str, out_dir: str, cfg: L2ReplayConfig):
         self.path, self.out_dir, self.cfg = os.fspath(path), out_dir, cfg
-        bad = [r for r in cfg.reports if r not in ALL_REPORTS]
-        if bad:
-            raise InputError(f"reports: unknown report(s) {', '.join(bad)}; choose from {', '.join(ALL_REPORTS)}")
 
     def run(self) -> dict:
         """Streams the file twice in chunks (lobc.ChunkReader: memory stays bounded): pass 1
@@ -235,8 +239,16 @@ class LobcReplay:
                 "recv_ns", "record", "symbol")}})
 
     def _latency(self, rp: L2Replay, sizing, reports) -> None:
-        """Overall (the session's fine histograms) and per symbol (each book's coarse ones)."""
+        """Overall (the session's fine histograms) and per symbol (each book's coarse ones);
+        with timing on, the fine histograms themselves too, as the ITCH replay writes them
+        (latency_histograms.parquet, latency_<KIND>.hgrm)."""
         reports.write("latency", report_rows(rp.session, [(z.name, s) for s, z in sorted(sizing.items())]))
+        if self.cfg.timing:
+            from .hgrm import export_session_hgrm
+            export_session_hgrm(rp.session, self.out_dir)
+            hists = {k.name: rp.session.histogram(k) for k in Kind}
+            hists["ALL"] = sum(hists.values())
+            reports.write_table("latency_histograms", histogram_table(hists))
 
 
 def _filtered(chunks, keep: list[int]):

@@ -408,6 +408,25 @@ def parse_symbols(text: str | None) -> list[str] | None:
     return symbols
 
 
+def config_names(value, what: str, allowed: tuple[str, ...] | None = None) -> tuple[str, ...] | None:
+    """A replay configuration's list of names (symbols, reports): None stays None; a string is
+    comma-separated ("AAPL,MSFT": not the letters of "AAPL"); names outside `allowed` are an
+    InputError naming them."""
+    from .errors import InputError
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    if not all(isinstance(x, str) for x in items):
+        raise InputError(f"{what}: expected names (strings), got {value!r}")
+    names = tuple(x.strip() for x in items if x.strip())
+    if isinstance(value, str) and not names:
+        raise InputError(f"{what}: expected comma-separated names, got {value!r}")
+    bad = [x for x in names if allowed is not None and x not in allowed]
+    if bad:
+        raise InputError(f"{what}: unknown {', '.join(bad)}; choose from {', '.join(allowed)}")
+    return names
+
+
 def parse_report_list(no_reports: bool, text: str | None, allowed: tuple[str, ...]) -> tuple[str, ...]:
     """The reports a replay command was asked for (--no-reports / --reports a,b / all)."""
     from .errors import InputError

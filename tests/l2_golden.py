@@ -188,6 +188,9 @@ def digest(out_dir: Path, summary: dict) -> dict:
     res = {"summary": {k: summary.get(k) for k in SUMMARY_KEYS},
            "lobc": {k: summary["lobc"].get(k) for k in LOBC_KEYS},
            "rollbacks": summary.get("rollbacks", 0), "tables": {}}
+    # (the latency histograms' rows are filled buckets of timings: their number varies run to run)
+    res["summary"]["report_rows"] = {k: v for k, v in (summary.get("report_rows") or {}).items()
+                                     if k != "latency_histograms"}
     for name in ALL_REPORTS:
         p = out_dir / f"{name}.parquet"
         if not p.exists():

@@ -102,6 +102,23 @@ def test_load_scale_prices_itch(itch_dir):
     assert usd.price_unit() == "$"
     assert usd.depth["ask_price_5"].dtype == np.float64 and raw.depth["ask_price_5"].dtype == np.int64
     np.testing.assert_allclose(usd.depth["bid_price_1"], raw.depth["bid_price_1"] / 10_000)
+    noii = [n for n in raw.tables if n.startswith("status_I")]
+    assert noii, sorted(raw.tables)                      # the status tables' prices too (NOII)
+    for c in ("far_price", "near_price", "current_reference_price"):
+        a, b = raw.tables[noii[0]][c], usd.tables[noii[0]][c]
+        assert a.dtype.kind in "iu" and b.dtype == np.float64
+        np.testing.assert_allclose(b, a / 10_000)
+
+
+def test_load_scales_mwcb_levels_as_price8(tmp_path):
+    """ITCH sends the MWCB decline levels as Price(8) (1/10^8 dollar), not Price(4)."""
+    t = pa.table({"message": pa.array([5], pa.int64()), "level1": pa.array([418_250_000_000], pa.int64()),
+                  "level2": pa.array([389_450_000_000], pa.int64()), "level3": pa.array([345_600_000_000],
+                                                                                        pa.int64())},
+                 metadata={"price_scale": "10000", "source_file": "x"})
+    pq.write_table(t, tmp_path / "status_V_mwcb_decline_level.parquet")
+    r = A.load(tmp_path, scale_prices=True)
+    assert r.tables["status_V_mwcb_decline_level"]["level1"].tolist() == [4182.5]
 
 
 def test_load_nullable_integers_stay_integers(tmp_path):
@@ -118,7 +135,7 @@ def test_load_nullable_integers_stay_integers(tmp_path):
 def test_load_lobc_reports(lobc_dir):
     r = A.load(lobc_dir)
     assert r.source == "lobc" and r.provenance["venue"] == "binance" and r.qty_scale == S
-    assert set(r.tables) == {"bbo", "desyncs", "trades", "latency", "ticker_mismatches"}
+    assert set(r.tables) == {"bbo", "desyncs", "trades", "latency", "ticker_mismatches", "latency_histograms"}
     assert r.summary["bookticker"]["comparable"] == 2 and r.summary["bookticker"]["matches"] == 1
     assert len(r.ticker_mismatches) == 1 and r.ticker_mismatches["ticker_ask_qty"].iloc[0] == 4 * S
     assert list(r.desyncs["cause"]) == ["gap_sequence"]

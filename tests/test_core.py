@@ -825,3 +825,48 @@ def test_validate_finds_each_broken_invariant(what, says):
     with pytest.raises(CorruptBookError, match=says):
         b.validate()
     assert lib.lob_book_break(L.OrderBook(100, 200, 1, 4)._b.ptr, lib.LOB_BREAK_LEVEL_TOTAL) == lib.LOB_EARG
+
+
+def test_interactive_arguments_are_checked_by_name():
+    """Arguments the core would take the wrong way: a float side or time in force (66.9 was
+    BUY, 1.9 IOC), a negative depth (numpy's 'negative dimensions'), and the depth of an
+    instrument without a book (it read as an empty book)."""
+    b = L.OrderBook(90, 110, 1, 64)
+    b.new(1, "B", 100, 10)
+    for call, says in ((lambda: b.new(2, 66.9, 100, 5), "side: expected"), (lambda: b.new(2, True, 100, 5), "side"),
+                       (lambda: b.new(2, "S", 100, 5, tif=1.9), "tif: expected"),
+                       (lambda: b.depth("B", -1), "n: expected a number of levels >= 0, got -1"),
+                       (lambda: b.depth_arrays("B", 2.0), "n: expected")):
+        with pytest.raises(L.BadEventError, match=says):
+            call()
+    assert b.depth("B", 0) == [] and b.depth("B", 3) == [(100, 10, 1)] and b.order_count == 1
+    s = L.Session(10)
+    s.add_book(4, 90, 110)
+    p, q, c = s.depth([4, 4], 2)
+    assert p.shape == (2, 2, 2) and not p.any()
+    for inst in ([4, 5], [99], [-1], [4.0]):
+        with pytest.raises(L.UnknownInstrumentError):
+            s.depth(inst, 2)
+    with pytest.raises(L.BadEventError, match="n: expected"):
+        s.depth([4], -3)
+
+
+def test_replay_configs_take_names_as_a_list_or_comma_separated():
+    """symbols="PT" was the symbols P and T; a report name not known, a bare KeyError."""
+    from lobreplay.itch.replay import ReplayConfig
+    from lobreplay.l2replay import L2ReplayConfig
+
+    for cfg in (ReplayConfig, L2ReplayConfig):
+        assert cfg(symbols="AAPL, MSFT").symbols == ["AAPL", "MSFT"] == cfg(symbols=("AAPL", "MSFT")).symbols
+        assert cfg().symbols is None and cfg(reports="bbo").reports == ("bbo",) and cfg(reports=()).reports == ()
+        with pytest.raises(L.InputError, match="reports: unknown nope; choose from"):
+            cfg(reports=("bbo", "nope"))
+        with pytest.raises(L.InputError, match="symbols: expected comma-separated names"):
+            cfg(symbols=" , ")
+        with pytest.raises(L.InputError, match="symbols: expected names"):
+            cfg(symbols=[1, 2])
+    for bad in (-1, 1.5, True):
+        with pytest.raises(L.InputError, match=f"depth_levels: expected a whole number >= 0, got {bad!r}"):
+            ReplayConfig(depth_levels=bad)
+    with pytest.raises(L.InputError, match="depth_every_ns: expected a whole number >= 0, got -5"):
+        ReplayConfig(depth_levels=2, depth_every_ns=-5)

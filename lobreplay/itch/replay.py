@@ -77,6 +77,16 @@ class ReplayConfig:
     #                                      (the same outcomes); None: when the books take
     #                                      GROUP_BYTES or more and no depth samples by time
 
+    def __post_init__(self):
+        from ..reports import config_names
+        self.symbols = config_names(self.symbols, "symbols")
+        self.symbols = list(self.symbols) if self.symbols is not None else None
+        self.reports = ALL_REPORTS if self.reports is None else config_names(self.reports, "reports", ALL_REPORTS)
+        for name in ("depth_levels", "depth_every_ns"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise InputError(f"{name}: expected a whole number >= 0, got {v!r}")
+
 
 # The books' memory from which a replay regroups each chunk's events by book
 # (ReplayConfig.group_books): on the 1,000-symbol day (86 MiB of books) the core's time falls
