@@ -398,6 +398,17 @@ def test_depth_samples_agree_with_the_top_of_book(synthetic_day, tmp_path):
                 assert row.ask_price_2 > row.ask_price_1
             checked += 1
     assert checked > 100
+    # the last sample of each book is the book as the feed left it (the last partial interval
+    # is sampled at the boundary after the file's last message): its final top of book
+    end = depth.time_ns.max()
+    assert end % (30 * 10**9) == 0 and end > bbo.time_ns.max()
+    final = bbo.groupby("locate").tail(1).set_index("locate")
+    last = depth.groupby("locate").tail(1).set_index("locate")
+    assert len(last) == len(final) > 10
+    for loc, row in last.iterrows():
+        f = final.loc[loc]
+        assert (row.bid_price_1, row.bid_qty_1, row.ask_price_1, row.ask_qty_1) == \
+            (f.bid_price, f.bid_qty, f.ask_price, f.ask_qty), loc
 
 
 def test_latency_histograms_beside_the_table(clean):

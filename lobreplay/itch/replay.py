@@ -460,6 +460,14 @@ class ItchReplay:
                 self._done = (2, chunk.first_message + chunk.n)  # (replayed; its rows come next)
                 self._chunk_reports(chunk, ev, ts, mi, out, symtab, select, reports, desync_per_locate)
                 bar.update(self.src.raw_position - bar.n)
+        if cfg.depth_levels and "depth" in reports and cfg.depth_every_ns and self._dirty:
+            # the books changed since their last sample, at the first boundary after the file's
+            # last message (pass 1's, so every --jobs part picks the same): as the feed left them
+            seen = p1.stats["first_ts"] >= 0
+            end = int(p1.stats["last_ts"][seen].max()) if seen.any() else last_ts
+            when = max((end // cfg.depth_every_ns + 1) * cfg.depth_every_ns, self._next_sample or 0)
+            self._sample(sess, when, symtab, reports)
+            self._flush_samples(reports)
         pass2_s = time.perf_counter() - t0
         self.last_event_ns = last_ts  # a parallel replay's residual rows take the latest part's
         residual = self._residuals(sess, sizing, symtab, last_ts, reports, desync_per_locate)
