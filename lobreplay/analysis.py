@@ -402,8 +402,9 @@ def tape(r: Reports, symbol: str | None = None) -> pd.DataFrame:
 
     ITCH: the feed's executions (E, C, P, Q). An E carries no price (the order's own price
     applies): it is taken from the core row of the same message for the same order, which holds
-    the order's price level; an E whose order the core did not give (a fill_order desync) keeps
-    price NaN. .lobc: the trades report."""
+    the order's price level; an E whose order the core did not fill (a fill_order desync; an
+    order added before a replay that starts mid-day) has no price: <NA> in an Int64 column (float only with
+    scale_prices). .lobc: the trades report."""
     if r.source == "lobc":
         t = r.trades.copy()
         t["kind"] = "trade"
@@ -414,13 +415,28 @@ def tape(r: Reports, symbol: str | None = None) -> pd.DataFrame:
         core = core.rename(columns={"price": "core_price"})
         feed = feed.merge(core, on=["message", "order_ref"], how="left")
         e = feed["msg_type"] == "E"
-        price = feed["price"].astype("float64")
-        price.loc[e] = feed.loc[e, "core_price"].astype("float64")
-        feed["price"] = price if (r.prices_scaled or price.isna().any()) else price.astype(np.int64)
+        if r.prices_scaled:
+            price = feed["price"].astype("float64")
+            price.loc[e] = feed.loc[e, "core_price"].astype("float64")
+        else:  # integers stay integers: a missing price is <NA>, never a float NaN
+            price = feed["price"].astype("Int64")
+            price.loc[e] = feed.loc[e, "core_price"].astype("Int64")
+            if not price.isna().any():
+                price = price.astype(np.int64)
+        feed["price"] = price
         t = feed.drop(columns=["core_price"]).rename(columns={"msg_type": "kind"})
     if symbol is not None:
         t = _sym(t, symbol)
+        if t.empty and not _known_symbol(r, symbol):  # (a symbol without trades: an empty tape)
+            raise KeyError(f"{symbol!r}: not a symbol of this replay")
     return t.reset_index(drop=True)
+
+
+def _known_symbol(r: Reports, symbol) -> bool:
+    for name in ("symbols", "bbo"):
+        if name in r and (r.tables[name]["symbol"].astype(str) == str(symbol)).any():
+            return True
+    return False
 
 
 def plot_tape(r: Reports, symbol: str, *, figsize=(8, 3.2)):
@@ -438,11 +454,12 @@ def plot_tape(r: Reports, symbol: str, *, figsize=(8, 3.2)):
     groups = t["side"].replace({"B": "buy aggressor", "S": "sell aggressor"}) if r.source == "lobc" else t["kind"]
     for g in sorted(groups.dropna().unique()):
         m = (groups == g).to_numpy()
-        ax.scatter(x[m], t["price"].to_numpy(np.float64)[m], s=size[m], alpha=0.6, label=f"{g} ({m.sum():,})",
+        ax.scatter(x[m], t["price"].to_numpy(np.float64, na_value=np.nan)[m], s=size[m], alpha=0.6,
+                   label=f"{g} ({m.sum():,})",
                    linewidths=0)
     ax.set_xlabel(label)
     ax.set_ylabel(r.price_unit())
     ax.set_title(f"{symbol}: trade tape ({len(t):,} trades, {int(np.nansum(q)):,} "
-                 f"{'shares' if r.source == 'itch' else 'qty units'})", fontsize=9)
+                 f"{'shares' if r.source == 'itch' else 'in qty' if r.qty_scaled else 'qty units'})", fontsize=9)
     ax.legend(fontsize=7, markerscale=0.7)
     return fig

@@ -203,6 +203,9 @@ def test_plots_itch(itch_dir):
     assert A.tape(r).query("message == @e.message")["price"].iloc[0] == core["price"].iloc[0]
     with pytest.raises(KeyError):
         A.plot_bbo(r, "NOSUCH")
+    for call in (A.tape, A.plot_tape):  # (they drew an empty tape)
+        with pytest.raises(KeyError, match="'NOSUCH': not a symbol of this replay"):
+            call(r, "NOSUCH")
 
 
 def test_plots_lobc(lobc_dir):
@@ -402,3 +405,25 @@ def test_hgrm_from_raw_values(tmp_path):
         hgrm.values_histogram(np.array([5, -1]))
     with pytest.raises(TypeError):
         hgrm.values_histogram(np.array([1.5]))
+
+
+def test_tape_of_a_replay_that_starts_mid_day_keeps_integer_prices(tmp_path):
+    """The real 09:30 capture refers to orders added before it: its E rows of such orders
+    (the core never had them) have no price. They are <NA> in an Int64 column (it was float64 NaN for the whole
+    column); the others are the order's price level; the plot draws the priced ones."""
+    from lobreplay.itch.replay import ReplayConfig, replay_itch
+    from tests.conftest import SHARED_ITCH
+
+    replay_itch(str(SHARED_ITCH / "nasdaq_20230822_0930.itch"), str(tmp_path / "r"), ReplayConfig(date="2023-08-22"))
+    r = A.load(tmp_path / "r")
+    t = A.tape(r)
+    assert str(t["price"].dtype) == "Int64" and t["price"].isna().any()
+    missing = t[t["price"].isna()]
+    assert (missing["kind"] == "E").all()
+    core = r.executions[r.executions["source"] == "core"]
+    assert not set(missing["order_ref"].tolist()) & set(core["order_ref"].tolist())  # orders it never had
+    assert (t["price"].dropna() > 0).all()
+    sym = str(missing["symbol"].iloc[0])
+    assert isinstance(A.plot_tape(r, sym), Figure)
+    scaled = A.tape(A.load(tmp_path / "r", scale_prices=True))
+    assert scaled["price"].dtype == np.float64 and scaled["price"].isna().sum() == len(missing)
