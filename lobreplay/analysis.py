@@ -246,6 +246,10 @@ def plot_latency(r: Reports, symbol: str | None = None, *, histograms: dict | No
     if histograms:
         from ._coreapi import bucket_lows
         lows = bucket_lows().astype(np.float64)
+        bad = [k for k, c in histograms.items() if np.shape(c) != lows.shape]
+        if bad:
+            raise ValueError(f"histograms: {', '.join(map(str, bad))}: expected {len(lows)} bucket counts each "
+                             "(session_histograms(session))")
         for kind, counts in histograms.items():
             counts = np.asarray(counts)
             nz = np.flatnonzero(counts)
@@ -336,6 +340,9 @@ def plot_depth_heatmap(r: Reports, symbol: str, *, source: str = "auto", time_bi
     has no row), the last one for one sampling interval. Only N levels per side, at the sample
     times. Source "bbo" (the default otherwise, and for a .lobc replay): the top of book only,
     each change holding until the next; levels behind the touch are not in that report."""
+    for name, v in (("time_bins", time_bins), ("price_bins", price_bins)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name}: expected a number of bins >= 1, got {v!r}")
     depth = r.tables.get("depth")
     if source not in ("auto", "depth", "bbo"):
         raise ValueError(f"source: expected auto, depth or bbo, got {source!r}")

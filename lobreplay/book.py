@@ -339,6 +339,9 @@ class OrderBook(BookView):
     raise LobError subclasses. Replays use Session.apply, never this."""
 
     def __init__(self, band_low: int, band_high: int, tick: int = 1, capacity: int = 1 << 16):
+        for name, value, lo, hi in (("band_low", band_low, -I64, I64 - 1), ("band_high", band_high, -I64, I64 - 1),
+                                    ("tick", tick, 1, I64 - 1), ("capacity", capacity, 1, (1 << 32) - 1)):
+            _check_integer(name, value, lo, hi)
         self.session = Session(0)
         self.session.add_book(0, band_low, band_high, tick, capacity)
         super().__init__(self.session.book(0)._b, 0)
@@ -348,8 +351,8 @@ class OrderBook(BookView):
             st, filled, resting, execs = self.session._s.apply_one(kind, order_id, new_id, price, qty, 0, side,
                                                                    tif, int(flags))
         except (TypeError, OverflowError):  # (cffi's words name no argument: find which, off the fast path)
-            ids = "participant" if kind == Kind.NEW else "new_id"
-            for name, value, lo, hi in (("order_id", order_id, 0, U64), (ids, new_id, 0, U64),
+            ids, top = ("participant", (1 << 32) - 1) if kind == Kind.NEW else ("new_id", U64)
+            for name, value, lo, hi in (("order_id", order_id, 0, U64), (ids, new_id, 0, top),
                                         ("price", price, -I64, I64 - 1), ("qty", qty, -I64, I64 - 1)):
                 _check_integer(name, value, lo, hi)
             raise

@@ -24,7 +24,14 @@ def summaries(counts: np.ndarray, percentiles=PERCENTILES) -> dict[str, np.ndarr
     """count, the percentiles and max (ns) of many histograms at once: counts has the
     buckets on its last axis; each figure has the shape of the other axes (0 where
     a histogram is empty). Percentiles are bucket-quantised, as in `percentile`."""
-    counts = np.asarray(counts).astype(np.uint64, copy=False)
+    counts = np.asarray(counts)
+    if counts.dtype.kind not in "iu" or (counts.dtype.kind == "i" and counts.size and counts.min() < 0):
+        raise ValueError(f"counts: expected histogram bucket counts (integers >= 0), got {counts.dtype} "
+                         f"{'with negative values' if counts.dtype.kind == 'i' else 'values'}")
+    bad = [q for q in percentiles if not 0 <= q <= 100]
+    if bad:
+        raise ValueError(f"percentiles: expected values in 0..100, got {bad}")
+    counts = counts.astype(np.uint64, copy=False)
     lows = _lows(counts.shape[-1])
     cum = np.cumsum(counts, axis=-1, dtype=np.uint64)
     total = cum[..., -1] if counts.shape[-1] else np.zeros(counts.shape[:-1], np.uint64)

@@ -326,6 +326,8 @@ def _open(path) -> tuple[np.ndarray, dict, int]:
         size = os.path.getsize(path)
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    if os.path.isdir(path):
+        raise InputError(f"{path}: a directory, not a .lobc file")
     if size == 0:
         raise InputError(f"{path}: empty file, not a .lobc file")
     mm = np.memmap(path, dtype=np.uint8, mode="r")

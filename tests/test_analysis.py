@@ -203,6 +203,10 @@ def test_plots_itch(itch_dir):
     assert A.tape(r).query("message == @e.message")["price"].iloc[0] == core["price"].iloc[0]
     with pytest.raises(KeyError):
         A.plot_bbo(r, "NOSUCH")
+    with pytest.raises(ValueError, match="time_bins: expected a number of bins >= 1, got 0"):
+        A.plot_depth_heatmap(r, sym, time_bins=0)
+    with pytest.raises(ValueError, match="histograms: NEW: expected .* bucket counts each"):
+        A.plot_latency(r, histograms={"NEW": np.ones(5)})
     for call in (A.tape, A.plot_tape):  # (they drew an empty tape)
         with pytest.raises(KeyError, match="'NOSUCH': not a symbol of this replay"):
             call(r, "NOSUCH")

@@ -264,10 +264,12 @@ def test_a_directory_given_as_an_input_file_is_called_one(tmp_path, capsys):
     d = tmp_path / "adir.itch"
     d.mkdir()
     for argv in (["capture", "binance", "--from-jsonl", str(d), "-o", str(tmp_path / "x.lobc")],
-                 ["itch", "replay-many", str(d), "-o", str(tmp_path / "ds")]):
+                 ["itch", "replay-many", str(d), "-o", str(tmp_path / "ds")],
+                 ["lobc", "replay", str(d), "-o", str(tmp_path / "o")]):
         assert main(argv) == 1
         err = capsys.readouterr().err
-        assert err.strip() == f"lobreplay: error: {d}: a directory, not a file", err
+        assert err.strip() in (f"lobreplay: error: {d}: a directory, not a file",
+                               f"lobreplay: error: {d}: a directory, not a .lobc file"), err
 
 
 def test_sigkill_mid_replay_leaves_no_report_without_its_footer(tmp_path):

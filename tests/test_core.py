@@ -870,3 +870,28 @@ def test_replay_configs_take_names_as_a_list_or_comma_separated():
             ReplayConfig(depth_levels=bad)
     with pytest.raises(L.InputError, match="depth_every_ns: expected a whole number >= 0, got -5"):
         ReplayConfig(depth_levels=2, depth_every_ns=-5)
+
+
+def test_constructor_and_latency_arguments_are_checked_by_name():
+    """OrderBook's sizes (cffi's OverflowError or 'an integer is required' named none), the
+    participant's range (said 0..2^64-1), and percentiles/counts latency cannot mean."""
+    from lobreplay.latency import percentile, summarize
+    for args, says in (((0, 100, 1, -5), "capacity: -5 is outside 1..4294967295"),
+                       ((0, 100, 1, 2**40), "capacity: 1099511627776 is outside"),
+                       ((0.0, 100, 1, 10), "band_low: expected an integer"),
+                       ((0, 100, 0, 10), "tick: 0 is outside 1..")):
+        with pytest.raises(L.BadEventError, match=says):
+            L.OrderBook(*args)
+    b = L.OrderBook(0, 100, 1, 10)
+    with pytest.raises(L.BadEventError, match=r"participant: -1 is outside 0\.\.4294967295"):
+        b.new(1, "B", 50, 10, participant=-1)
+    h = np.zeros(200, np.uint64)
+    h[10] = 3
+    assert percentile(h, 100) == percentile(h, 50) and summarize(h)["count"] == 3
+    for q in (150, -1):
+        with pytest.raises(ValueError, match="percentiles: expected values in 0..100"):
+            percentile(h, q)
+    with pytest.raises(ValueError, match="counts: expected histogram bucket counts .* negative"):
+        summarize(np.array([-1, 3]))
+    with pytest.raises(ValueError, match="counts: expected histogram bucket counts"):
+        summarize(np.array([0.5, 3.0]))
