@@ -82,6 +82,7 @@ class BookView:
 
     def level_orders(self, price: int) -> list[tuple[int, int]]:
         """Orders resting at a price as (id, qty), front of the queue first."""
+        _check_integer("price", price, -I64, I64 - 1)
         ids, qtys, _ = self._b.level_orders(price)
         return list(zip(ids.tolist(), qtys.tolist()))
 
@@ -92,10 +93,12 @@ class BookView:
 
     def find(self, order_id: int) -> tuple[int, int, int] | None:
         """(side, price, qty) of a live order, or None."""
+        _check_integer("order_id", order_id, 0, U64)
         return self._b.find(order_id)
 
     def participant(self, order_id: int) -> int | None:
         """The participant (self-trade prevention) of a live order, 0 for none; None if not live."""
+        _check_integer("order_id", order_id, 0, U64)
         return self._b.participant(order_id)
 
     def validate(self) -> None:
@@ -277,7 +280,14 @@ class Session:
         return self._s.book_bytes()
 
     def histogram(self, kind: int) -> np.ndarray:
-        """Counts per bucket (see lobreplay.latency) for one event kind (0: unknown kinds)."""
+        """Counts per bucket (see lobreplay.latency) for one event kind (0: unknown kinds); a
+        Kind, its name ('NEW') or its value."""
+        if isinstance(kind, str):
+            try:
+                kind = Kind[kind.strip().upper()]
+            except KeyError:
+                raise BadEventError(f"kind: expected one of {', '.join(Kind.__members__)}, got {kind!r}") from None
+        _check_integer("kind", kind, 0, 255)
         return self._s.histogram(int(kind))
 
     def reset_histograms(self) -> None:

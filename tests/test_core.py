@@ -840,6 +840,13 @@ def test_interactive_arguments_are_checked_by_name():
         with pytest.raises(L.BadEventError, match=says):
             call()
     assert b.depth("B", 0) == [] and b.depth("B", 3) == [(100, 10, 1)] and b.order_count == 1
+    for call, says in ((lambda: b.level_orders(100.0), "price: expected an integer"),
+                       (lambda: b.find("1"), "order_id: expected an integer"),
+                       (lambda: b.find(-1), "order_id: -1 is outside"),
+                       (lambda: b.participant(2**64), "order_id: 18446744073709551616 is outside")):
+        with pytest.raises(L.BadEventError, match=says):
+            call()
+    assert b.level_orders(100) == [(1, 10)] and b.find(1)[1:] == (100, 10)
     s = L.Session(10)
     s.add_book(4, 90, 110)
     p, q, c = s.depth([4, 4], 2)
@@ -849,6 +856,9 @@ def test_interactive_arguments_are_checked_by_name():
             s.depth(inst, 2)
     with pytest.raises(L.BadEventError, match="n: expected"):
         s.depth([4], -3)
+    assert (s.histogram("new") == s.histogram(L.Kind.NEW)).all()
+    with pytest.raises(L.BadEventError, match="kind: expected one of NEW, CANCEL"):
+        s.histogram("NOPE")
 
 
 def test_replay_configs_take_names_as_a_list_or_comma_separated():
