@@ -236,6 +236,7 @@ class L2Replay:
         self.timing = timing
         self.compare_tickers = compare_tickers
         self.next_index = 0
+        self.replayed = 0  # records replayed: the index of the first one not yet (a group may wait)
         self._carry = np.empty(0, lobc.RECORD_DTYPE)
         self._carry_idx = 0
         self._desyncs_by_symbol = np.zeros(nsym, _I64)
@@ -346,6 +347,7 @@ class L2Replay:
 
     def _process(self, rec: np.ndarray, first: int) -> dict[str, dict]:
         rec = np.ascontiguousarray(rec)
+        self.replayed = first + len(rec)  # (after the call: no row is past it)
         out = self._rows(self._timed(lambda: self._c.feed(rec, first)))
         self._sync()
         return out

@@ -93,15 +93,37 @@ def _side_str(side: np.ndarray) -> np.ndarray:
 class LobcReplay:
     def __init__(self, path: str, out_dir: str, cfg: L2ReplayConfig):
         self.path, self.out_dir, self.cfg = os.fspath(path), out_dir, cfg
+        self._done = (0, 0)  # (pass, records done in it): where an interrupted replay was
+        self._records = 0    # the records of the file's whole blocks
+
+    def where(self) -> dict:
+        """How far the replay got: its pass (0: before the first) and the records done in it
+        (in pass 2, replayed; no report holds a row past them), of the file's records."""
+        p, n = self._done
+        return {"pass": p, "records_done": n, "records": self._records}
+
+    def where_text(self) -> str:
+        w = self.where()
+        if not w["pass"]:
+            return f"{self.path}: before the first pass"
+        return f"{self.path}: in pass {w['pass']}, after {w['records_done']:,} of {w['records']:,} records"
 
     def run(self) -> dict:
         """Streams the file twice in chunks (lobc.ChunkReader: memory stays bounded): pass 1
         checks each block's CRC (a block that does not match ends the file there, before any
         row is written) and sizes the books; pass 2 replays the same blocks. The SHA-256 of
         the file is computed on a helper thread meanwhile (the tables' provenance)."""
-        with ReplayRun(self.out_dir, {"source_file": os.path.basename(self.path)}) as run, \
+        try:
+            return self._run()
+        except KeyboardInterrupt as e:  # (Ctrl-C, and SIGTERM from the command line)
+            e.add_note(self.where_text())
+            raise
+
+    def _run(self) -> dict:
+        with ReplayRun(self.out_dir, {"source_file": os.path.basename(self.path)}, where=self.where) as run, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-hash") as helper:
             src = lobc.ChunkReader(self.path, self.cfg.chunk_records)
+            self._records = src.records
             sha = helper.submit(file_sha256, self.path)
             meta = self.src_meta(src)
             run.summary["source"] = meta
@@ -151,6 +173,7 @@ class LobcReplay:
             nonlocal n
             for c in src.chunks(verify=True):
                 bar.update(len(c))
+                self._done = (1, bar.n)
                 c = c if keep is None else c[np.isin(c["symbol"], keep)]
                 n += len(c)
                 yield c
@@ -167,12 +190,14 @@ class LobcReplay:
         has_tickers = bool(kinds[lobc.TICKER_BID])
         rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers)
         t1 = time.perf_counter()
+        self._done = (2, 0)
         read = src.reader() if keep is None else _filtered(src.chunks(), keep)
         with self._bar("pass 2 (replay)", n) as bar:
             for rows in rp.feed_from(read, cfg.chunk_records):
                 if rows:
                     self._write(rows, reports, names)
                 bar.update(rp.next_index - bar.n)
+                self._done = (2, rp.replayed)
         if src.torn is not torn or src.blocks != blocks:
             raise InputError(f"{self.path}: offset {src.torn.offset}: the file changed during the replay "
                              f"({src.torn.reason}); the reports stop there")

@@ -629,6 +629,35 @@ def test_progress_bars_count_the_records_of_each_pass(tmp_path, monkeypatch):
             assert text == ""
 
 
+def test_an_interrupted_replay_says_where_it_stopped(tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM, which the command line turns into the same) in pass 2: the tables
+    written so far are whole, summary.json says failed and stopped_at (the pass, the records
+    replayed, no row past them), and the exception carries the same line."""
+    from lobreplay import l2
+    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+
+    recs, _ = synth_stream(97, n_messages=800, n_symbols=2)
+    write_lobc(tmp_path / "a.lobc", recs)
+    calls, real = [], l2.L2Replay._process
+
+    def third_call_interrupted(self, rec, first):
+        calls.append(first)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, rec, first)
+
+    monkeypatch.setattr(l2.L2Replay, "_process", third_call_interrupted)
+    with pytest.raises(KeyboardInterrupt) as info:
+        replay_lobc(tmp_path / "a.lobc", str(tmp_path / "o"), L2ReplayConfig(chunk_records=1000))
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    done = s["stopped_at"]["records_done"]
+    assert s["status"] == "failed" and s["error"] == "interrupted (SIGINT)"
+    assert s["stopped_at"] == {"pass": 2, "records_done": done, "records": len(recs)} and done == calls[2] > 1000
+    assert info.value.__notes__ == [f"{tmp_path / 'a.lobc'}: in pass 2, after {done:,} of {len(recs):,} records"]
+    bbo = pq.read_table(tmp_path / "o" / "bbo.parquet")
+    assert 0 < bbo.num_rows and max(bbo.column("record").to_pylist()) < done
+
+
 def test_a_file_without_a_whole_block_is_an_error(tmp_path):
     """Torn before its first block ends (or that block's CRC fails): nothing to replay is an
     error naming the file and offset (it was status ok with 0 records); a whole file with no
