@@ -266,11 +266,10 @@ class LobcReplay:
     def _latency(self, rp: L2Replay, sizing, reports) -> None:
         """Overall (the session's fine histograms) and per symbol (each book's coarse ones);
         with timing on, the fine histograms themselves too, as the ITCH replay writes them
-        (latency_histograms.parquet, latency_<KIND>.hgrm)."""
+        (latency_histograms.parquet; not its .hgrm files: hgrm.export_report_hgrm makes them
+        from the table, and writing them cost a fifth of a small recording's replay)."""
         reports.write("latency", report_rows(rp.session, [(z.name, s) for s, z in sorted(sizing.items())]))
         if self.cfg.timing:
-            from .hgrm import export_session_hgrm
-            export_session_hgrm(rp.session, self.out_dir)
             hists = {k.name: rp.session.histogram(k) for k in Kind}
             hists["ALL"] = sum(hists.values())
             reports.write_table("latency_histograms", histogram_table(hists))

@@ -438,6 +438,18 @@ def test_hgrm_files_beside_the_latency_table(clean):
         assert abs(float(footer["Max"]) - row["max_ns"]) <= max(1, 0.001 * row["max_ns"]), kind
 
 
+def test_hgrm_files_from_the_report_table_are_the_replays_own(clean, tmp_path):
+    """export_report_hgrm (what a .lobc replay's user runs) writes, from
+    latency_histograms.parquet alone, the very files the replay wrote from its session."""
+    from lobreplay.hgrm import export_report_hgrm
+    _, out, _ = clean
+    made = export_report_hgrm(out, tmp_path)
+    own = sorted(p.name for p in out.glob("latency_*.hgrm"))
+    assert sorted(p.name for p in made.values()) == own and "latency_ALL.hgrm" in own
+    for name in own:
+        assert (tmp_path / name).read_bytes() == (out / name).read_bytes(), name
+
+
 def test_depth_after_every_change(synthetic_day, tmp_path):
     out = tmp_path / "o"
     replay_itch(synthetic_day.path, str(out), ReplayConfig(depth_levels=5, depth_every_ns=0,

@@ -442,7 +442,7 @@ def test_replay_writes_valid_parquet_with_provenance(tmp_path):
     assert per_kind["ALL"] == s["pass2"]["core_events"]
     assert {k: per_kind[k] for k in s["events_by_kind"] if s["events_by_kind"][k]} == \
         {k: v for k, v in s["events_by_kind"].items() if v}
-    assert (out / "latency_ALL.hgrm").read_text().count("\n") > 10
+    assert not list(out.glob("*.hgrm"))  # (made from the table on request: hgrm.export_report_hgrm)
     # an event that meets stale levels removes one or more of them (one crossed row each)
     assert 0 < s["crossing_events"] <= sum(v for k, v in s["desyncs_by_cause"].items() if k.startswith("crossed"))
     bt = s["bookticker"]
