@@ -346,6 +346,8 @@ def plot_depth_heatmap(r: Reports, symbol: str, *, source: str = "auto", time_bi
     depth = r.tables.get("depth")
     if source not in ("auto", "depth", "bbo"):
         raise ValueError(f"source: expected auto, depth or bbo, got {source!r}")
+    if not _known_symbol(r, symbol):
+        raise KeyError(f"{symbol!r}: not a symbol of this replay")
     use_depth = source == "depth" or (source == "auto" and depth is not None and len(_sym(depth, symbol)) > 0)
     if use_depth:
         if depth is None:
@@ -440,10 +442,9 @@ def tape(r: Reports, symbol: str | None = None) -> pd.DataFrame:
 
 
 def _known_symbol(r: Reports, symbol) -> bool:
-    for name in ("symbols", "bbo"):
-        if name in r and (r.tables[name]["symbol"].astype(str) == str(symbol)).any():
-            return True
-    return False
+    """Whether the replay has the symbol (True too when no table can say)."""
+    have = [n for n in ("symbols", "bbo", "depth", "trades", "executions") if n in r]
+    return not have or any((r.tables[n]["symbol"].astype(str) == str(symbol)).any() for n in have)
 
 
 def plot_tape(r: Reports, symbol: str, *, figsize=(8, 3.2)):

@@ -176,6 +176,8 @@ class Session:
         levels of either side of its book, those levels (BatchResult.depth)."""
         n = len(events)
         core.check_array(events, EVENT_DTYPE, "events")
+        if isinstance(depth_levels, bool) or not isinstance(depth_levels, (int, np.integer)) or depth_levels < 0:
+            raise BadEventError(f"depth_levels: expected a number of levels >= 0, got {depth_levels!r}")
         if results is None:
             results = np.empty(n, RESULT_DTYPE)
         if isinstance(bbo, np.ndarray):
@@ -359,11 +361,12 @@ class OrderBook(BookView):
     def _apply(self, kind, order_id, *, new_id=0, side=0, price=0, qty=0, tif=0, flags=0) -> Fill:
         try:
             st, filled, resting, execs = self.session._s.apply_one(kind, order_id, new_id, price, qty, 0, side,
-                                                                   tif, int(flags))
+                                                                   tif, flags)
         except (TypeError, OverflowError):  # (cffi's words name no argument: find which, off the fast path)
             ids, top = ("participant", (1 << 32) - 1) if kind == Kind.NEW else ("new_id", U64)
             for name, value, lo, hi in (("order_id", order_id, 0, U64), (ids, new_id, 0, top),
-                                        ("price", price, -I64, I64 - 1), ("qty", qty, -I64, I64 - 1)):
+                                        ("price", price, -I64, I64 - 1), ("qty", qty, -I64, I64 - 1),
+                                        ("flags", flags, 0, 255)):
                 _check_integer(name, value, lo, hi)
             raise
         if st:

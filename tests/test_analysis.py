@@ -207,7 +207,7 @@ def test_plots_itch(itch_dir):
         A.plot_depth_heatmap(r, sym, time_bins=0)
     with pytest.raises(ValueError, match="histograms: NEW: expected .* bucket counts each"):
         A.plot_latency(r, histograms={"NEW": np.ones(5)})
-    for call in (A.tape, A.plot_tape):  # (they drew an empty tape)
+    for call in (A.tape, A.plot_tape, A.plot_depth_heatmap):  # (an empty tape; "no bbo rows")
         with pytest.raises(KeyError, match="'NOSUCH': not a symbol of this replay"):
             call(r, "NOSUCH")
 

@@ -847,6 +847,13 @@ def test_interactive_arguments_are_checked_by_name():
         with pytest.raises(L.BadEventError, match=says):
             call()
     assert b.level_orders(100) == [(1, 10)] and b.find(1)[1:] == (100, 10)
+    for flags in (-1, 2**40, "x", 1.0):
+        with pytest.raises(L.BadEventError, match="flags: "):
+            b.new(3, "S", 105, 1, flags=flags)
+    assert b.find(3) is None
+    for d in (-1, 1.5):
+        with pytest.raises(L.BadEventError, match=f"depth_levels: expected a number of levels >= 0, got {d}"):
+            b.session.apply(np.zeros(0, L.EVENT_DTYPE), depth_levels=d)
     s = L.Session(10)
     s.add_book(4, 90, 110)
     p, q, c = s.depth([4, 4], 2)
