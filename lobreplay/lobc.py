@@ -472,9 +472,7 @@ class ChunkReader:
                 for seq, off, k, crc, _ in heads[i:j]:
                     end = off - heads[i][1] + UNIT + k * UNIT  # this block's end, from the run's start
                     if end > got:
-                        self._stop(keep, Torn(off, self.size - off, f"partial block: the file ended at "
-                                                                    f"offset {heads[i][1] + got} while reading "
-                                                                    f"(it changed since it was opened)"))
+                        self._ended(keep, heads[i][1] + got)
                         break
                     if verify and crc32(raw[lo * UNIT:(lo + k) * UNIT]) != crc:
                         self._stop(keep, Torn(off, self.size - off, f"CRC mismatch in block {seq}"))
@@ -490,6 +488,12 @@ class ChunkReader:
     def _stop(self, keep: int, torn: Torn) -> None:
         del self.heads[keep:]
         self.torn = torn
+
+    def _ended(self, keep: int, at: int) -> None:
+        """The file ended at byte `at`, inside block `keep`, while it was read."""
+        off = self.heads[keep][1]
+        self._stop(keep, Torn(off, self.size - off, f"partial block: the file ended at offset {at} while "
+                                                    "reading (it changed since it was opened)"))
 
     def reader(self):
         """A function read(out) that fills `out` (a RECORD_DTYPE array) with the next records
@@ -525,10 +529,7 @@ class ChunkReader:
                 for i, (b, k) in enumerate(sizes):
                     end = done * UNIT + i * UNIT + k * UNIT
                     if end > got:
-                        off = heads[b][1]
-                        self._stop(b, Torn(off, self.size - off, "partial block: the file ended at offset "
-                                                                 f"{offset + got} while reading (it changed "
-                                                                 "since it was opened)"))
+                        self._ended(b, offset + got)
                         n = max(0, starts[b] - pos)
                         break
                     done += k
