@@ -94,6 +94,25 @@ def verify(fb, out, expected):
     return rec, syms
 
 
+@pytest.mark.parametrize("market", [SPOT, USDM])
+def test_recorded_script_starts_with_the_event_that_straddles_its_snapshot(market):
+    """The fake's script from a recording keeps the depth events received before the
+    snapshot that it does not cover (the recording's first applied event straddles the
+    snapshot: spot U <= L+1 <= u, USD-M U <= L <= u); without them the fake's true book,
+    the one every capture test compares against, missed their levels and was crossed."""
+    from decimal import Decimal
+    script = recorded_script(market, max_items=3000)
+    depth = [it for it in script.items if it.kind == "depth"]
+    L = script.snapshot["lastUpdateId"]
+    U, u, _ = depth[0].ids
+    assert (U <= L + 1 <= u) if market == SPOT else (U <= L <= u)
+    fb = FakeBinance(market, [script])
+    book = fb.books["BTCUSDT"]
+    for it in depth:
+        fb._apply("BTCUSDT", it)
+        assert max(map(Decimal, book.bids)) < min(map(Decimal, book.asks)), it.ids
+
+
 def test_plan_connections_routes_usdm_public_and_market():
     o = CaptureOptions(symbols=["btcusdt", "ethusdt"], out="x", market=USDM, depth_speed="0ms", trades=True,
                        book_ticker=True, snapshot_limit=1000)
@@ -242,6 +261,24 @@ def test_a_capture_that_never_connects_says_so_and_fails(tmp_path):
     assert c["whole"] and c["records"] == 0
 
 
+def test_a_capture_whose_symbol_never_syncs_says_so_and_exits_3(tmp_path):
+    """The stream works but every snapshot request is refused (429): the capture ends at
+    --seconds, names the symbol that never synced and exits 3 as --from-jsonl does (it
+    exited 0 as if the file held a book)."""
+    eth = synthetic_script("ETHUSDT", SPOT, n_events=5000, seed=11)
+    out = tmp_path / "never.lobc"
+    with ThreadedFake(SPOT, [eth], rate=400, rest_429=10**6, retry_after="0.3") as fb:
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        p = subprocess.run([sys.executable, "-m", "lobreplay.binance.cli", "capture", "binance", "--symbol",
+                            "ethusdt", "--seconds", "2", "-o", str(out), "--ws-url", fb.ws_url, "--rest-url",
+                            fb.rest_url, "--no-progress"], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3, p.stderr
+    assert "ETHUSDT: NEVER SYNCED (" in p.stdout and "snapshot(s) received" in p.stdout, p.stdout
+    c = lobc.check(out)
+    assert c["whole"] and c["records_by_kind"].get("SNAPSHOT_BEGIN", 0) == 0
+    assert [g["reason"] for g in c["gaps"]] == ["rate_limit"]
+
+
 def test_rotate_starts_a_file_per_period_each_replaying_on_its_own(tmp_path):
     """--rotate: a new file at every multiple of the period, named after its start; each
     ends with one GAP (rotate) per symbol and the next starts as a new capture (a snapshot,
@@ -297,6 +334,99 @@ def test_rotate_starts_a_file_per_period_each_replaying_on_its_own(tmp_path):
             assert replay_books(rec, 2)[s] == true_book(fb, name)
         else:
             assert i == len(files) - 2 and not segments(lobc.read(files[-1]["out"]).records, s)[0]
+
+
+def test_rotated_raw_parts_converted_together_are_one_continuous_file(tmp_path):
+    """The --raw parts of a rotating capture converted as one recording: each rotation is a
+    GAP (rotate) and the sync after it a RESYNC (the capture's own files start afresh, so
+    without it a replay skipped every update after the first rotation); apart from those
+    RESYNCs the records are the parts' own, one after the other; a replay skips nothing."""
+    from lobreplay.l2replay import replay_lobc
+    from lobreplay.lobc import GAP_ROTATE
+    names = ["ETHUSDT", "BTCUSDT"]
+    scripts = [synthetic_script(n, SPOT, n_events=3000, seed=18 + i) for i, n in enumerate(names)]
+    fb, cap, st = asyncio.run(capture_against(
+        (SPOT, scripts), dict(rate=2500), tmp_path, symbols=[n.lower() for n in names],
+        raw=str(tmp_path / "cap.jsonl"), rotate=1.0))
+    files = st["files"]
+    assert len(files) >= 3
+    both = tmp_path / "all.lobc"
+    convert([f["raw"] for f in files], both)
+    rec = lobc.read(both).records
+    parts = [lobc.read(f["out"]).records for f in files]
+    import numpy as np
+    assert (rec[rec["kind"] != RESYNC] == np.concatenate(parts)).all()
+    resynced = 0
+    for s in range(len(names)):
+        segs, reasons = segments(rec, s)
+        assert reasons and set(reasons) == {GAP_ROTATE}
+        kinds = rec["kind"][rec["symbol"] == s].tolist()
+        gap_open = False
+        for i, k in enumerate(kinds):  # every sync after a GAP is followed by a RESYNC, and no other
+            if k == GAP:
+                gap_open = True
+            elif k == SNAPSHOT_END:
+                assert (kinds[i + 1] == RESYNC) == gap_open, (s, i)
+                resynced += gap_open
+                gap_open = False
+    assert resynced >= len(names) and resynced == int((rec["kind"] == RESYNC).sum())
+    summary = replay_lobc(both, str(tmp_path / "rp"))
+    assert summary["messages_skipped"].get("unsynced_update_skipped", 0) == 0, summary["messages_skipped"]
+
+
+def test_rotation_is_taken_from_the_open_file_period(tmp_path):
+    """The rotation boundary follows the open file's period, not the time the rotating task
+    first runs: a task that starts after the boundary rotates at once, to the period the
+    clock is in (it slept until the boundary after that and wrote the next period into the
+    first file)."""
+    from lobreplay.binance.capture import rotated_name
+    cap = Capture(CaptureOptions(symbols=["ethusdt"], out=str(tmp_path / "r.lobc"), rotate=3600.0, progress=False,
+                                 install_signals=False))
+    hour = 3600 * 10**9
+    now = time.time_ns()
+    past = now // hour * hour - hour  # the file the capture opened an hour ago
+    cap._open_files(past)
+
+    async def go():
+        task = asyncio.create_task(cap._rotator(past))
+        await asyncio.sleep(0.2)
+        task.cancel()
+    asyncio.run(go())
+    cap._close_files()
+    assert [f["out"] for f in cap.files] == [rotated_name(cap.opts.out, past, 3600),
+                                             rotated_name(cap.opts.out, now // hour * hour, 3600)]
+
+
+def test_a_second_signal_while_closing_loses_nothing(tmp_path):
+    """SIGTERM while the capture closes (after the first stop): the files are still closed
+    whole (the .lobc with its pending records, the raw .gz with its trailer) and the
+    summary is printed; the handlers used to be removed first, so that signal killed it."""
+    eth = synthetic_script("ETHUSDT", SPOT, n_events=20000, seed=9)
+    out, raw = tmp_path / "two.lobc", tmp_path / "two.jsonl.gz"
+    script = f"""
+import asyncio, os, signal, sys
+from lobreplay.binance.capture import Capture, CaptureOptions
+cap = Capture(CaptureOptions(symbols=["ethusdt"], out=sys.argv[1], raw=sys.argv[2], seconds=2.5,
+                             ws_url=sys.argv[3], rest_url=sys.argv[4], progress=True, trades=True))
+close = cap._close_files
+def closing():
+    os.kill(os.getpid(), signal.SIGTERM)
+    close()
+cap._close_files = closing
+st = asyncio.run(cap.run())
+print("records", st["records"])
+"""
+    with ThreadedFake(SPOT, [eth], rate=400) as fb:
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        p = subprocess.run([sys.executable, "-c", script, str(out), str(raw), fb.ws_url, fb.rest_url], env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "capture binance spot:" in p.stderr  # the final progress line
+    n = int(p.stdout.split()[-1])
+    c = lobc.check(out)
+    assert c["whole"] and c["records"] == n > 0 and c["records_by_kind"]["DIFF_BEGIN"] > 5
+    st = convert(raw, tmp_path / "again.lobc")  # whole gzip: no allow_truncated needed
+    assert st["records"] == n
 
 
 def test_sigkill_leaves_a_raw_gzip_that_converts_with_allow_truncated(tmp_path):

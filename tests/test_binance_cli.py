@@ -33,9 +33,14 @@ def test_from_jsonl(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "usdm" in text and "SUSHIUSDT: 255 depth events" in text and "NEVER" not in text
     assert lobc.check(out)["whole"]
+    # an existing -o is not overwritten without --force
+    day9 = str(BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240809.gz")
+    size = out.stat().st_size
+    from lobreplay.cli import main
+    assert main(["capture", "binance", "--from-jsonl", day9, "-o", str(out)]) == 1
+    assert f"{out} already exists; --force to overwrite" in capsys.readouterr().err and out.stat().st_size == size
     # a file that cannot sync on its own says so and exits 3
-    assert run(["capture", "binance", "--from-jsonl",
-                str(BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240809.gz"), "-o", str(out)]) == 3
+    assert run(["capture", "binance", "--from-jsonl", day9, "-o", str(out), "--force"]) == 3
     assert "NEVER SYNCED" in capsys.readouterr().out
 
 
@@ -67,3 +72,49 @@ def test_from_jsonl_of_a_cut_or_corrupt_gzip_names_the_file(tmp_path, capsys):
     text = capsys.readouterr().out
     assert f"truncated: {src} breaks off after" in text and "cut short" in text and "synced" in text
     assert lobc.check(out)["whole"]
+
+
+def test_capture_arguments_checked_before_anything_runs(tmp_path, capsys):
+    """Values that made a capture loop or run forever, or fail only at its end, are refused at
+    once with a one-line error and exit 1, before any connection or file."""
+    from lobreplay.cli import main
+    out = tmp_path / "x.lobc"
+    base = ["capture", "binance", "--symbol", "btcusdt", "-o", str(out), "--ws-url", "ws://127.0.0.1:1",
+            "--rest-url", "http://127.0.0.1:1", "--no-progress"]
+    for extra, said in [(["--seconds", "nan"], "--seconds: a number of seconds > 0, got nan"),
+                        (["--seconds", "inf"], "--seconds: a number of seconds > 0, got inf"),
+                        (["--max-connection-age", "0"], "--max-connection-age: a number of seconds > 0, got 0.0"),
+                        (["--max-connection-age", "-5"], "--max-connection-age: a number of seconds > 0, got -5.0"),
+                        (["--rotate", "inf"], "--rotate: at least 1 s, got inf"),
+                        (["--stats-json", str(tmp_path / "no" / "st.json")], f"no directory {tmp_path / 'no'}"),
+                        (["--stats-json", str(tmp_path)], f"{tmp_path} is a directory")]:
+        assert main(base + extra) == 1, extra
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err and len(err.splitlines()) == 1, (extra, err)
+    assert not out.exists()
+
+
+def test_capture_refuses_to_overwrite_without_force(tmp_path, capsys):
+    """An existing -o or --raw (with --rotate: a file of the current or a later period) is not
+    overwritten unless --force: a capture is not something to lose by repeating a command."""
+    from lobreplay.binance.capture import CaptureOptions, existing_outputs, rotated_name
+    from lobreplay.cli import main
+    out, raw = tmp_path / "c.lobc", tmp_path / "c.jsonl.gz"
+    raw.write_bytes(b"earlier")
+    base = ["capture", "binance", "--symbol", "btcusdt", "-o", str(out), "--raw", str(raw), "--seconds", "0.3",
+            "--ws-url", "ws://127.0.0.1:1", "--rest-url", "http://127.0.0.1:1", "--no-progress"]
+    assert main(base) == 1
+    assert f"{raw} already exists; --force to overwrite" in capsys.readouterr().err
+    assert raw.read_bytes() == b"earlier" and not out.exists()
+    assert main(base + ["--force"]) == 1  # (it runs: nothing listens there)
+    assert "never connected" in capsys.readouterr().err and lobc.check(out)["whole"]
+    # rotation: the files of this period and later ones count, earlier ones do not
+    now = 1_800_000_000 * 10**9
+    o = CaptureOptions(symbols=["x"], out=str(out), raw=str(raw), rotate=3600.0)
+    for t, name in [(now - 3600 * 10**9, "earlier"), (now, "this"), (now + 7200 * 10**9, "later")]:
+        for p in (out, raw):
+            open(rotated_name(str(p), t // (3600 * 10**9) * 3600 * 10**9, 3600), "w").write(name)
+    (tmp_path / "c.notastamp.lobc").write_text("x")
+    found = existing_outputs(o, now)
+    assert [open(p).read() for p in found] == ["this", "later"] * 2
+    assert all(p.startswith(str(tmp_path / "c.")) for p in found)

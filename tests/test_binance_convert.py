@@ -281,3 +281,43 @@ def test_vectorised_decimals_equal_parse_decimal(usdm, tmp_path, monkeypatch):
     st2 = convert(USDM1, tmp_path / "slow.lobc")
     a, b = lobc.read(out).records, lobc.read(tmp_path / "slow.lobc").records
     assert len(a) == len(b) == st2["records"] and (a == b).all()
+
+
+RAW_HEADER = ('0 {"lobreplay":{"format":"raw","version":1,"market":"spot","symbols":["BTCUSDT","ETHUSDT"],'
+              '"streams":["btcusdt@depth@100ms","ethusdt@depth@100ms"]}}\n')
+
+
+@pytest.mark.parametrize("c_decoder", [True, False])
+def test_raw_control_lines_of_unselected_symbols_and_malformed_ones(tmp_path, c_decoder):
+    """A --raw file's own lines (disconnected, snapshot_failed) naming a symbol left out of
+    the conversion are skipped (they were a KeyError traceback); one that cannot be read is
+    counted as malformed; with every symbol, they are the capture's GAPs."""
+    src = tmp_path / "r.jsonl"
+    src.write_text(RAW_HEADER
+                   + '1 {"lobreplay":{"event":"disconnected","reason":2,"symbols":["ETHUSDT"]}}\n'
+                   + '2 {"lobreplay":{"event":"snapshot_failed","reason":6,"symbol":"ETHUSDT","status":429}}\n'
+                   + '3 {"lobreplay":{"event":"disconnected","reason":"x"}}\n'
+                   + '4 {"lobreplay":{"event":"disconnected","reason":2,"symbols":[5]}}\n'
+                   + '5 {"lobreplay":{"event":"snapshot_failed","reason":99,"symbol":"BTCUSDT"}}\n'
+                   + '6 {"lobreplay": no\n')
+    st = convert(src, tmp_path / "btc.lobc", symbols=["BTCUSDT"], c_decoder=c_decoder)
+    assert st["malformed"] == 4 and st["gaps"] == 0 and lobc.read(tmp_path / "btc.lobc").records.size == 0
+    st = convert(src, tmp_path / "both.lobc", c_decoder=c_decoder)
+    rec = lobc.read(tmp_path / "both.lobc").records
+    assert st["malformed"] == 4 and rec["kind"].tolist() == [GAP] and rec["symbol"].tolist() == [1]
+    assert rec["flags"].tolist() == [lobc.GAP_RATE_LIMIT]
+
+
+def test_raw_parts_of_another_market_are_refused(tmp_path):
+    """--market usdm on a spot capture's raw file, or parts of two markets converted together:
+    an error naming the file (the header's market used to be overridden silently)."""
+    from lobreplay.errors import InputError
+    spot = tmp_path / "s.jsonl"
+    spot.write_text(RAW_HEADER)
+    usdm = tmp_path / "u.jsonl"
+    usdm.write_text(RAW_HEADER.replace('"spot"', '"usdm"'))
+    with pytest.raises(InputError, match=f"{spot}: a spot capture \\(its header says so\\), not usdm"):
+        convert(spot, tmp_path / "x.lobc", market="usdm")
+    with pytest.raises(InputError, match=f"{usdm}: a usdm capture \\(its header says so\\), not spot"):
+        convert([spot, usdm], tmp_path / "x.lobc")
+    assert convert(spot, tmp_path / "x.lobc")["market"] == "spot"

@@ -80,9 +80,11 @@ class CaptureOptions:
             raise ValueError("--snapshot-limit for spot: 1..5000")
         if self.market == USDM and self.snapshot_limit not in lim:
             raise ValueError(f"--snapshot-limit for usdm: one of {', '.join(map(str, lim))}")
-        if self.seconds is not None and self.seconds <= 0:
-            raise ValueError("--seconds must be > 0")
-        if self.rotate is not None and not self.rotate >= 1:  # (file names tell periods apart to the second)
+        if self.seconds is not None and not 0 < self.seconds < float("inf"):
+            raise ValueError(f"--seconds: a number of seconds > 0, got {self.seconds!r}")
+        if not 0 < self.max_connection_age < float("inf"):
+            raise ValueError(f"--max-connection-age: a number of seconds > 0, got {self.max_connection_age!r}")
+        if self.rotate is not None and not 1 <= self.rotate < float("inf"):  # (file names tell periods apart to the second)
             raise ValueError(f"--rotate: at least 1 s, got {self.rotate!r}")
         for name, url, schemes in (("--ws-url", self.ws_url, ("ws", "wss")),
                                    ("--rest-url", self.rest_url, ("http", "https"))):
@@ -431,22 +433,27 @@ class Capture:
         period = int(self.opts.rotate * 1e9)
         return t_ns // period * period
 
-    async def _rotator(self) -> None:
+    async def _rotator(self, current: int) -> None:
+        """current: the start of the open file's period. The boundary is taken from it, not
+        from the time this task first runs (that may already be past it), and the file opened
+        is the one of the period the clock is in when the sleep ends (the wall clock and the
+        loop's monotonic clock drift; a machine may sleep through a boundary)."""
         period = int(self.opts.rotate * 1e9)
         while True:
             now = time.time_ns()
-            start = self._period_start(now) + period
-            await asyncio.sleep((start - now) / 1e9)
-            recv = time.time_ns()
+            if now < current + period:
+                await asyncio.sleep((current + period - now) / 1e9)
+                continue
+            current = self._period_start(now)
             for t in self.snapshot_tasks.values():  # the new file asks for its own snapshots
                 t.cancel()
             self.snapshot_tasks.clear()
             if self.raw:
-                self.raw.control(recv, event="end_file")
-            self.machine.end_file(recv)
+                self.raw.control(now, event="end_file")
+            self.machine.end_file(now)
             self.machine.events = []
             self._close_files()
-            self._open_files(start)
+            self._open_files(current)
             self._after()
 
     # ------------------------------------------------------------ progress
@@ -481,7 +488,8 @@ class Capture:
             o.progress = True
         interval = o.progress_interval or (1.0 if tty else 10.0)
         self.started_ns = time.time_ns()
-        self._open_files(self._period_start(self.started_ns))
+        first_period = self._period_start(self.started_ns)
+        self._open_files(first_period)
         loop = asyncio.get_running_loop()
         sigs = []
         if o.install_signals and threading.current_thread() is threading.main_thread():
@@ -494,7 +502,7 @@ class Capture:
         tasks = [loop.create_task(self._conn_loop(c)) for c in self.conns]
         tasks.append(loop.create_task(self._ticker(tty, interval)))
         if o.rotate:
-            tasks.append(loop.create_task(self._rotator()))
+            tasks.append(loop.create_task(self._rotator(first_period)))
         self._t0 = time.monotonic()
         try:
             if o.seconds is None:
@@ -506,16 +514,22 @@ class Capture:
                 except TimeoutError:
                     pass
         finally:
-            for sig in sigs:
-                loop.remove_signal_handler(sig)
-            everything = tasks + list(self.snapshot_tasks.values())
-            for t in everything:
-                t.cancel()
-            await asyncio.gather(*everything, return_exceptions=True)
-            self._close_files()
-            if o.progress:
-                sys.stderr.write(("\r" if tty else "") + self.progress_line() + "\n")
-                sys.stderr.flush()
+            # the signal handlers stay until the files are closed: a second Ctrl-C or SIGTERM
+            # while the connections close (at most close_timeout, 2 s) only sets `stop` again
+            # (with the default handlers back it would cut the closing short and lose the
+            # pending records, the gzip trailer and the summary)
+            try:
+                everything = tasks + list(self.snapshot_tasks.values())
+                for t in everything:
+                    t.cancel()
+                await asyncio.gather(*everything, return_exceptions=True)
+                self._close_files()
+                if o.progress:
+                    sys.stderr.write(("\r" if tty else "") + self.progress_line() + "\n")
+                    sys.stderr.flush()
+            finally:
+                for sig in sigs:
+                    loop.remove_signal_handler(sig)
         return self.stats()
 
     def stats(self) -> dict:
@@ -534,13 +548,47 @@ def rotated_name(path: str, start_ns: int, period: float) -> str:
     """path with the period's start (UTC) before its extension: cap.lobc -> cap.20261130.lobc
     for whole days, cap.20261130T130000.lobc otherwise (.jsonl.gz and the like kept whole). The
     YYYYMMDD is what replay-many and the replays read a file's date from."""
-    t = time.gmtime(start_ns // 1_000_000_000)
-    stamp = time.strftime("%Y%m%d" if period % 86400 == 0 else "%Y%m%dT%H%M%S", t)
+    head, base, ext = _name_parts(path)
+    return os.path.join(head, f"{base}.{_stamp(start_ns, period)}{ext}")
+
+
+def _stamp(start_ns: int, period: float) -> str:
+    """The UTC date (whole-day periods) or date and time of the period holding start_ns."""
+    p = int(period * 1e9)
+    t = time.gmtime(start_ns // p * p // 1_000_000_000)
+    return time.strftime("%Y%m%d" if period % 86400 == 0 else "%Y%m%dT%H%M%S", t)
+
+
+def _name_parts(path: str) -> tuple[str, str, str]:
+    """(directory, name before the extension, extension with its dot; .jsonl.gz kept whole)."""
     head, name = os.path.split(path)
     parts = name.split(".")
     keep = 2 if len(parts) > 2 and parts[-1] == "gz" else 1
-    base, ext = (".".join(parts[:-keep]), "." + ".".join(parts[-keep:])) if len(parts) > 1 else (name, "")
-    return os.path.join(head, f"{base}.{stamp}{ext}")
+    if len(parts) == 1:
+        return head, name, ""
+    return head, ".".join(parts[:-keep]), "." + ".".join(parts[-keep:])
+
+
+def existing_outputs(opts: CaptureOptions, start_ns: int) -> list[str]:
+    """The files a capture starting at start_ns would overwrite: -o and --raw, or with
+    rotate, their files of the first period and of any later period already on disk."""
+    found = []
+    for path in filter(None, (opts.out, opts.raw)):
+        if not opts.rotate:
+            if os.path.lexists(path):
+                found.append(path)
+            continue
+        head, base, ext = _name_parts(path)
+        first = _stamp(start_ns, opts.rotate)
+        try:
+            names = sorted(os.listdir(head or "."))
+        except OSError:
+            continue
+        for n in names:
+            stamp = n[len(base) + 1:len(n) - len(ext)] if n.startswith(base + ".") and n.endswith(ext) else ""
+            if len(stamp) == len(first) and stamp.replace("T", "").isdigit() and stamp >= first:
+                found.append(os.path.join(head, n))
+    return found
 
 
 def run_capture(opts: CaptureOptions) -> dict:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 
 
 def _cmd_capture_binance(args) -> int:
@@ -20,6 +22,7 @@ def _cmd_capture_binance(args) -> int:
         from .convert import convert
         if not args.out:
             raise InputError("capture binance --from-jsonl: -o OUT.lobc is required")
+        _refuse_existing([args.out] if os.path.lexists(args.out) else [], args.force)
         st = convert(args.from_jsonl, args.out, market=args.market_given,
                      symbols=[s.upper() for s in args.symbol] or None, allow_truncated=args.allow_truncated)
         print(f"{', '.join(args.from_jsonl)} -> {args.out}: {st['format']}, {st['market']}, "
@@ -39,14 +42,14 @@ def _cmd_capture_binance(args) -> int:
         raise InputError("capture binance: at least one --symbol")
     if not args.out:
         raise InputError("capture binance: -o OUT.lobc is required")
-    from .capture import CaptureOptions, run_capture
+    from .capture import CaptureOptions, existing_outputs, run_capture
     opts = CaptureOptions(symbols=args.symbol, out=args.out, market=args.market_given or "spot",
                           seconds=args.seconds, depth_speed=args.depth_speed or
                           ("100ms" if (args.market_given or "spot") == "spot" else "100ms"),
                           trades=args.trades, book_ticker=args.book_ticker, snapshot_limit=args.snapshot_limit,
                           raw=args.raw, ws_url=args.ws_url, rest_url=args.rest_url,
                           progress=False if args.no_progress else None)
-    if args.max_connection_age:
+    if args.max_connection_age is not None:
         opts.max_connection_age = args.max_connection_age
     if args.rotate:
         opts.rotate = _rotate_seconds(args.rotate)
@@ -54,6 +57,9 @@ def _cmd_capture_binance(args) -> int:
         opts.validate()
     except ValueError as e:
         raise InputError(f"capture binance: {e}") from None
+    _refuse_existing(existing_outputs(opts, time.time_ns()), args.force)
+    if args.stats_json:  # (found out now, not after an hour of capture)
+        _check_writable(args.stats_json, "--stats-json")
     try:
         st = run_capture(opts)
     except OSError as e:
@@ -64,11 +70,34 @@ def _cmd_capture_binance(args) -> int:
     print(f"{st['out']}: {st['messages_received']:,} messages received, {st['records']:,} records, "
           f"{st['bytes']:,} bytes written; connections {st['connects']}, disconnects {st['disconnects']}, "
           f"gaps {st['gaps']}, resyncs {st['resyncs']}")
+    last = st["notes"][-1] if st["notes"] else "no error recorded"
     if not st["connects"]:  # (the file is whole: its header and whatever GAP records there are)
-        last = st["notes"][-1] if st["notes"] else "no error recorded"
         raise InputError(f"capture binance: never connected to {opts.ws_url or 'Binance'} "
                          f"({last}); {st['out']} holds no market data")
-    return 0
+    never = [sym for sym, s in st["per_symbol"].items() if not s["synced"]]
+    for sym in never:
+        s = st["per_symbol"][sym]
+        print(f"  {sym}: NEVER SYNCED ({s['depth']:,} depth events, {s['snapshots']} snapshot(s) received, "
+              f"{s['snapshots_stale']} stale; last error: {last}): no book for it in the file")
+    return 3 if never else 0
+
+
+def _refuse_existing(paths: list, force: bool) -> None:
+    from ..errors import InputError
+    if paths and not force:
+        raise InputError(f"capture binance: {', '.join(paths)} already exist{'s' if len(paths) == 1 else ''}; "
+                         "--force to overwrite")
+
+
+def _check_writable(path: str, what: str) -> None:
+    from ..errors import InputError
+    d = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise InputError(f"capture binance {what}: {path} is a directory")
+    if not os.path.isdir(d):
+        raise InputError(f"capture binance {what}: no directory {d}")
+    if not os.access(d, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise InputError(f"capture binance {what}: {path} is not writable")
 
 
 def _rotate_seconds(text: str) -> float:
@@ -111,6 +140,8 @@ def add_commands(subparsers) -> argparse.ArgumentParser:
                         "its start (OUT.20261130.lobc); each file replays on its own")
     b.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     b.add_argument("--stats-json", metavar="FILE", help="write the final counters as JSON")
+    b.add_argument("--force", action="store_true",
+                   help="overwrite the output files (-o, --raw; with --rotate, those of this and later periods)")
     b.add_argument("--selftest", action="store_true",
                    help="offline end-to-end check against a local fake Binance, then exit")
     b.add_argument("--from-jsonl", nargs="+", metavar="FILE",

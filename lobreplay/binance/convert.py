@@ -30,7 +30,7 @@ import numpy as np
 from .. import _gz, lobc
 from .._coreapi import BN_AGGTRADE, BN_DEPTH, BN_TICKER, BN_TRADE, bn_decode, bn_values
 from ..errors import InputError
-from ..lobc import GAP_SHUTDOWN, INT64_MAX, RECORD_DTYPE, TICKER_ASK, TICKER_BID, TRADE
+from ..lobc import GAP_ROTATE, GAP_SHUTDOWN, INT64_MAX, RECORD_DTYPE, TICKER_ASK, TICKER_BID, TRADE
 from .sync import ASK, BID, MS, SPOT, TRADE_FLAG_AGG, USDM, DepthSync, decode_json, open_writer
 
 CHUNK = 1 << 22
@@ -400,9 +400,12 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
         header = None
         kept = {}  # the text the scan read, if small: path -> chunks
         if fmt == "raw":
-            first = _head(paths[0], 1 << 16).split(b"\n", 1)[0]
-            header = decode_json(first.split(b" ", 1)[1])["lobreplay"]
-            market = market or header.get("market")
+            header = _raw_header(paths[0])
+            for p in paths:  # every part of a recording from the same market (the records would be misread)
+                h = _raw_header(p) if detect_format(p) == "raw" else {}
+                if market is not None and h.get("market") not in (None, market):
+                    raise InputError(f"{p}: a {h['market']} capture (its header says so), not {market}")
+                market = market or h.get("market")
             symbols = symbols or header.get("symbols")
             streams = header.get("streams", [])
         if symbols is None or market is None or not streams:
@@ -653,13 +656,44 @@ def _feed_text(machine: DepthSync, items, raw_fmt: bool, depth: dict) -> list:
     return marks
 
 
+def _raw_header(path) -> dict:
+    """The header line of one of our --raw files (its first line)."""
+    first = _head(path, 1 << 16).split(b"\n", 1)[0]
+    try:
+        h = decode_json(first.split(b" ", 1)[1])["lobreplay"]
+        if type(h) is not dict:
+            raise TypeError
+        return h
+    except (ValueError, KeyError, TypeError, IndexError):
+        raise InputError(f"{path}: byte 0: expected a lobreplay raw header line") from None
+
+
 def _raw_control(machine: DepthSync, msg: bytes, recv: int) -> None:
-    ctl = decode_json(msg)["lobreplay"]
-    ev = ctl.get("event")
-    if ev == "disconnected":
-        machine.disconnected(recv, int(ctl["reason"]), ctl.get("symbols"))
-    elif ev == "snapshot_failed":
-        machine.snapshot_failed(ctl["symbol"], recv, int(ctl["reason"]))
-    elif ev == "end_file":  # capture --rotate: the last line of a file
-        machine.end_file(recv)
+    """One of the capture's own lines (capture.py): the same call the capture made. A line
+    that cannot be read is counted as malformed (the events after it show any gap it hid)."""
+    try:
+        ctl = decode_json(msg)["lobreplay"]
+        ev = ctl.get("event")
+        if ev == "disconnected":
+            symbols = ctl.get("symbols")
+            if symbols is not None and not (type(symbols) is list and all(type(x) is str for x in symbols)):
+                raise TypeError("symbols")
+            machine.disconnected(recv, _reason(ctl["reason"]), symbols)
+        elif ev == "snapshot_failed":
+            machine.snapshot_failed(str(ctl["symbol"]), recv, _reason(ctl["reason"]))
+        elif ev == "end_file":
+            # capture --rotate: the last line of a file. The capture starts its next file
+            # afresh (a snapshot, no RESYNC); read here, the next file (if converted with
+            # this one) continues this one's .lobc file, so the rotation is a gap like a
+            # disconnect and the sync after it a RESYNC. Alone, the file's records are the
+            # capture's.
+            machine.disconnected(recv, GAP_ROTATE)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        machine.stats["malformed"] += 1
     machine.events = []
+
+
+def _reason(v) -> int:
+    if type(v) is not int or v not in lobc.GAP_REASONS:
+        raise ValueError(f"reason {v!r}")
+    return v

@@ -62,10 +62,13 @@ class Fault:
 
 def script_from_lines(lines, symbol: str, market: str, max_items: int | None = None) -> Script:
     """A script from hftbacktest `<recv ns> <message>` lines: its snapshot, then the stream
-    items from the first depth event the snapshot does not cover."""
+    items from the first depth event the snapshot does not cover, wherever it was received
+    (a recording's snapshot comes back after the events that straddle it: those are kept,
+    as a capture keeps them, or the fake's true book would miss their levels)."""
     symbol = symbol.upper()
     snap = None
     items = []
+    early = []  # depth items received before the snapshot
     for line in lines:
         if isinstance(line, bytes):
             line = line.decode()
@@ -75,6 +78,7 @@ def script_from_lines(lines, symbol: str, market: str, max_items: int | None = N
         if msg.startswith('{"lastUpdateId"'):
             if snap is None:
                 snap = json.loads(msg, parse_float=str)
+                items += [it for it in early if not _covered(it.ids[1], snap["lastUpdateId"], market)]
             continue
         obj = json.loads(msg, parse_float=str)
         stream, data = obj.get("stream", ""), obj.get("data", {})
@@ -83,12 +87,11 @@ def script_from_lines(lines, symbol: str, market: str, max_items: int | None = N
         text = msg[msg.index('"data":') + 7:-1]
         e = data.get("e")
         if e == "depthUpdate":
+            it = Item("depth", text, (data["U"], data["u"], data.get("pu", 0)))
             if snap is None:
-                continue
-            L = snap["lastUpdateId"]
-            if (data["u"] <= L) if market == SPOT else (data["u"] < L):
-                continue
-            items.append(Item("depth", text, (data["U"], data["u"], data.get("pu", 0))))
+                early.append(it)
+            elif not _covered(data["u"], snap["lastUpdateId"], market):
+                items.append(it)
         elif snap is None:
             continue
         elif e in ("trade", "aggTrade"):
@@ -100,6 +103,11 @@ def script_from_lines(lines, symbol: str, market: str, max_items: int | None = N
     if snap is None:
         raise ValueError("no snapshot in the recording")
     return Script(symbol, snap, items)
+
+
+def _covered(u: int, L: int, market: str) -> bool:
+    """A depth event ending at u is already in a snapshot at L (Binance's rule per market)."""
+    return u <= L if market == SPOT else u < L
 
 
 def synthetic_script(symbol: str, market: str, n_events: int = 400, seed: int = 1, start_id: int = 1_000_000,

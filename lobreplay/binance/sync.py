@@ -479,7 +479,9 @@ class DepthSync:
     def snapshot_failed(self, symbol: str, recv_ns: int, reason: int = GAP_RATE_LIMIT) -> None:
         """The snapshot request for `symbol` failed (429/418: reason GAP_RATE_LIMIT). The
         symbol keeps buffering; the driver retries. One GAP per reason until the next sync."""
-        st = self._by_name[symbol.upper()]
+        st = self._by_name.get(str(symbol).upper())
+        if st is None:  # (a raw file converted for some of its symbols)
+            return
         if not (st.gap_open and st.last_gap == reason):
             self._gap(st, recv_ns, reason, st.last_u if st.state == LIVE else 0, 0)
 
@@ -487,7 +489,8 @@ class DepthSync:
         """The connection carrying `symbols` (default all) ended; what was buffered is
         dropped and each symbol syncs again from the new connection's events. A GAP is
         written for a symbol that had received depth events since its last GAP."""
-        targets = self.syms if symbols is None else [self._by_name[s.upper()] for s in symbols]
+        targets = self.syms if symbols is None else [st for st in map(self._by_name.get, map(str.upper, symbols))
+                                                     if st is not None]  # (others: not converted)
         for st in targets:
             if st.fresh or st.state == LIVE:
                 self._gap(st, recv_ns, reason, st.last_u + (1 if self.spot else 0) if st.state == LIVE else 0, 0)
