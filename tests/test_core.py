@@ -681,11 +681,13 @@ def test_book_histograms_in_one_call():
     (lambda b: b.new(1, L.Side.BUY, 10, 5, participant=1.5), "participant: expected an integer"),
     (lambda b: b.reduce(1, 2.0), "qty: expected an integer"),
     (lambda b: b.replace(1, 2, 2**70, 5), "price: 1180591620717411303424 is outside"),
+    (lambda b: b.new(1, L.Side.BUY, 10, True), "qty: expected an integer, got True (bool)"),  # (cffi: 1)
+    (lambda b: b.new(True, L.Side.BUY, 10, 5), "order_id: expected an integer, got True (bool)"),
 ])
 def test_order_book_names_the_argument_that_is_not_an_integer(call, says):
     """The interactive OrderBook: a float price (prices are integers in feed units), an id out
     of range, ...: a BadEventError naming the argument (cffi's own TypeError / OverflowError
-    named none). The check runs only once cffi refuses, so the event path costs the same."""
+    named none; a bool it took as 0 or 1)."""
     b = L.OrderBook(0, 1000, 1, 10)
     with pytest.raises(L.BadEventError, match=re.escape(says)):
         call(b)
