@@ -255,8 +255,13 @@ def plot_latency(r: Reports, symbol: str | None = None, *, histograms: dict | No
             nz = np.flatnonzero(counts)
             if not len(nz):
                 continue
-            x = np.maximum(lows[nz], 1)
-            ax.step(x, counts[nz], where="post", label=kind, lw=1)
+            # every bucket from the first to the last non-empty one, each drawn across its own
+            # width (up to the next bucket's low); an empty one is a gap, not the step before it
+            lo, hi = nz[0], nz[-1]
+            edges = lows[lo:hi + 2] if hi + 1 < len(lows) else np.append(lows[lo:hi + 1], 2 * lows[hi])
+            y = counts[lo:hi + 1].astype(np.float64)
+            y[y == 0] = np.nan
+            ax.step(np.maximum(edges, 1), np.append(y, y[-1]), where="post", label=kind, lw=1)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("service time per event (ns, log)")

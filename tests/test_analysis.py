@@ -241,6 +241,16 @@ def test_plot_latency_with_histograms():
                   price_scale=10_000, qty_scale=None)
     f = A.plot_latency(r, histograms=h)
     assert len(f.axes[0].lines) == len(h) and f.axes[0].get_xscale() == "log"
+    # an empty bucket between two others is a gap in the line (it was drawn at the height of
+    # the bucket before it, as if it held as many events)
+    from lobreplay._coreapi import bucket_lows
+    lows = bucket_lows()
+    c = np.zeros(len(lows), np.uint64)
+    c[[40, 41, 44]] = [5, 7, 2]
+    line = A.plot_latency(r, histograms={"NEW": c}).axes[0].lines[0]
+    x, y = line.get_xdata(), line.get_ydata()
+    assert list(x) == [max(v, 1) for v in lows[40:46]]
+    assert np.array_equal(y, [5, 7, np.nan, np.nan, 2, 2], equal_nan=True)
 
 
 # ---------------------------------------------------------------- hgrm
