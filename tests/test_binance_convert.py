@@ -321,3 +321,30 @@ def test_raw_parts_of_another_market_are_refused(tmp_path):
     with pytest.raises(InputError, match=f"{usdm}: a usdm capture \\(its header says so\\), not spot"):
         convert([spot, usdm], tmp_path / "x.lobc")
     assert convert(spot, tmp_path / "x.lobc")["market"] == "spot"
+
+
+def test_a_conversion_that_fails_part_way_leaves_no_partial_file(tmp_path, monkeypatch, capsys):
+    """A full disk (or Ctrl-C, or a file that turns corrupt) part way through a conversion: the
+    error names what failed, an earlier output stays as it was, and no .lobc is left that
+    `lobc check` would call whole while holding only part of the recording."""
+    import errno
+    from lobreplay.cli import main
+    dst = tmp_path / "u.lobc"
+    dst.write_bytes(b"an earlier conversion")
+    calls = []
+    real = lobc.LobcWriter.add_many
+
+    def full(self, recs):
+        calls.append(len(recs))
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, recs)
+    monkeypatch.setattr(lobc.LobcWriter, "add_many", full)
+    assert main(["capture", "binance", "--from-jsonl", str(USDM1), "-o", str(dst), "--force"]) == 1
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "Traceback" not in err
+    assert len(calls) == 2 and dst.read_bytes() == b"an earlier conversion"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["u.lobc"]
+    monkeypatch.setattr(lobc.LobcWriter, "add_many", real)
+    assert main(["capture", "binance", "--from-jsonl", str(USDM1), "-o", str(dst), "--force"]) == 0
+    assert lobc.check(dst)["whole"] and sorted(p.name for p in tmp_path.iterdir()) == ["u.lobc"]

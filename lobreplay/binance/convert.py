@@ -422,8 +422,12 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
     lines_n = 0
     was_enabled = gc.isenabled()
     gc.disable()  # the parse makes many short-lived containers and no cycles
+    # written beside dst and renamed at the end: a conversion that fails or is stopped part way
+    # (a full disk, Ctrl-C, a file that turns corrupt) leaves no .lobc that `lobc check` calls
+    # whole yet holds only part of the recording, and an earlier dst stays as it was
+    tmp = f"{os.fspath(dst)}.tmp"
     try:
-        with open_writer(dst, market=market, symbols=machine.symbols, price_scale=price_scale,
+        with open_writer(tmp, market=market, symbols=machine.symbols, price_scale=price_scale,
                          qty_scale=qty_scale, streams=streams, source=source, flush_records=1 << 16,
                          flush_seconds=3600) as w:
             if fmt.startswith("cryptofeed"):
@@ -460,6 +464,13 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
             w.add_many(machine.take_records())
             w.flush()
             out_records, out_bytes = w.records, w.bytes
+        os.replace(tmp, dst)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     finally:
         if was_enabled:
             gc.enable()
