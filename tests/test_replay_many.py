@@ -465,10 +465,10 @@ def test_offsets_are_taken_from_the_messages():
     task = many.Task("itch", "k", "/x", "/d", None, None)
     cases = {"f: truncated: the message at byte 1,234 needs 36 bytes": 1234,
              "f: offset 0: not a .lobc file": 0,
-             "f: corrupt gzip data: bad (the decompressed stream had reached byte 65,536; 9,000 of the file's "
-             "20,000 compressed bytes read)": 65536,
-             "f: the gzip stream (20,000 bytes) ends before its end-of-stream marker (the decompressed stream "
-             "had reached byte 131,072): a file cut short": 131072,
+             "f: corrupt gzip data: bad (in the piece inflated after decompressed byte 65,536; 9,000 of the "
+             "file's 20,000 compressed bytes read)": 65536,
+             "f: the gzip stream (20,000 bytes) ends before its end-of-stream marker, in the piece inflated after "
+             "decompressed byte 131,072: a file cut short": 131072,
              "f: no such symbol(s) in this file: ZZZ": None}
     for msg, want in cases.items():
         assert many.error_record(task, InputError(msg))["offset"] == want

@@ -138,14 +138,15 @@ class ItchFile:
                 f.close()
                 return self._read_into(self._open(pos), view, pos)
             if self.compressed and isinstance(e, EOFError):
+                # (the piece being inflated is lost with the error: the cut lies somewhere in it)
                 raise InputError(f"{self.path}: the gzip stream ({self.size:,} bytes) ends before its end-of-stream "
-                                 f"marker (the decompressed stream had reached byte {pos:,}): a file cut short (an "
-                                 "interrupted download?); --allow-truncated reads every message before the cut") \
+                                 f"marker, in the piece inflated after decompressed byte {pos:,}: a file cut short "
+                                 "(an interrupted download?); --allow-truncated reads every message before the cut") \
                     from None
             if not self.compressed:
                 raise InputError(f"{self.path}: offset {pos:,}: cannot read: {e}") from None
             # inflating runs ahead of the messages (a whole small file in one call): where it stood
-            raise InputError(f"{self.path}: corrupt gzip data: {e} (the decompressed stream had reached byte "
+            raise InputError(f"{self.path}: corrupt gzip data: {e} (in the piece inflated after decompressed byte "
                              f"{pos:,}; {self.raw_position:,} of the file's {self.size:,} compressed bytes "
                              "read)") from None
 
