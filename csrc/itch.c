@@ -69,7 +69,9 @@ int lob_itch_frames(const uint8_t *buf, size_t len, uint32_t *offsets, uint8_t *
         }
         if (pos + 2 + flen > len) break; /* incomplete: the caller brings more bytes */
         uint8_t t = buf[pos + 2];
-        if (LENGTHS[t] && LENGTHS[t] != flen) {
+        /* a known type at its spec length; an unknown one at least the 11-byte header
+         * (type, locate, tracking, timestamp) every ITCH 5.0 message starts with */
+        if (LENGTHS[t] ? LENGTHS[t] != flen : flen < 11) {
             *bad = pos;
             rc = LOB_EFRAME;
             break;

@@ -127,7 +127,7 @@ def _cmd_itch_stats(args) -> int:
         print(f"  {t!r:4} {name:30} {c:14,} {100 * c / st.messages:7.2f}%")
     if st.end_marker:
         print("the session ended with a zero-length frame (end-of-session marker)")
-    for line in _cut_notes(st.stream_break, st.truncated_offset, st.truncated_bytes):
+    for line in _cut_notes(st.stream_break, st.truncated_offset, st.truncated_bytes, after_end=st.trailing_after_end):
         print(line)
     if st.mold_packets:
         print(f"MoldUDP64: {st.mold_packets:,} packets, {len(st.mold_gaps)} sequence gap(s)"
@@ -170,19 +170,30 @@ def _cmd_itch_decode(args) -> int:
         print(f"{w.path}: {w.rows:,} rows")
     print(f"{f.stats.messages:,} messages decoded in {took:.2f} s")
     _note_non_ascii(non_ascii_bytes() - ascii0)
-    for line in _cut_notes(f.stats.stream_break, f.stats.truncated_offset, f.stats.truncated_bytes):
+    if f.stats.end_marker:
+        print("the session ended with a zero-length frame (end-of-session marker)")
+    unknown = f.stats.unknown_types()
+    if unknown:
+        print(f"unknown message types skipped by their length: "
+              f"{', '.join(f'{t!r} {n:,}' for t, n in sorted(unknown.items()))}")
+    for line in _cut_notes(f.stats.stream_break, f.stats.truncated_offset, f.stats.truncated_bytes,
+                           after_end=f.stats.trailing_after_end):
         print(line)
     return 0
 
 
-def _cut_notes(stream_break: str | None, offset: int | None, nbytes: int, done: str = "read") -> list[str]:
+def _cut_notes(stream_break: str | None, offset: int | None, nbytes: int, done: str = "read",
+               after_end: int = 0) -> list[str]:
     """What --allow-truncated let a read stop at (a reader's ReadStats, or a replay's
-    summary["truncated"]): a gzip stream cut short, a partial last message."""
+    summary["truncated"]): a gzip stream cut short, a partial last message, bytes after an
+    end-of-session marker."""
     out = []
     if stream_break:
         out.append(f"the gzip stream ends early ({stream_break}): {done} up to there")
     if nbytes:
         out.append(f"truncated: {nbytes} byte(s) of a partial message at offset {offset:,} were not read")
+    if after_end:
+        out.append(f"{after_end:,} byte(s) after the end-of-session marker (a zero-length frame) were not read")
     return out
 
 
@@ -244,7 +255,8 @@ def _cmd_itch_replay(args) -> int:
               "reported as residual_order")
     if s["truncated"]:
         t = s["truncated"]
-        for line in _cut_notes(t.get("stream_break"), t["offset"], t["bytes"], done="replayed"):
+        for line in _cut_notes(t.get("stream_break"), t["offset"], t["bytes"], done="replayed",
+                               after_end=t.get("bytes_after_end_marker", 0)):
             print(line)
     print(reports_text(args.output, s["report_rows"], *["symbols.parquet"] * ("symbols" in cfg.reports),
                        "summary.json"))

@@ -105,7 +105,7 @@ def test_a_partial_last_message_is_named_by_replay_and_stats_alike(tmp_path, cap
     assert main(["itch", "replay", str(cut), "-o", str(out), "--no-progress", "--allow-truncated"]) == 0
     assert line in capsys.readouterr().out
     assert json.loads((out / "summary.json").read_text())["truncated"] == {
-        "offset": off, "bytes": cut_at - off, "stream_break": None}
+        "offset": off, "bytes": cut_at - off, "stream_break": None, "bytes_after_end_marker": 0}
     assert main(["itch", "stats", str(cut), "--allow-truncated"]) == 0
     assert line in capsys.readouterr().out
 

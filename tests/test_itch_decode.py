@@ -214,6 +214,52 @@ def test_corrupt_length(tmp_path):
     _expect(p, "corrupt frame", f"byte {off}", "ITCH 5.0 says")
 
 
+@pytest.mark.parametrize("gz", [False, True])
+def test_bytes_after_an_end_of_session_marker_are_damage(tmp_path, gz):
+    """A run of zeros after the messages (an interrupted download into a preallocated file)
+    starts with 00 00, an end-of-session marker: what follows it is an error naming the
+    marker's offset and counting the bytes after it (the replay once said "ok" with half the
+    day); allow_truncated stops at the marker and counts them. A marker at the very end is the
+    normal end of a session. A gzip stream is read on past the marker, so its checksum is
+    checked: damage inside it is an error, not an early end of the day."""
+    src = (real_itch_files()[0].parent / "nasdaq_20230822_0930.itch").read_bytes()
+    body = src + b"\x00" * 5000
+    p = tmp_path / ("zeros.itch.gz" if gz else "zeros.itch")
+    p.write_bytes(gzip.compress(body) if gz else body)
+    where = "decompressed stream offset" if gz else "byte"
+    _expect(p, f"an end-of-session marker (a zero-length frame) at {where} {len(src):,}",
+            "followed by 4,998 more bytes", "--allow-truncated")
+    f = ItchFile(p, allow_truncated=True)
+    n = sum(c.n for c in f.chunks())
+    whole = ItchFile(real_itch_files()[0].parent / "nasdaq_20230822_0930.itch")
+    assert n == sum(c.n for c in whole.chunks()) and f.stats.end_marker and f.stats.trailing_after_end == 4998
+    (tmp_path / "end.itch").write_bytes(src + b"\x00\x00")  # the spec's own end
+    f = ItchFile(tmp_path / "end.itch")
+    assert sum(c.n for c in f.chunks()) == n and f.stats.end_marker and f.stats.trailing_after_end == 0
+    if gz:  # damage after a zero-length frame inside a gzip stream: its checksum says so
+        good = gzip.compress(src + b"\x00\x00" + src)
+        bad = good[:len(good) * 3 // 4] + bytes(b ^ 0x55 for b in good[len(good) * 3 // 4:][:40]) \
+            + good[len(good) * 3 // 4 + 40:]
+        (tmp_path / "crc.itch.gz").write_bytes(bad)
+        with pytest.raises(InputError, match="corrupt gzip data|followed by"):
+            for _ in ItchFile(tmp_path / "crc.itch.gz", allow_truncated=True).chunks():
+                pass
+
+
+def test_an_unknown_type_shorter_than_the_header_is_a_corrupt_frame(tmp_path):
+    """Unknown types are skipped by their length, but every ITCH 5.0 message starts with an
+    11-byte header: a shorter frame of an unknown type is damage, not a message."""
+    src = (real_itch_files()[0].parent / "nasdaq_20230822_0930.itch").read_bytes()
+    (tmp_path / "ok.itch").write_bytes(src + b"\x00\x0bz" + bytes(10))
+    f = ItchFile(tmp_path / "ok.itch")
+    for _ in f.chunks():
+        pass
+    assert f.stats.unknown_types() == {"z": 1}
+    (tmp_path / "short.itch").write_bytes(src + b"\x00\x01z")
+    _expect(tmp_path / "short.itch", f"corrupt frame at byte {len(src):,}", "type 'z' has length 1",
+            "less than the 11-byte header")
+
+
 def test_bad_gzip(tmp_path):
     good = gzip.compress((real_itch_files()[0].parent / "nasdaq_20230822_0930.itch").read_bytes())
     p = tmp_path / "bad.itch.gz"
@@ -273,7 +319,7 @@ def test_unknown_type_is_skipped_by_length_and_counted(tmp_path):
     src = (real_itch_files()[0].parent / "nasdaq_20230822_0930.itch").read_bytes()
     p = tmp_path / "unknown.itch"
     first = 2 + int.from_bytes(src[:2], "big")  # after the first frame
-    p.write_bytes(src[:first] + b"\x00\x05Zabcd" + src[first:])
+    p.write_bytes(src[:first] + b"\x00\x0bZabcdefghij" + src[first:])  # (11 bytes: the common header's size)
     f = ItchFile(p)
     n = sum(c.n for c in f.chunks())
     assert n == 270 and f.stats.unknown_types() == {"Z": 1}
@@ -284,9 +330,10 @@ def test_end_of_session_marker_stops_reading(tmp_path):
     src = (real_itch_files()[0].parent / "nasdaq_20230822_0930.itch").read_bytes()
     p = tmp_path / "ended.itch"
     p.write_bytes(src + b"\x00\x00" + b"junk after the end")
-    f = ItchFile(p)
+    _expect(p, "followed by 18 more bytes")  # (it was read as the end: see the test above)
+    f = ItchFile(p, allow_truncated=True)
     assert sum(c.n for c in f.chunks()) == 269
-    assert f.stats.end_marker
+    assert f.stats.end_marker and f.stats.trailing_after_end == 18
 
 
 def test_decoded_columns_are_typed():

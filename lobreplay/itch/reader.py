@@ -68,7 +68,8 @@ class ReadStats:
     truncated_offset: int | None = None  # a partial last message started here
     truncated_bytes: int = 0
     stream_break: str | None = None      # allow_truncated: why a gzip stream ended early
-    trailing_after_end: int = 0          # bytes after the end-of-session marker (ignored)
+    end_marker_offset: int | None = None  # where that frame was (stream offset)
+    trailing_after_end: int = 0          # bytes after the end-of-session marker (allow_truncated: ignored)
     mold_packets: int = 0
     mold_gaps: list = field(default_factory=list)  # (expected sequence, got sequence)
 
@@ -178,7 +179,22 @@ class ItchFile:
 
     def _frame_bytes(self, pieces: Iterator[bytes], total: int) -> Iterator[Chunk]:
         buf = np.frombuffer(b"".join(pieces), np.uint8)
-        yield from self._walk(buf, len(buf), 0, final=True, frames=_frame_arrays(len(buf)))
+        if (yield from self._walk(buf, len(buf), 0, final=True, frames=_frame_arrays(len(buf)))) is None:
+            self._after_end()
+
+    def _after_end(self) -> None:
+        """The stream went on after an end-of-session marker (stats.trailing_after_end bytes,
+        the whole rest read, so that a gzip stream's checksum is checked too): a zero-length
+        frame in the middle of a file is damage (a run of zeros where messages should be, an
+        interrupted download into a preallocated file, corrupt data), not the end of the day."""
+        st = self.stats
+        if st.trailing_after_end and not self.allow_truncated:
+            where = "decompressed stream offset" if self.compressed else "byte"
+            raise InputError(
+                f"{self.path}: an end-of-session marker (a zero-length frame) at {where} {st.end_marker_offset:,} "
+                f"(after message {st.messages:,}) is followed by {st.trailing_after_end:,} more bytes: a damaged "
+                "file (zeros or corrupt data where messages should be?); --allow-truncated stops at the marker "
+                "and counts the bytes after it")
 
     def _frame_stream(self, f: BinaryIO, buffers: int = 1) -> Iterator[Chunk]:
         cap = self.chunk_bytes + MAX_FRAME
@@ -204,7 +220,15 @@ class ItchFile:
                     raise InputError(f"{self.path}: empty stream: no ITCH messages")
                 return
             done = yield from self._walk(buf, have, base, final=eof, frames=frames[turn % buffers])
-            if done is None:  # end-of-session marker: stop reading
+            if done is None:  # end-of-session marker: the rest of the stream is counted, not framed
+                scratch = memoryview(bytearray(1 << 20))  # (buf's chunk may still be in use)
+                while not eof:
+                    got, f = self._read_into(f, scratch, base + have)
+                    self._reading = f
+                    eof = got == 0
+                    self.stats.trailing_after_end += got
+                    have += got
+                self._after_end()
                 return
             consumed = done
             rest = have - consumed
@@ -249,11 +273,14 @@ class ItchFile:
             t = int(buf[bad + 2])
             length = (int(buf[bad]) << 8) | int(buf[bad + 1])
             where = "decompressed stream offset" if self.compressed else "byte"
+            spec = core.itch_length(t)
+            said = f"ITCH 5.0 says {spec}" if spec else "less than the 11-byte header of every ITCH 5.0 message"
             raise InputError(
                 f"{self.path}: corrupt frame at {where} {base + bad:,} (message {self.stats.messages:,}): "
-                f"type {chr(t)!r} has length {length}, ITCH 5.0 says {core.itch_length(t)}")
+                f"type {chr(t)!r} has length {length}, {said}")
         if end:
             self.stats.end_marker = True
+            self.stats.end_marker_offset = base + consumed - 2
             self.stats.trailing_after_end = have - consumed
             return None
         if final and consumed < have:

@@ -491,8 +491,10 @@ class ItchReplay:
             "unknown_types": read.unknown_types(), "bytes": read.bytes,
             "end_of_session_marker": read.end_marker,
             "truncated": ({"offset": read.bytes if read.truncated_offset is None else read.truncated_offset,
-                           "bytes": read.truncated_bytes, "stream_break": read.stream_break}
-                          if read.truncated_offset is not None or read.stream_break else None),
+                           "bytes": read.truncated_bytes, "stream_break": read.stream_break,
+                           "bytes_after_end_marker": read.trailing_after_end}
+                          if read.truncated_offset is not None or read.stream_break or read.trailing_after_end
+                          else None),
             "moldudp64": {"packets": read.mold_packets, "gaps": read.mold_gaps} if read.mold_packets else None,
             "system_events": [{"time_ns": t, "code": c} for t, c in p1.system_events],
             "session_complete": any(c == "C" for _, c in p1.system_events),
