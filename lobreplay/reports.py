@@ -340,11 +340,12 @@ class ReplayRun:
             run.reports = ReportSet(...)
             run.summary.update(...)
 
-    On success the summary says "status": "ok"; on any exception "failed" with the
-    error (and the exception goes on), and with `where` (a callable: how far the replay
-    got, e.g. its pass and the messages done) "stopped_at". Either way the reports are
-    closed first (so every table written so far is valid Parquet), then wall time and
-    peak RSS are added and summary.json is written atomically."""
+    The reports are closed first (so every table written so far is valid Parquet). If the
+    replay and the closing succeeded the summary says "status": "ok"; on any exception,
+    the closing's included, "failed" with the error (and the exception goes on), and with
+    `where` (a callable: how far the replay got, e.g. its pass and the messages done)
+    "stopped_at". Then wall time and peak RSS are added and summary.json is written
+    atomically."""
 
     def __init__(self, out_dir: str, source: dict, where=None):
         self.out_dir = out_dir
@@ -357,21 +358,28 @@ class ReplayRun:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc is None:
+        closing = None  # the reports' close failing (a full disk, a report name taken by a directory)
+        if self.reports is not None:
+            try:
+                self.reports.close()
+                self.summary.setdefault("report_rows", self.reports.rows())
+            except Exception as e:
+                closing = e
+        failure = exc if exc is not None else closing
+        if failure is None:
             self.summary["status"] = "ok"
-        else:
-            self.summary["error"] = error_text(exc)
+        else:  # (status stays "failed")
+            self.summary["error"] = error_text(failure)
+            if closing is not None and exc is not None:
+                self.summary["close_error"] = error_text(closing)
             if self.where is not None:
                 with contextlib.suppress(Exception):  # (what went wrong is said already)
                     self.summary["stopped_at"] = self.where()
-        try:
-            if self.reports is not None:
-                self.reports.close()
-                self.summary.setdefault("report_rows", self.reports.rows())
-        finally:
-            self.summary["wall_seconds"] = round(time.perf_counter() - self._t0, 3)
-            self.summary["peak_rss_bytes"] = peak_rss_bytes()
-            write_json(os.path.join(self.out_dir, "summary.json"), self.summary)
+        self.summary["wall_seconds"] = round(time.perf_counter() - self._t0, 3)
+        self.summary["peak_rss_bytes"] = peak_rss_bytes()
+        write_json(os.path.join(self.out_dir, "summary.json"), self.summary)
+        if exc is None and closing is not None:
+            raise closing
         return False
 
 

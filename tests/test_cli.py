@@ -1,8 +1,10 @@
 """The command line: in-process through main(), and once as a real subprocess."""
+import json
 import pathlib
 import subprocess
 import sys
 
+import pyarrow.parquet as pq
 import pytest
 
 from lobreplay.cli import main
@@ -284,3 +286,17 @@ def test_sigkill_mid_replay_leaves_no_report_without_its_footer(tmp_path):
         pq.read_metadata(t)  # whole
     assert main(["itch", "replay", SAMPLE_DAY, "-o", str(out), "--no-progress", "--force"]) == 0
     assert not list(out.glob("*.partial")) and (out / "bbo.parquet").exists()
+
+
+def test_a_report_that_cannot_be_closed_fails_the_replay(tmp_path, capsys):
+    """Closing a report fails (here its name is taken by a directory; a full disk does the
+    same): exit 1 naming it, and summary.json says failed with the error (it said "ok", as
+    the status was set before the reports were closed)."""
+    out = tmp_path / "out"
+    (out / "bbo.parquet").mkdir(parents=True)
+    assert main(["itch", "replay", SAMPLE_DAY, "-o", str(out), "--no-progress", "--force"]) == 1
+    err = capsys.readouterr().err
+    assert "bbo.parquet: Is a directory" in err and "Traceback" not in err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "failed" and "bbo.parquet" in s["error"] and s["stopped_at"]["pass"] == 2
+    assert pq.read_metadata(out / "desyncs.parquet").num_rows == 0  # the others are closed whole
