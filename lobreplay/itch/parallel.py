@@ -190,8 +190,9 @@ def _residual_time(t: pa.Table, when: int) -> pa.Table:
     if not resid.any():
         return t
     old = _arrow.to_numpy(t["time_ns"])
-    cols = {"time_ns": np.where(resid, when, old),
-            "ts": _arrow.to_numpy(t["ts"]) + np.where(resid, when - old, 0)}  # the same shift
+    cols = {"time_ns": np.where(resid, when, old)}
+    if t["ts"].null_count < len(t):  # (no session date: ts is null throughout, and stays so)
+        cols["ts"] = _arrow.to_numpy(t["ts"]) + np.where(resid, when - old, 0)  # the same shift
     for name, col in cols.items():
         field = t.schema.field(name)
         t = t.set_column(t.column_names.index(name), field, _arrow.array(col, field.type))

@@ -389,10 +389,11 @@ class ItchReplay:
         # feed rows (executions, status) of every locate, unless the replay is restricted to
         # symbols (then theirs and locate 0's: system-wide messages) or is one part of a
         # parallel replay (then its share of the locates, locate 0 in part 0)
-        self.feed_select = self._share(np.ones(65536, np.uint8))
+        mask = np.ones(65536, np.uint8)
         if cfg.symbols:
-            self.feed_select = select.copy()
-            self.feed_select[0] = 1
+            mask = select.copy()
+            mask[0] = 1
+        self.feed_select = self._share(mask)  # (after the symbols: each part writes locate 0 once over)
         # (pyarrow: not without reports)
         symtab = _arrow.strings([p1.symbols.get(i, "") for i in range(65536)]) if cfg.reports else None
         want_bbo = "bbo" in reports
