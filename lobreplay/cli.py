@@ -209,6 +209,9 @@ def _duration_ns(text: str) -> int:
     return int(ns)
 
 
+MAX_CHUNK_MB, MAX_DEPTH = 1024, 100
+
+
 def itch_replay_config(args):
     """The ReplayConfig of `itch replay` and `itch replay-many` (add_itch_replay_options)."""
     from .itch.replay import ALL_REPORTS, ReplayConfig
@@ -217,10 +220,10 @@ def itch_replay_config(args):
     reports = parse_report_list(getattr(args, "no_reports", False), args.reports, ALL_REPORTS)
     if not args.headroom >= 0:  # (also NaN)
         raise InputError(f"--headroom: expected a fraction of the price range >= 0 (0.2: 20 %), got {args.headroom}")
-    if args.chunk_mb < 1:
-        raise InputError(f"--chunk-mb: expected a chunk size >= 1 (MiB), got {args.chunk_mb}")
-    if args.depth < 0:
-        raise InputError(f"--depth: expected a number of levels >= 0, got {args.depth}")
+    if not 1 <= args.chunk_mb <= MAX_CHUNK_MB:  # (the C framer takes less than 4 GiB at once)
+        raise InputError(f"--chunk-mb: expected a chunk size of 1 to {MAX_CHUNK_MB} (MiB), got {args.chunk_mb}")
+    if not 0 <= args.depth <= MAX_DEPTH:  # (each event's row holds 2 x N levels: 100 is ~1 KB an event)
+        raise InputError(f"--depth: expected a number of levels of 0 to {MAX_DEPTH}, got {args.depth}")
     if args.depth and "depth" not in reports:
         reports = reports + ("depth",)
     if args.reports and "depth" in reports and not args.depth:
@@ -281,9 +284,9 @@ def add_itch_replay_options(rp) -> None:
     rp.add_argument("--reports", help="comma-separated: desyncs,executions,bbo,latency,symbols,depth (default: all; "
                                       "depth with --depth N)")
     rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
-    rp.add_argument("--chunk-mb", type=int, default=8, help="bytes per chunk, in MiB (default 8)")
+    rp.add_argument("--chunk-mb", type=int, default=8, help="bytes per chunk, in MiB (default 8, at most 1024)")
     rp.add_argument("--depth", type=int, default=0, metavar="N",
-                    help="also sample the N best levels of every active book (depth.parquet)")
+                    help="also sample the N best levels (at most 100) of every active book (depth.parquet)")
     rp.add_argument("--every", default="1s",
                     help="depth sample interval of feed time (100ms, 1s, 5m), or 'change': after every change")
     rp.add_argument("--allow-truncated", action="store_true",

@@ -135,7 +135,11 @@ def test_replay_options_out_of_range_are_named(capsys):
     day = SAMPLE_DAY
     for opt, val, want in (("--headroom", "-1", "--headroom: expected a fraction"),
                            ("--headroom", "nan", "--headroom: expected a fraction"),
-                           ("--chunk-mb", "0", "--chunk-mb: expected a chunk size >= 1"),
+                           ("--chunk-mb", "0", "--chunk-mb: expected a chunk size of 1 to 1024 (MiB), got 0"),
+                           # (these were numpy's MemoryError tracebacks: 977 GiB, 95 GiB)
+                           ("--chunk-mb", "1000000", "--chunk-mb: expected a chunk size of 1 to 1024"),
+                           ("--depth", "100000", "--depth: expected a number of levels of 0 to 100, got 100000"),
+                           ("--depth", "-1", "--depth: expected a number of levels of 0 to 100"),
                            ("--jobs", "0", "--jobs: expected a number of processes >= 1")):
         assert main(["itch", "replay", day, "-o", "never-created", opt, val]) == 1
         assert want in capsys.readouterr().err
@@ -300,3 +304,14 @@ def test_a_report_that_cannot_be_closed_fails_the_replay(tmp_path, capsys):
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "failed" and "bbo.parquet" in s["error"] and s["stopped_at"]["pass"] == 2
     assert pq.read_metadata(out / "desyncs.parquet").num_rows == 0  # the others are closed whole
+
+
+def test_force_clears_the_previous_replays_histogram_files(tmp_path):
+    """--force over an earlier replay's reports: its latency_*.hgrm files go with its tables
+    (a --no-timing replay left the earlier run's histograms beside its own reports)."""
+    out = tmp_path / "out"
+    assert main(["itch", "replay", SAMPLE_DAY, "-o", str(out), "--no-progress"]) == 0
+    assert (out / "latency_ALL.hgrm").exists()
+    (out / "notes.txt").write_text("mine")
+    assert main(["itch", "replay", SAMPLE_DAY, "-o", str(out), "--no-progress", "--no-timing", "--force"]) == 0
+    assert not list(out.glob("*.hgrm")) and (out / "notes.txt").read_text() == "mine"

@@ -799,6 +799,7 @@ def prepare_output(out_dir: str, force: bool) -> None:
         for name in os.listdir(out_dir):
             p = os.path.join(out_dir, name)
             if os.path.isfile(p) and (name.endswith((".parquet", ".parquet.partial"))
+                                      or (name.startswith("latency_") and name.endswith((".hgrm", ".hgrm.tmp")))
                                       or name in ("summary.json", "summary.json.tmp")):
                 os.remove(p)
     os.makedirs(out_dir, exist_ok=True)
