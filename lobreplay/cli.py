@@ -127,7 +127,8 @@ def _cmd_itch_stats(args) -> int:
         print(f"  {t!r:4} {name:30} {c:14,} {100 * c / st.messages:7.2f}%")
     if st.end_marker:
         print("the session ended with a zero-length frame (end-of-session marker)")
-    for line in _cut_notes(st.stream_break, st.truncated_offset, st.truncated_bytes, after_end=st.trailing_after_end):
+    for line in _cut_notes(st.stream_break, st.truncated_offset, st.truncated_bytes,
+                           after_end=st.trailing_after_end):
         print(line)
     if st.mold_packets:
         print(f"MoldUDP64: {st.mold_packets:,} packets, {len(st.mold_gaps)} sequence gap(s)"

@@ -380,33 +380,42 @@ class BlockReader:
 
     def headers(self):
         """(seq, offset, n, crc, recv_ns) of each block whose header and length are sound, in
-        order, up to the first that is not (then `torn` is set); the CRCs are not checked."""
-        mm, size = self._mm, self.size
+        order, up to the first that is not (then `torn` is set); the CRCs are not checked.
+        Read with pread, not through the map: a file cut while it is read ends the walk
+        there (a torn tail) instead of a SIGBUS."""
+        size = self.size
         off = self.header_length
         seq = 0
-        while off < size:
-            if size - off < UNIT:
-                self.torn = Torn(off, size - off, f"partial block header ({size - off} of {UNIT} bytes)")
-                return
-            h = mm[off:off + UNIT].view(BLOCK_DTYPE)[0]
-            n = int(h["n"])
-            if bytes(h["magic"]) != BLOCK_MAGIC:
-                self.torn = Torn(off, size - off, f"bad block magic {bytes(h['magic'])!r}")
-                return
-            if n == 0:
-                self.torn = Torn(off, size - off, "block of 0 records")
-                return
-            end = off + UNIT + n * UNIT
-            if end > size:
-                self.torn = Torn(off, size - off,
-                                 f"partial block: {n} records need {n * UNIT + UNIT} bytes, {size - off} present")
-                return
-            if int(h["seq"]) != seq:
-                self.torn = Torn(off, size - off, f"block sequence {int(h['seq'])}, expected {seq}")
-                return
-            yield seq, off, n, int(h["crc"]), int(h["recv_ns"])
-            seq += 1
-            off = end
+        with open(self.path, "rb", buffering=0) as f:
+            while off < size:
+                if size - off < UNIT:
+                    self.torn = Torn(off, size - off, f"partial block header ({size - off} of {UNIT} bytes)")
+                    return
+                raw = os.pread(f.fileno(), UNIT, off)
+                if len(raw) < UNIT:
+                    self.torn = Torn(off, size - off, f"partial block header: the file ended at offset "
+                                                      f"{off + len(raw)} while reading (it changed since it "
+                                                      "was opened)")
+                    return
+                h = np.frombuffer(raw, BLOCK_DTYPE)[0]
+                n = int(h["n"])
+                if bytes(h["magic"]) != BLOCK_MAGIC:
+                    self.torn = Torn(off, size - off, f"bad block magic {bytes(h['magic'])!r}")
+                    return
+                if n == 0:
+                    self.torn = Torn(off, size - off, "block of 0 records")
+                    return
+                end = off + UNIT + n * UNIT
+                if end > size:
+                    self.torn = Torn(off, size - off,
+                                     f"partial block: {n} records need {n * UNIT + UNIT} bytes, {size - off} present")
+                    return
+                if int(h["seq"]) != seq:
+                    self.torn = Torn(off, size - off, f"block sequence {int(h['seq'])}, expected {seq}")
+                    return
+                yield seq, off, n, int(h["crc"]), int(h["recv_ns"])
+                seq += 1
+                off = end
 
     def __iter__(self):
         mm, size = self._mm, self.size
@@ -614,7 +623,7 @@ def check(path) -> dict:
     """A summary of a .lobc file without loading it whole: whether it is whole
     (else the torn tail), records and blocks, records by kind and by symbol,
     the receive and exchange time spans, the GAP records and RESYNCs."""
-    r = BlockReader(path)
+    r = ChunkReader(path)  # (read with preadv: a file cut while it is checked is a torn tail, not a SIGBUS)
     symbols = r.meta["symbols"]
     by_kind = np.zeros(256, np.int64)
     by_sym = np.zeros(max(1, len(symbols), 65536), np.int64)
@@ -623,8 +632,7 @@ def check(path) -> dict:
     recv = [None, None]
     exch = [None, None]
     unknown_symbol = 0
-    for b in r:
-        rec = b.records
+    for rec in r.chunks(verify=True):
         by_kind += np.bincount(rec["kind"], minlength=256)
         by_sym += np.bincount(rec["symbol"], minlength=65536)
         t = rec["recv_ns"]

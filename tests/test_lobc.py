@@ -281,6 +281,32 @@ def test_chunk_reader_streams_the_records_of_read(tmp_path, chunk):
     assert total == 12 and r.blocks == 4 and "changed since it was opened" in r.torn.reason
 
 
+def test_check_of_a_file_cut_while_it_is_checked_reports_a_torn_tail(tmp_path):
+    """lobc check reads with preadv, not through a memory map: a file cut while it is checked
+    (here right after its block headers were read) is a torn tail naming the offset, where
+    the map was a SIGBUS that killed the process with no message. (In a subprocess: if that
+    comes back it kills the child, not the test run.)"""
+    p = tmp_path / "x.lobc"
+    write(p, sample_records(40), flush_records=3)
+    cut = 512 + 4 * (64 + 3 * 64) + 100
+    script = textwrap.dedent(f"""
+        import json, os
+        from lobreplay import lobc
+        real = lobc.ChunkReader.__init__
+        def init(self, *a, **k):
+            real(self, *a, **k)
+            os.truncate({str(p)!r}, {cut})
+        lobc.ChunkReader.__init__ = init
+        print(json.dumps(lobc.check({str(p)!r})))
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    c = json.loads(r.stdout)
+    assert not c["whole"] and c["records"] == 12 and c["blocks"] == 4
+    assert c["torn"]["offset"] == 512 + 4 * (64 + 3 * 64) and "changed since it was opened" in c["torn"]["reason"]
+    assert sum(c["records_by_kind"].values()) == 12
+
+
 def test_bad_files_raise_input_error_naming_file_and_offset(tmp_path):
     p = tmp_path / "bad.lobc"
     good = tmp_path / "good.lobc"
