@@ -351,12 +351,17 @@ def _open(path) -> tuple[np.ndarray, dict, int]:
         meta = json.loads(head[12:12 + mlen].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(f"{path}: offset 12: metadata is not UTF-8 JSON ({e})") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("symbols"), list):
-        raise InputError(f"{path}: offset 12: metadata must be a JSON object with a 'symbols' list")
+    if not isinstance(meta, dict) or not isinstance(meta.get("symbols"), list) \
+            or not all(isinstance(x, str) for x in meta["symbols"]):
+        raise InputError(f"{path}: offset 12: metadata must be a JSON object with a 'symbols' list of names")
     if any(head[12 + mlen:]):
         raise InputError(f"{path}: offset {12 + mlen}: header padding after the metadata is not zero")
     meta.setdefault("price_scale", DEFAULT_SCALE)
     meta.setdefault("qty_scale", DEFAULT_SCALE)
+    for k in ("price_scale", "qty_scale"):  # (every report's prices are read with them)
+        v = meta[k]
+        if type(v) is not int or v < 1 or 10 ** (len(str(v)) - 1) != v or v > 10**18:
+            raise InputError(f"{path}: offset 12: metadata {k} must be a power of ten from 1 to 10**18, got {v!r}")
     return mm, meta, hlen
 
 

@@ -323,13 +323,26 @@ def test_bad_files_raise_input_error_naming_file_and_offset(tmp_path):
         raw[:6] + (520).to_bytes(2, "little") + raw[8:]: "offset 6: header length 520, expected 512 or more in",
         raw[:6] + (4096).to_bytes(2, "little") + raw[8:]: "file header cut short",  # shorter than it says
     }
+    meta = json.loads(raw[12:12 + int.from_bytes(raw[8:12], "little")])
+
+    def with_meta(**change):  # the header with other metadata (symbols a list of lists was a TypeError
+        m = json.dumps(dict(meta, **change)).encode()  # in check; a scale "abc" went into every report)
+        return raw[:8] + len(m).to_bytes(4, "little") + m + bytes(500 - len(m)) + raw[512:]
+    cases.update({with_meta(symbols=[["BTC"]]): "offset 12: metadata must be a JSON object with a 'symbols' list",
+                  with_meta(price_scale="abc"): "offset 12: metadata price_scale must be a power of ten",
+                  with_meta(qty_scale=0): "metadata qty_scale must be a power of ten from 1 to 10**18, got 0",
+                  with_meta(price_scale=None): "metadata price_scale must be a power of ten",
+                  with_meta(price_scale=250): "metadata price_scale must be a power of ten"})
     for data, msg in cases.items():
         p.write_bytes(data)
-        with pytest.raises(InputError, match="bad.lobc") as e:
-            lobc.read(p)
-        assert msg in str(e.value)
+        for call in (lobc.read, lobc.check):
+            with pytest.raises(InputError, match="bad.lobc") as e:
+                call(p)
+            assert msg in str(e.value)
     with pytest.raises(InputError, match="cannot read"):
         lobc.read(tmp_path / "missing.lobc")
+    p.write_bytes(with_meta(price_scale=100))
+    assert lobc.read(p).meta["price_scale"] == 100
 
 
 def test_kill_9_leaves_every_flushed_block(tmp_path):
