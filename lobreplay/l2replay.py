@@ -124,7 +124,7 @@ class LobcReplay:
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-hash") as helper:
             src = lobc.ChunkReader(self.path, self.cfg.chunk_records)
             self._records = src.records
-            sha = helper.submit(file_sha256, self.path)
+            sha = helper.submit(file_sha256, self.path, size=src.size)
             meta = self.src_meta(src)
             run.summary["source"] = meta
             try:

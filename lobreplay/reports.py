@@ -286,21 +286,25 @@ class ReportSet:
             raise errors[0]
 
 
-def file_sha256(path: str, stop=None, *, background: bool = False) -> str | None:
+def file_sha256(path: str, stop=None, *, background: bool = False, size: int | None = None) -> str | None:
     """The SHA-256 of a file's bytes, the provenance every report carries (read into one
     reused buffer; hashlib releases the GIL on each block, so it runs beside a replay on
     its own thread). None if `stop` (a threading.Event) was set before the end.
     background: at the lowest priority (see _background), for a hash that nothing waits
-    for until the end; not for one a report writer waits for when it opens its file."""
+    for until the end; not for one a report writer waits for when it opens its file.
+    size: the first `size` bytes only (the source_size a replay reports beside it: a file
+    still being written has more by the time the hash gets there)."""
     if background:
         _background()
     h, buf = hashlib.sha256(), bytearray(1 << 20)
     view = memoryview(buf)
+    left = float("inf") if size is None else size
     with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buf):
+        while left > 0 and (n := f.readinto(view[:min(len(buf), left)])):
             if stop is not None and stop.is_set():
                 return None
             h.update(view[:n])
+            left -= n
     return h.hexdigest()
 
 

@@ -733,3 +733,29 @@ def test_replay_of_a_file_with_a_corrupt_block(tmp_path, reports):
             assert ta.equals(tb.replace_schema_metadata(ta.schema.metadata)), name
         md = {k.decode(): v.decode() for k, v in ta.schema.metadata.items()}
         assert md["source_sha256"] == hashlib.sha256(bytes(raw)).hexdigest() == a["source"]["source_sha256"]
+
+
+def test_the_hash_covers_the_bytes_the_summary_says_were_read(tmp_path, monkeypatch):
+    """A file still being written (a capture appending blocks) grows during its replay: the
+    source_sha256 is of its first source_size bytes, the file as the replay took it (the hash
+    read on to the end of the file and named bytes no report came from)."""
+    import hashlib
+
+    from lobreplay.l2replay import replay_lobc
+    from lobreplay.reports import file_sha256
+    recs, _ = synth_stream(62, n_messages=300, n_symbols=3)
+    src = tmp_path / "growing.lobc"
+    write_lobc(src, recs)
+    data = src.read_bytes()
+    real = lobc.ChunkReader.__init__
+
+    def opened_then_grows(self, *a, **k):
+        real(self, *a, **k)
+        with open(src, "ab") as f:
+            f.write(bytes(64 * 10))
+    monkeypatch.setattr(lobc.ChunkReader, "__init__", opened_then_grows)
+    s = replay_lobc(src, str(tmp_path / "out"))
+    assert s["source"]["source_size"] == str(len(data))
+    assert s["source"]["source_sha256"] == hashlib.sha256(data).hexdigest()
+    assert file_sha256(str(src), size=100) == hashlib.sha256(src.read_bytes()[:100]).hexdigest()
+    assert file_sha256(str(src)) == hashlib.sha256(src.read_bytes()).hexdigest()

@@ -60,7 +60,8 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
         imports = preload() if cfg.reports else None
         scans = max(1, min(jobs, usable_cpus() - 1 - bool(cfg.hash)))
         with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:
-            sha = helper.submit(file_sha256, path) if cfg.hash else None
+            size = os.stat(path).st_size  # (what the summary says was read, and hashed: a file may grow)
+            sha = helper.submit(file_sha256, path, size=size) if cfg.hash else None
             ascii0 = non_ascii_bytes()
             p1 = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False).pass1(threads=scans)
             ascii_p1 = non_ascii_bytes() - ascii0
@@ -78,6 +79,7 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             times = [s.pop("part_times") for s in summaries]
             for s in summaries:
                 s["source"]["source_sha256"] = sha256
+                s["source"]["source_size"] = str(size)
             # the .hgrm files (pure Python) on the pool's processes while this one merges the tables
             hists = _part_hists(parts)
             hgrm = pool.starmap_async(_write_hgrm, _hgrm_tasks(hists, out_dir)) if "latency" in cfg.reports else None

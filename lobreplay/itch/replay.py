@@ -326,7 +326,8 @@ class ItchReplay:
                 # writers wait for it only when they open their files (sha256_later)
                 pool = ThreadPoolExecutor(1, thread_name_prefix="sha256")
                 # (at the lowest priority when only summary.json, at the end, waits for it)
-                self._sha256 = pool.submit(file_sha256, self.path, self._stop_hash, background=not cfg.reports)
+                self._sha256 = pool.submit(file_sha256, self.path, self._stop_hash, background=not cfg.reports,
+                                           size=self.src.size)
                 pool.shutdown(wait=False)
             p1 = self.pass1() if self._given_pass1 is None else self._given_pass1[0]
             if cfg.reports:
