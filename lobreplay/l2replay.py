@@ -95,6 +95,7 @@ class LobcReplay:
         self.path, self.out_dir, self.cfg = os.fspath(path), out_dir, cfg
         self._done = (0, 0)  # (pass, records done in it): where an interrupted replay was
         self._records = 0    # the records of the file's whole blocks
+        self._map = None     # with --symbols: the kept records' file indices (_RecordMap)
 
     def where(self) -> dict:
         """How far the replay got: its pass (0: before the first) and the records done in it
@@ -191,7 +192,8 @@ class LobcReplay:
         rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers)
         t1 = time.perf_counter()
         self._done = (2, 0)
-        read = src.reader() if keep is None else _filtered(src.chunks(), keep)
+        self._map = None if keep is None else _RecordMap()
+        read = src.reader() if keep is None else _filtered(src.chunks(), keep, self._map)
         with self._bar("pass 2 (replay)", n) as bar:
             for rows in rp.feed_from(read, cfg.chunk_records):
                 if rows:
@@ -242,7 +244,8 @@ class LobcReplay:
 
     def _write(self, rows: dict, reports: ReportSet, names: list[str]) -> None:
         def common(r):
-            return {"recv_ns": r["recv_ns"], "ts": r["recv_ns"].astype("datetime64[ns]"), "record": r["record"],
+            rec = r["record"] if self._map is None else self._map.file_index(r["record"])
+            return {"recv_ns": r["recv_ns"], "ts": r["recv_ns"].astype("datetime64[ns]"), "record": rec,
                     "symbol": _symbols_of(names, r["symbol"])}
 
         if "bbo" in rows and "bbo" in reports:
@@ -275,20 +278,54 @@ class LobcReplay:
             reports.write_table("latency_histograms", histogram_table(hists))
 
 
-def _filtered(chunks, keep: list[int]):
-    """A read(out) for L2Replay.feed_from: the records of `chunks` whose symbol is in keep."""
+class _RecordMap:
+    """Where the records a --symbols replay keeps are in the file, as runs of consecutive
+    records (a message's records are one run: memory per message kept, not per record), so
+    that the reports' `record` is the index in the file whatever the selection."""
+
+    def __init__(self):
+        self._kept = 0     # records kept so far
+        self._parts = []   # (kept index of each run's start, file index of it)
+        self._starts = self._files = np.empty(0, np.int64)
+
+    def add(self, file_base: int, mask: np.ndarray) -> None:
+        """The next chunk of the file, its first record at file_base, mask: the records kept."""
+        idx = np.flatnonzero(mask)
+        if not len(idx):
+            return
+        new = np.flatnonzero(np.diff(idx, prepend=-2) != 1)  # where a run starts
+        self._parts.append((self._kept + new, file_base + idx[new]))
+        self._kept += len(idx)
+
+    def file_index(self, kept: np.ndarray) -> np.ndarray:
+        if self._parts:
+            self._starts = np.concatenate([self._starts, *(a for a, _ in self._parts)])
+            self._files = np.concatenate([self._files, *(b for _, b in self._parts)])
+            self._parts = []
+        kept = np.asarray(kept, np.int64)
+        j = np.searchsorted(self._starts, kept, side="right") - 1
+        return self._files[j] + (kept - self._starts[j]) if len(kept) else kept
+
+
+def _filtered(chunks, keep: list[int], where: _RecordMap):
+    """A read(out) for L2Replay.feed_from: the records of `chunks` whose symbol is in keep
+    (and where each is in the file, into `where`)."""
     pending = np.empty(0, np.uint8)
     R = lobc.RECORD_DTYPE.itemsize
+    base = 0  # the file index of the next chunk's first record
 
     def read(out: np.ndarray) -> int:
-        nonlocal pending
+        nonlocal pending, base
         raw, n = out.view(np.uint8), 0
         while n < len(out):
             if not len(pending):
                 c = next(chunks, None)
                 if c is None:
                     break
-                pending = c[np.isin(c["symbol"], keep)].view(np.uint8)
+                mask = np.isin(c["symbol"], keep)
+                where.add(base, mask)
+                base += len(c)
+                pending = c[mask].view(np.uint8)
                 continue
             k = min(len(pending) // R, len(out) - n)
             raw[n * R:(n + k) * R] = pending[:k * R]

@@ -162,7 +162,7 @@ def test_feed_from_is_feed_in_chunks():
     """feed_from reads a stream into chunks of exactly `chunk` records: the same C calls, rows
     and counters as feed() of each chunk. The stream here: the records in blocks of random
     sizes through the --symbols reader (keeping every symbol, then one)."""
-    from lobreplay.l2replay import _filtered
+    from lobreplay.l2replay import _filtered, _RecordMap
 
     recs, _ = synth_stream(17, n_messages=900, n_symbols=3, cross_rate=0.05, gap_rate=0.02)
     rng = np.random.default_rng(17)
@@ -173,7 +173,7 @@ def test_feed_from_is_feed_in_chunks():
             mine = recs[np.isin(recs["symbol"], keep)]
             a = L2Replay(scan(mine, SYMS), SYMS)
             b = L2Replay(scan(mine, SYMS), SYMS)
-            rows_a = list(a.feed_from(_filtered(iter(blocks), keep), chunk)) + [a.finish()]
+            rows_a = list(a.feed_from(_filtered(iter(blocks), keep, _RecordMap()), chunk)) + [a.finish()]
             rows_b = [b.feed(mine[lo:lo + chunk]) for lo in range(0, len(mine), chunk)] + [b.finish()]
             assert len(rows_a) == len(rows_b) == -(-len(mine) // chunk) + 1
             for i, (x, y) in enumerate(zip(rows_a, rows_b)):
