@@ -27,7 +27,10 @@ def cmd_check(args) -> int:
         t = s["torn"]
         print(f"torn tail: {t['bytes']:,} byte(s) from offset {t['offset']:,} not read ({t['reason']})")
     print(f"receive time {_utc(s['recv_ns']['first'])} .. {_utc(s['recv_ns']['last'])}; "
-          f"exchange time {_utc(s['exch_ns']['first'])} .. {_utc(s['exch_ns']['last'])}")
+          f"exchange time {_utc(s['exch_ns']['first'])} .. {_utc(s['exch_ns']['last'])} (earliest .. latest)")
+    if s["recv_ns"]["backwards"]:
+        print(f"receive times that go back (a record received before the one before it): "
+              f"{s['recv_ns']['backwards']:,}")
     print("records by kind: " + ", ".join(f"{k} {v:,}" for k, v in s["records_by_kind"].items()))
     print("records by symbol: " + ", ".join(f"{k} {v:,}" for k, v in s["records_by_symbol"].items()))
     if s["records_with_unknown_symbol"]:

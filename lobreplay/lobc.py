@@ -627,7 +627,8 @@ def verify_crc(data: LobcData) -> LobcData:
 def check(path) -> dict:
     """A summary of a .lobc file without loading it whole: whether it is whole
     (else the torn tail), records and blocks, records by kind and by symbol,
-    the receive and exchange time spans, the GAP records and RESYNCs."""
+    the receive and exchange time spans (earliest, latest; `recv_ns["backwards"]`: records
+    received before the one before them), the GAP records and RESYNCs."""
     r = ChunkReader(path)  # (read with preadv: a file cut while it is checked is a torn tail, not a SIGBUS)
     symbols = r.meta["symbols"]
     by_kind = np.zeros(256, np.int64)
@@ -637,10 +638,13 @@ def check(path) -> dict:
     recv = [None, None]
     exch = [None, None]
     unknown_symbol = 0
+    backwards, last_recv = 0, None  # receive times that go back (a capture's clock stepped back)
     for rec in r.chunks(verify=True):
         by_kind += np.bincount(rec["kind"], minlength=256)
         by_sym += np.bincount(rec["symbol"], minlength=65536)
         t = rec["recv_ns"]
+        backwards += int((t[1:] < t[:-1]).sum()) + (last_recv is not None and len(t) and int(t[0]) < last_recv)
+        last_recv = int(t[-1]) if len(t) else last_recv
         recv = [int(t.min()) if recv[0] is None else min(recv[0], int(t.min())),
                 int(t.max()) if recv[1] is None else max(recv[1], int(t.max()))]
         e = rec["exch_ns"][rec["exch_ns"] != 0]
@@ -665,7 +669,7 @@ def check(path) -> dict:
         "records_by_symbol": {(symbols[i] if i < len(symbols) else str(i)): int(by_sym[i])
                               for i in np.flatnonzero(by_sym)},
         "records_with_unknown_symbol": unknown_symbol,
-        "recv_ns": {"first": recv[0], "last": recv[1]},
+        "recv_ns": {"first": recv[0], "last": recv[1], "backwards": backwards},
         "exch_ns": {"first": exch[0], "last": exch[1]},
         "gaps": gaps,
         "resyncs": {(symbols[i] if i < len(symbols) else str(i)): int(resyncs[i]) for i in np.flatnonzero(resyncs)},

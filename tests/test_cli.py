@@ -245,7 +245,7 @@ def test_text_bytes_outside_ascii_are_counted_not_fatal(tmp_path, capsys):
 @pytest.mark.parametrize("argv, says", [
     (["demo", "--events", "0"], "--events: expected a number >= 1"),
     (["demo", "--resting", "0", "--events", "500"], "--resting: expected a number >= 1"),
-    (["itch", "replay", SAMPLE_DAY, "--depth", "-2"], "--depth: expected a number of levels >= 0"),
+    (["itch", "replay", SAMPLE_DAY, "--depth", "-2"], "--depth: expected a number of levels of 0 to 100, got -2"),
     (["itch", "replay", SAMPLE_DAY, "--date", "2019-13-45"], "--date: expected a date YYYY-MM-DD"),
     (["itch", "replay", SAMPLE_DAY, "--symbols", ",,,"], "--symbols: expected comma-separated symbols"),
     (["lobc", "replay", "never-read.lobc", "--symbols", ","],

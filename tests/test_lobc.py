@@ -378,9 +378,24 @@ def test_check_summarises(tmp_path):
     assert c["whole"] and c["records"] == 4 and c["blocks"] == 1
     assert c["records_by_kind"] == {"SNAPSHOT_BEGIN": 1, "SNAPSHOT_END": 1, "GAP": 1, "RESYNC": 1}
     assert c["records_by_symbol"] == {"A": 2, "B": 2}
-    assert c["recv_ns"] == {"first": 10, "last": 30} and c["exch_ns"] == {"first": 35, "last": 35}
+    assert c["recv_ns"] == {"first": 10, "last": 30, "backwards": 0} and c["exch_ns"] == {"first": 35, "last": 35}
     assert c["gaps"] == [{"recv_ns": 20, "symbol": "B", "reason": "sequence", "expected_id": 7, "received_id": 9}]
     assert c["resyncs"] == {"B": 1}
+
+
+def test_check_counts_receive_times_that_go_back(tmp_path):
+    """A receive time earlier than the record's before it (a capture's clock stepped back) is
+    counted, inside a block and across blocks: check said nothing of it."""
+    p = tmp_path / "x.lobc"
+    with lobc.LobcWriter(p, venue="binance", market="spot", symbols=["a"], flush_records=3) as w:
+        for t in (10, 20, 15, 30, 25, 40, 40, 39):  # blocks of 3: 10 20 15 | 30 25 40 | 40 39
+            w.add(kind=lobc.TRADE, recv_ns=t, first_id=t)
+    c = lobc.check(p)
+    assert c["blocks"] == 3 and c["recv_ns"] == {"first": 10, "last": 40, "backwards": 3}
+    with lobc.LobcWriter(p, venue="binance", market="spot", symbols=["a"], flush_records=2) as w:
+        for t in (10, 20, 19, 30):  # across the block boundary only
+            w.add(kind=lobc.TRADE, recv_ns=t, first_id=t)
+    assert lobc.check(p)["recv_ns"]["backwards"] == 1
 
 
 # ---------------------------------------------------------------- decimals
