@@ -140,6 +140,12 @@ def _side(side) -> int:
     raise ValueError(f"side: expected 'B', 'S', b'B', b'S', 66, 83 or 0, got {side!r}")
 
 
+_KIND_OK = np.zeros(256, bool)
+_KIND_OK[list(KIND_NAMES)] = True
+_SIDE_OK = np.zeros(256, bool)
+_SIDE_OK[[0, ord("B"), ord("S")]] = True
+
+
 class LobcWriter:
     """Writes a .lobc file: the header at once, then one block per flush.
 
@@ -200,8 +206,13 @@ class LobcWriter:
             n = self._f.write(view)
             view = view[n:]
 
+    def _open_or_raise(self) -> None:
+        if self._f is None:
+            raise ValueError(f"{self.path}: the writer is closed (a record added now would never be written)")
+
     def add(self, *, kind: int, recv_ns: int, exch_ns: int = 0, first_id: int = 0, last_id: int = 0,
             prev_id: int = 0, price: int = 0, qty: int = 0, side=0, symbol: int = 0, flags: int = 0) -> None:
+        self._open_or_raise()
         if kind not in KIND_NAMES:
             raise ValueError(f"kind: expected 1..11, got {kind!r}")
         if not 0 <= symbol < max(1, self.n_symbols):
@@ -223,9 +234,15 @@ class LobcWriter:
         """Append an array of RECORD_DTYPE records (split into blocks of at most flush_records)."""
         if not isinstance(records, np.ndarray) or records.dtype != RECORD_DTYPE:
             raise ValueError("add_many: expected a numpy array of RECORD_DTYPE")
+        self._open_or_raise()
         records = np.ascontiguousarray(records)
         if len(records) and (records["symbol"] >= max(1, self.n_symbols)).any():
             raise ValueError(f"add_many: a symbol index is out of range (metadata has {self.n_symbols} symbols)")
+        if len(records) and not (_KIND_OK[records["kind"]].all() and _SIDE_OK[records["side"]].all()):
+            bad = int(np.flatnonzero(~(_KIND_OK[records["kind"]] & _SIDE_OK[records["side"]]))[0])
+            raise ValueError(f"add_many: record {bad}: kind {int(records['kind'][bad])} / side "
+                             f"{int(records['side'][bad])}: expected a kind of 1..11 and a side of B, S or 0 "
+                             "(docs/lobc.md)")
         i = 0
         while i < len(records):
             take = min(len(records) - i, self.flush_records - self._pending)
@@ -258,6 +275,7 @@ class LobcWriter:
 
     def fsync(self) -> None:
         """Flush, then ask the OS to put the file on disk (for power loss; not needed for kill -9)."""
+        self._open_or_raise()
         self.flush()
         os.fsync(self._f.fileno())
 

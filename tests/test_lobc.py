@@ -115,7 +115,18 @@ def test_side_forms_and_field_checks(tmp_path):
             w.add(kind=lobc.TRADE, recv_ns=1, first_id=-1)
         with pytest.raises(ValueError):
             w.add_many(np.zeros(2, np.int64))
+        bad = np.zeros(3, lobc.RECORD_DTYPE)
+        bad["kind"], bad["side"] = lobc.DIFF_LEVEL, [66, 83, 90]
+        with pytest.raises(ValueError, match="record 2: kind 5 / side 90: expected"):  # (was written as it was)
+            w.add_many(bad)
+        bad["side"], bad["kind"] = 66, [lobc.TRADE, 99, lobc.TRADE]
+        with pytest.raises(ValueError, match="record 1: kind 99"):
+            w.add_many(bad)
     assert lobc.read(p).records["side"].tolist() == [66, 83, 66, 0, 83]
+    for call in (lambda: w.add(kind=lobc.TRADE, recv_ns=1), lambda: w.add_many(np.zeros(1, lobc.RECORD_DTYPE)),
+                 w.fsync):  # after close: an error, not a record silently dropped (or an AttributeError)
+        with pytest.raises(ValueError, match="the writer is closed"):
+            call()
     with pytest.raises(ValueError, match="metadata"):  # 65,472 bytes of header at most
         lobc.LobcWriter(tmp_path / "y.lobc", venue="binance", market="spot",
                         symbols=[f"S{i:08d}" for i in range(6000)])
