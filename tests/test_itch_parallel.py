@@ -121,6 +121,9 @@ def test_a_failing_part_fails_the_replay_cleanly(tmp_path):
         replay_itch_jobs(str(bad), str(tmp_path / "o"), ReplayConfig(), 2)
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert s["status"] == "failed" and "truncated" in s["error"]
+    # where it stopped and what it read, as a one-process replay's failed summary says
+    assert s["stopped_at"] == {"stage": "pass 1"} and s["source"] == {"source_file": "bad.itch",
+                                                                         "source_size": str(bad.stat().st_size)}
     assert not list((tmp_path / "o").glob(".part-*"))
 
 

@@ -16,6 +16,7 @@ histograms summed, the parent's SHA-256 in every table, and one summary.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import heapq
 import json
@@ -52,6 +53,7 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
     args = [(path, parts[k], dataclasses.replace(cfg, part=(k, jobs), progress=cfg.progress and k == 0))
             for k in range(jobs)]
     global _PASS1
+    stage = "pass 1"  # where a failure stopped it: pass 1 (here), the parts (each pass 2), the merge
     try:
         # pass 1 here, once, beside the file's SHA-256 and, with reports, the pyarrow imports
         # (once here, not in every part) on other threads; all of them are done before the
@@ -73,9 +75,11 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
         import multiprocessing  # here: a one-job replay does not load it (5 ms)
         ctx = multiprocessing.get_context("fork")  # the parts inherit _PASS1; no thread is running
         forked, t_fork = time.time(), time.perf_counter()
+        stage = "pass 2 (the parts)"
         with ctx.Pool(jobs) as pool:
             summaries = pool.starmap(_run_part, args)
             joined = time.time()
+            stage = "merging the parts' reports"
             times = [s.pop("part_times") for s in summaries]
             for s in summaries:
                 s["source"]["source_sha256"] = sha256
@@ -97,7 +101,13 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             "merge_seconds": round(time.time() - joined, 3),
         }
     except BaseException as e:
-        write_json(os.path.join(out_dir, "summary.json"), {"status": "failed", "error": error_text(e), "jobs": jobs})
+        # (the parts' reports are discarded: no table is written until the merge, docs/itch.md)
+        src = {"source_file": os.path.basename(path)}
+        with contextlib.suppress(OSError):
+            src["source_size"] = str(os.stat(path).st_size)
+        write_json(os.path.join(out_dir, "summary.json"),
+                   {"status": "failed", "error": error_text(e), "stopped_at": {"stage": stage}, "source": src,
+                    "jobs": jobs, "wall_seconds": round(time.perf_counter() - t0, 3)})
         raise
     finally:
         _PASS1 = None
