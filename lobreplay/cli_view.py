@@ -22,7 +22,7 @@ def cmd_view(args) -> int:
           f"{s['tape_rows']:,} of {s['tape_rows_available']:,} feed executions on the tape, "
           f"{s['latency_rows']} latency rows; {s['bytes']:,} bytes")
     for n in s["notes"]:
-        if n.startswith("No depth.parquet"):
+        if n.startswith(("No depth.parquet", "This replay did not finish")):
             print(f"note: {n}")
     return 0
 

@@ -152,6 +152,16 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
         raise InputError(f"{report_dir}: neither depth.parquet nor bbo.parquet; replay with --depth N "
                          "(or with the bbo report) to view a book")
     notes: list[str] = []
+    sp = os.path.join(report_dir, "summary.json")
+    if os.path.exists(sp):  # a replay that stopped part way: the page shows what it wrote, and says so
+        with contextlib.suppress(OSError, ValueError):
+            with open(sp) as f:
+                run = json.load(f)
+            if run.get("status") != "ok":
+                at = run.get("stopped_at") or {}
+                where = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in at.items())
+                notes.append(f"This replay did not finish (status {run.get('status')}: {run.get('error')}"
+                             f"{'; stopped at ' + where if where else ''}): the page shows what it wrote.")
     source = "depth" if "depth" in have else "bbo"
     if "time_ns" not in pq.read_schema(have[source]).names:
         raise InputError(f"{report_dir}: {source}.parquet has no time_ns column: not the reports of "
@@ -253,7 +263,13 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
     }
     blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     page = _TEMPLATE.replace("/*__DATA__*/", blob).replace("__TITLE__", _html_escape(f"{sym} book — lobreplay"))
-    os.makedirs(os.path.dirname(os.path.abspath(out_html)), exist_ok=True)
+    parent = os.path.dirname(os.path.abspath(out_html))
+    up = parent
+    while not os.path.exists(up):  # (makedirs would say "File exists" of a file on the way)
+        up = os.path.dirname(up)
+    if not os.path.isdir(up):
+        raise InputError(f"{out_html}: cannot create it: {up} is a file, not a directory")
+    os.makedirs(parent, exist_ok=True)
     tmp = out_html + ".tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as f:

@@ -236,6 +236,25 @@ def test_cli_view(tmp_path, capsys):
     assert embedded(out)["symbol"] == "BBB"
 
 
+def test_cli_view_of_a_stopped_replay_and_a_path_through_a_file(tmp_path, capsys):
+    """A replay that did not finish (summary.json: failed, stopped_at): the page is built from
+    what it wrote and both the page and the command say so (it said nothing). An output path
+    through a file: one line naming it (it was "File exists")."""
+    rep = make_reports(tmp_path / "rep", n_depth=50)
+    (rep / "summary.json").write_text(json.dumps({"status": "failed", "error": "terminated (SIGTERM)",
+                                                  "stopped_at": {"pass": 2, "messages_done": 1048576}}))
+    out = tmp_path / "book.html"
+    assert cli_main(["view", str(rep), "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    note = ("This replay did not finish (status failed: terminated (SIGTERM); stopped at pass 2, "
+            "messages_done 1,048,576): the page shows what it wrote.")
+    assert f"note: {note}" in said and note in embedded(out)["notes"]
+    (tmp_path / "afile").write_text("x")
+    assert cli_main(["view", str(rep), "-o", str(tmp_path / "afile" / "sub" / "v.html")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'afile'} is a file, not a directory" in err and len(err.splitlines()) == 1
+
+
 def test_formatting():
     assert fmt_price(1_234_500, 10_000, 2) == "123.45"
     assert fmt_price(1_234, 10_000, 4) == "0.1234"
