@@ -260,6 +260,17 @@ def test_an_unknown_type_shorter_than_the_header_is_a_corrupt_frame(tmp_path):
             "less than the 11-byte header")
 
 
+def test_bytes_after_a_gzip_stream(tmp_path):
+    """A whole gzip stream with something appended that is not gzip: an error naming the file;
+    allow_truncated reads every message of the stream and reports the break."""
+    src = (real_itch_files()[0].parent / "nasdaq_20230822_0930.itch").read_bytes()
+    p = tmp_path / "appended.itch.gz"
+    p.write_bytes(gzip.compress(src) + b"garbage appended")
+    _expect(p, "corrupt gzip data", "Not a gzipped file")
+    f = ItchFile(p, allow_truncated=True)
+    assert sum(c.n for c in f.chunks()) == 269 and f.stats.stream_break.startswith("corrupt")
+
+
 def test_bad_gzip(tmp_path):
     good = gzip.compress((real_itch_files()[0].parent / "nasdaq_20230822_0930.itch").read_bytes())
     p = tmp_path / "bad.itch.gz"

@@ -132,9 +132,12 @@ class ItchFile:
                 self.stats.stream_break = self._salvage.broken
             return got, f
         except _gz.ERRORS as e:
-            if self.compressed and self.allow_truncated and isinstance(e, EOFError) and self._salvage is None:
-                # the fast reader (ISA-L on a thread) stops at a cut and may have dropped what it
-                # had inflated ahead: read again, exactly, from where this pass had got to
+            if self.compressed and self.allow_truncated and self._salvage is None and (
+                    isinstance(e, EOFError) or "Not a gzipped file" in str(e)):
+                # a cut, or bytes after the last member that are not gzip (a download with
+                # something appended): the fast reader (ISA-L on a thread) stops there and may have
+                # dropped what it had inflated ahead: read again, exactly, from where this pass
+                # had got to, up to the break (counted: stream_break)
                 self._cut = True
                 f.close()
                 return self._read_into(self._open(pos), view, pos)
