@@ -131,8 +131,10 @@ def _cmd_itch_stats(args) -> int:
                            after_end=st.trailing_after_end):
         print(line)
     if st.mold_packets:
-        print(f"MoldUDP64: {st.mold_packets:,} packets, {len(st.mold_gaps)} sequence gap(s)"
-              + (f": {st.mold_gaps[:5]}" if st.mold_gaps else ""))
+        print(f"MoldUDP64: {st.mold_packets:,} packets ({st.mold_heartbeats:,} without messages: heartbeats, end of "
+              f"session), {len(st.mold_gaps)} sequence gap(s)" + (f": {st.mold_gaps[:5]}" if st.mold_gaps else "")
+              + f", {st.mold_duplicates:,} repeated packet(s) dropped; session(s) {', '.join(st.mold_sessions)}"
+              + (f"; {st.mold_other_frames:,} other frame(s) skipped" if st.mold_other_frames else ""))
     _note_non_ascii(non_ascii_bytes() - ascii0)
     print(f"read in {took:.2f} s ({st.messages / took / 1e6:.2f} M messages/s)")
     return 0

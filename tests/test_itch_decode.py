@@ -278,6 +278,52 @@ def test_bad_gzip(tmp_path):
     _expect(p, "corrupt gzip data")
 
 
+def _pcap_records(raw: bytes) -> list[bytes]:
+    recs, p = [], 24
+    while p < len(raw):
+        n = int.from_bytes(raw[p + 8:p + 12], "little")
+        recs.append(raw[p:p + 16 + n])
+        p += 16 + n
+    return recs
+
+
+def _mold_at(rec: bytes) -> int:
+    """The MoldUDP64 header's offset in a pcap record (Ethernet, 802.1Q tags, IPv4, UDP)."""
+    q = 16 + 12
+    while int.from_bytes(rec[q:q + 2], "big") in (0x8100, 0x88A8):
+        q += 4
+    return q + 2 + (rec[q + 2] & 0x0F) * 4 + 8
+
+
+def test_pcap_repeated_packets_snap_cuts_and_offsets(tmp_path):
+    """A retransmitted packet is dropped and counted (its messages were replayed twice and it
+    showed as a sequence gap going back); a packet the capture cut at its snap length is an
+    error naming its byte (its last message was joined to the next packet's); a corrupt frame
+    is named at its byte in the capture, not in the joined messages; every packet, heartbeat
+    and other frame is counted."""
+    raw = (real_itch_files()[0].parent / "nasdaq_20230822_0930_moldudp64.pcap").read_bytes()
+    head, recs = raw[:24], _pcap_records(raw)
+    whole = ItchFile(real_itch_files()[0].parent / "nasdaq_20230822_0930_moldudp64.pcap")
+    want = b"".join(c.types.tobytes() for c in whole.chunks())
+    (tmp_path / "dup.pcap").write_bytes(head + b"".join(recs[:11] + [recs[10], recs[9]] + recs[11:]))
+    f = ItchFile(tmp_path / "dup.pcap")
+    assert b"".join(c.types.tobytes() for c in f.chunks()) == want
+    assert f.stats.mold_duplicates == 2 and f.stats.mold_gaps == [] and f.stats.mold_packets == len(recs) + 2
+    assert f.stats.mold_sessions == whole.stats.mold_sessions and len(whole.stats.mold_sessions) == 1
+    i = next(k for k, r in enumerate(recs) if int.from_bytes(r[_mold_at(r) + 18:_mold_at(r) + 20], "big") >= 3)
+    pkt = 24 + sum(len(r) for r in recs[:i])
+    cut = bytearray(recs[i][:-10])
+    cut[8:12] = (len(cut) - 16).to_bytes(4, "little")  # incl_len 10 short of orig_len: the snap length
+    (tmp_path / "snap.pcap").write_bytes(head + b"".join(recs[:i] + [bytes(cut)] + recs[i + 1:]))
+    _expect(tmp_path / "snap.pcap", f"MoldUDP64 packet at byte {pkt:,}", "ends inside message 3",
+            f"the capture kept {len(cut) - 16} of its {len(recs[i]) - 16} bytes")
+    bad = bytearray(recs[i])
+    m = _mold_at(recs[i]) + 20  # its first message block
+    bad[m + 2] = ord("A")  # an Add Order type on a message of another length
+    (tmp_path / "frame.pcap").write_bytes(head + b"".join(recs[:i] + [bytes(bad)] + recs[i + 1:]))
+    _expect(tmp_path / "frame.pcap", f"corrupt frame at byte {pkt + m:,} of the capture", "type 'A'")
+
+
 @pytest.mark.parametrize("cut", [9001, 8919 + 10])   # inside a packet's data, inside its record header
 def test_a_pcap_cut_short(tmp_path, cut):
     """A capture cut short: an error naming the byte of the cut packet; with allow_truncated

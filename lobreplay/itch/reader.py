@@ -8,6 +8,7 @@ message is an error unless allow_truncated, in which case it is counted.
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import io
 import itertools
@@ -72,6 +73,10 @@ class ReadStats:
     trailing_after_end: int = 0          # bytes after the end-of-session marker (allow_truncated: ignored)
     mold_packets: int = 0
     mold_gaps: list = field(default_factory=list)  # (expected sequence, got sequence)
+    mold_duplicates: int = 0             # packets (or their leading messages) already seen: dropped
+    mold_heartbeats: int = 0             # packets of no message (heartbeats, the end-of-session packet)
+    mold_other_frames: int = 0           # capture frames that are not MoldUDP64 over IPv4/UDP: skipped
+    mold_sessions: list = field(default_factory=list)  # the MoldUDP64 session names, in order seen
 
     def unknown_types(self) -> dict[str, int]:
         return {t: c for t, c in self.by_type.items() if core.itch_length(ord(t)) == 0}
@@ -103,6 +108,7 @@ class ItchFile:
         self._raw: _CountingReader | None = None
         self._salvage: _gz.SalvageReader | None = None
         self._cut = False  # allow_truncated: the gzip stream is known to be cut short
+        self._pieces: list = []  # a pcap: (offset in the joined messages, offset in the file) per packet
 
     @property
     def raw_position(self) -> int:
@@ -185,6 +191,15 @@ class ItchFile:
         if (yield from self._walk(buf, len(buf), 0, final=True, frames=_frame_arrays(len(buf)))) is None:
             self._after_end()
 
+    def _at(self, offset: int) -> str:
+        """Where a stream offset is, in the words of an error: the file's byte (a pcap: the
+        byte of the capture where that message is), or the decompressed stream's offset."""
+        if self.framing == "pcap" and self._pieces:
+            i = bisect.bisect_right([a for a, _ in self._pieces], offset) - 1
+            a, f = self._pieces[max(i, 0)]
+            return f"byte {f + offset - a:,} of the capture"
+        return f"{'decompressed stream offset' if self.compressed else 'byte'} {offset:,}"
+
     def _after_end(self) -> None:
         """The stream went on after an end-of-session marker (stats.trailing_after_end bytes,
         the whole rest read, so that a gzip stream's checksum is checked too): a zero-length
@@ -192,9 +207,8 @@ class ItchFile:
         interrupted download into a preallocated file, corrupt data), not the end of the day."""
         st = self.stats
         if st.trailing_after_end and not self.allow_truncated:
-            where = "decompressed stream offset" if self.compressed else "byte"
             raise InputError(
-                f"{self.path}: an end-of-session marker (a zero-length frame) at {where} {st.end_marker_offset:,} "
+                f"{self.path}: an end-of-session marker (a zero-length frame) at {self._at(st.end_marker_offset)} "
                 f"(after message {st.messages:,}) is followed by {st.trailing_after_end:,} more bytes: a damaged "
                 "file (zeros or corrupt data where messages should be?); --allow-truncated stops at the marker "
                 "and counts the bytes after it")
@@ -275,11 +289,10 @@ class ItchFile:
         if st == core.lib.LOB_EFRAME:
             t = int(buf[bad + 2])
             length = (int(buf[bad]) << 8) | int(buf[bad + 1])
-            where = "decompressed stream offset" if self.compressed else "byte"
             spec = core.itch_length(t)
             said = f"ITCH 5.0 says {spec}" if spec else "less than the 11-byte header of every ITCH 5.0 message"
             raise InputError(
-                f"{self.path}: corrupt frame at {where} {base + bad:,} (message {self.stats.messages:,}): "
+                f"{self.path}: corrupt frame at {self._at(base + bad)} (message {self.stats.messages:,}): "
                 f"type {chr(t)!r} has length {length}, {said}")
         if end:
             self.stats.end_marker = True
@@ -291,9 +304,8 @@ class ItchFile:
             self.stats.truncated_bytes = have - consumed
             if not self.allow_truncated:
                 need = 2 + ((int(buf[consumed]) << 8) | int(buf[consumed + 1])) if have - consumed >= 2 else 2
-                where = "decompressed stream offset" if self.compressed else "byte"
                 raise InputError(
-                    f"{self.path}: truncated: the message at {where} {base + consumed:,} needs {need} bytes, "
+                    f"{self.path}: truncated: the message at {self._at(base + consumed)} needs {need} bytes, "
                     f"the file ends after {have - consumed} (use --allow-truncated to stop there and count it)")
         return consumed
 
@@ -308,6 +320,7 @@ class ItchFile:
             raise InputError(f"{self.path}: pcap link type {linktype}, expected 1 (Ethernet)")
         out = []
         pos, expected_seq, session = 24, None, None
+        self._pieces, payload = [], 0
         while pos < len(data):
             incl = struct.unpack(endian + "I", data[pos + 8:pos + 12])[0] if pos + 16 <= len(data) else None
             if incl is None or pos + 16 + incl > len(data):  # a capture cut short
@@ -320,26 +333,43 @@ class ItchFile:
             frame = data[pos + 16:pos + 16 + incl]
             pkt = pos
             pos += 16 + incl
-            udp = _udp_payload(frame)
-            if udp is None or len(udp) < 20:
-                continue  # not UDP over IPv4: not ours
+            hit = _udp_payload(frame)
+            if hit is None or len(hit[1]) < 20:
+                self.stats.mold_other_frames += 1  # not UDP over IPv4: not ours
+                continue
+            at, udp = hit
             sess, seq, count = udp[:10], int.from_bytes(udp[10:18], "big"), int.from_bytes(udp[18:20], "big")
             self.stats.mold_packets += 1
             if count in (0, 0xFFFF):
-                continue  # heartbeat / end of session
-            if session is None:
-                session = sess
+                self.stats.mold_heartbeats += 1  # heartbeat / end of session
+                continue
+            if sess != session:  # (a new session numbers its messages from 1 again)
+                self.stats.mold_sessions.append(sess.decode("ascii", "replace").strip())
+                session, expected_seq = sess, None
+            blocks, p, starts = udp[20:], 0, []
+            for _ in range(count):
+                n = int.from_bytes(blocks[p:p + 2], "big") if p + 2 <= len(blocks) else -1
+                if n < 0 or p + 2 + n > len(blocks):
+                    orig = struct.unpack(endian + "I", data[pkt + 12:pkt + 16])[0]
+                    raise InputError(
+                        f"{self.path}: MoldUDP64 packet at byte {pkt:,} (sequence {seq}) announces {count} "
+                        f"messages but ends inside message {len(starts) + 1}"
+                        + (f" (the capture kept {incl} of its {orig} bytes: its snap length)" if orig > incl else ""))
+                starts.append(p)
+                p += 2 + n
+            first = 0
+            if expected_seq is not None and seq < expected_seq:  # a repeated packet (or its start)
+                self.stats.mold_duplicates += 1
+                if seq + count <= expected_seq:
+                    continue
+                first = starts[expected_seq - seq]  # the messages not seen yet
+                seq, count = expected_seq, seq + count - expected_seq
             if expected_seq is not None and seq != expected_seq:
                 self.stats.mold_gaps.append((expected_seq, seq))
             expected_seq = seq + count
-            blocks, p = udp[20:], 0
-            for _ in range(count):
-                if p + 2 > len(blocks):
-                    raise InputError(f"{self.path}: MoldUDP64 packet at byte {pkt:,} (sequence {seq}) "
-                                     f"announces {count} messages but ends early")
-                n = int.from_bytes(blocks[p:p + 2], "big")
-                p += 2 + n
-            out.append(blocks[:p])
+            self._pieces.append((payload, pkt + 16 + at + 20 + first))  # (where its messages are in the file)
+            payload += p - first
+            out.append(blocks[first:p])
         if not out:
             raise InputError(f"{self.path}: no MoldUDP64 messages found in the pcap")
         return b"".join(out)
@@ -404,8 +434,9 @@ def read_ahead(src: ItchFile, work: Callable[[Chunk, int], object] | None = None
         thread.join()
 
 
-def _udp_payload(frame: bytes) -> bytes | None:
-    """Ethernet (with any 802.1Q tags) / IPv4 / UDP -> the UDP payload, or None."""
+def _udp_payload(frame: bytes) -> tuple[int, bytes] | None:
+    """Ethernet (with any 802.1Q tags) / IPv4 / UDP -> (its offset in the frame, the UDP
+    payload), or None."""
     p = 12
     ethertype = int.from_bytes(frame[p:p + 2], "big")
     while ethertype in (0x8100, 0x88A8):
@@ -419,7 +450,7 @@ def _udp_payload(frame: bytes) -> bytes | None:
         return None
     udp = p + ihl
     length = int.from_bytes(frame[udp + 4:udp + 6], "big")
-    return frame[udp + 8:udp + length]
+    return udp + 8, frame[udp + 8:udp + length]
 
 
 class _CountingReader(io.RawIOBase):

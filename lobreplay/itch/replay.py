@@ -497,7 +497,10 @@ class ItchReplay:
                            "bytes_after_end_marker": read.trailing_after_end}
                           if read.truncated_offset is not None or read.stream_break or read.trailing_after_end
                           else None),
-            "moldudp64": {"packets": read.mold_packets, "gaps": read.mold_gaps} if read.mold_packets else None,
+            "moldudp64": {"packets": read.mold_packets, "gaps": read.mold_gaps,
+                          "duplicates_dropped": read.mold_duplicates, "heartbeats": read.mold_heartbeats,
+                          "other_frames": read.mold_other_frames, "sessions": read.mold_sessions}
+            if read.mold_packets else None,
             "system_events": [{"time_ns": t, "code": c} for t, c in p1.system_events],
             "session_complete": any(c == "C" for _, c in p1.system_events),
             "symbols_in_file": len(p1.symbols), "books": len(sizing),
