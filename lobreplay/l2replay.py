@@ -129,6 +129,7 @@ class LobcReplay:
             meta = self.src_meta(src)
             run.summary["source"] = meta
             try:
+                self._selection([str(x) for x in src.meta["symbols"]])  # (before any report file exists)
                 # the tables take the SHA-256 (a Future) when they open their files
                 run.reports = ReportSet(self.out_dir, [], {**meta, "source_sha256": sha})
                 for name in self.cfg.reports:
@@ -139,15 +140,25 @@ class LobcReplay:
                 with contextlib.suppress(Exception):
                     meta["source_sha256"] = sha.result()
                 raise
+            finally:  # (a failed replay's summary says what it found of the file too: its torn tail)
+                run.summary["lobc"] = {k: src.meta.get(k) for k in ("venue", "market", "symbols", "price_scale",
+                                                                     "qty_scale", "created_ns", "tool", "streams",
+                                                                     "source")}
+                run.summary["lobc"].update({"whole": src.torn is None, "blocks": src.blocks,
+                                            "records": src.records,
+                                            "torn": src.torn.as_dict() if src.torn else None})
             meta["source_sha256"] = sha.result()
-            run.summary["lobc"] = {k: src.meta.get(k) for k in ("venue", "market", "symbols", "price_scale",
-                                                                 "qty_scale", "created_ns", "tool", "streams",
-                                                                 "source")}
-            run.summary["lobc"].update({"whole": src.torn is None, "blocks": src.blocks,
-                                        "records": src.records,
-                                        "torn": src.torn.as_dict() if src.torn else None})
             run.summary.update(res)
         return run.summary
+
+    def _selection(self, names: list[str]) -> list[int] | None:
+        """The symbol indices --symbols keeps (None: all); an unknown one is an InputError."""
+        if not self.cfg.symbols:
+            return None
+        missing = [s for s in self.cfg.symbols if s.upper() not in names]
+        if missing:
+            raise InputError(f"{self.path}: no such symbol(s) in this file: {', '.join(missing)}")
+        return [names.index(s.upper()) for s in self.cfg.symbols]
 
     def src_meta(self, src: lobc.ChunkReader) -> dict:
         """The tables' provenance; source_sha256 is filled in when the helper thread has it."""
@@ -162,12 +173,7 @@ class LobcReplay:
         """Pass 1 and 2, each a pass over the file's chunks."""
         cfg = self.cfg
         names = [str(s) for s in src.meta["symbols"]]
-        keep = None
-        if cfg.symbols:
-            missing = [s for s in cfg.symbols if s.upper() not in names]
-            if missing:
-                raise InputError(f"{self.path}: no such symbol(s) in this file: {', '.join(missing)}")
-            keep = [names.index(s.upper()) for s in cfg.symbols]
+        keep = self._selection(names)
         n = 0
 
         def pass1_chunks(bar):

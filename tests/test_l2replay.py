@@ -476,6 +476,8 @@ def test_replay_of_a_torn_file_and_of_chosen_symbols(tmp_path):
         replay_lobc(src, str(tmp_path / "o3"), L2ReplayConfig(symbols=["ZZZ"]))
     failed = json.loads((tmp_path / "o3" / "summary.json").read_text())
     assert failed["status"] == "failed" and "ZZZ" in failed["error"]
+    assert os.listdir(tmp_path / "o3") == ["summary.json"]  # (no empty report tables first)
+    assert failed["lobc"]["whole"] and failed["lobc"]["records"] == len(recs)
 
 
 def test_command_line(tmp_path, capsys):
