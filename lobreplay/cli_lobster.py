@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import sys
 
 
 def cmd_verify(args) -> int:
@@ -15,12 +17,28 @@ def cmd_verify(args) -> int:
 
 
 def cmd_export(args) -> int:
+    from .cli import _cut_notes
+    from .errors import Terminated
     from .lobster import export_lobster
 
-    m, o = export_lobster(args.file, args.symbol, args.levels, args.output, date=args.date,
-                          start_ms=args.start_ms, end_ms=args.end_ms, force=args.force)
+    read: dict = {}
+    try:
+        m, o = export_lobster(args.file, args.symbol, args.levels, args.output, date=args.date,
+                              start_ms=args.start_ms, end_ms=args.end_ms, force=args.force,
+                              allow_truncated=args.allow_truncated, read=read)
+    except Terminated as e:
+        # (main's line would say "the reports written so far are whole": this command writes
+        # its two files only together, at the end; the note says where it was and that)
+        notes = getattr(e, "__notes__", None)
+        print(f"lobreplay: terminated (SIGTERM){f' at {notes[-1]}' if notes else ''}", file=sys.stderr)
+        return 128 + signal.SIGTERM
     print(m)
     print(o)
+    t = read.get("truncated")
+    if t:
+        for line in _cut_notes(t["stream_break"], t["offset"], t["bytes"], done="exported",
+                               after_end=t["bytes_after_end_marker"]):
+            print(line)
     return 0
 
 
@@ -45,4 +63,6 @@ def add_itch_lobster(itch_subparsers) -> None:
     p.add_argument("--force", action="store_true", help="overwrite the two files if they exist")
     p.add_argument("--start-ms", type=int, default=34_200_000, help="window start, ms after midnight (09:30)")
     p.add_argument("--end-ms", type=int, default=57_600_000, help="window end, ms after midnight (16:00)")
+    p.add_argument("--allow-truncated", action="store_true",
+                   help="stop at a partial last message or where a gzip stream is cut short, counted")
     p.set_defaults(func=cmd_export)

@@ -9,6 +9,7 @@ orderbook file row by row. See docs/lobster.md.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 
@@ -28,6 +29,7 @@ START_MS, END_MS = 34_200_000, 57_600_000
 HALT_PRICE = {b"H": -1, b"P": -1, b"Q": 0, b"T": 1}  # ITCH H trading state -> LOBSTER type-7 price
 _BIG = 1 << 62
 SYNTH_BASE = 1 << 62        # synthetic order ids of verify: one per (side, price)
+PARTIAL = ".partial"         # the two files of an export while they are written
 
 
 # ---------------------------------------------------------------- formats
@@ -190,11 +192,18 @@ def _find_locate(src, symbol: str):
 
 def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, date=None,
                    start_ms: int = START_MS, end_ms: int = END_MS, chunk_bytes: int = 16 << 20,
-                   headroom: float = 0.2, force: bool = False) -> tuple[str, str]:
+                   headroom: float = 0.2, force: bool = False, allow_truncated: bool = False,
+                   read: dict | None = None) -> tuple[str, str]:
     """Replay one symbol of an ITCH file and write LOBSTER's message and orderbook files
     (top `levels` levels) for the events of [start_ms, end_ms) that touch those levels.
     Returns (message_path, orderbook_path). Existing files of those names are refused
-    unless force."""
+    (before any work) unless force. Both are written as NAME.partial and renamed when both
+    are complete: an export that fails or is stopped (Ctrl-C, SIGTERM: the exception's
+    note says where) removes them, and leaves any files already under the final names as
+    they were. allow_truncated: stop at a partial last message or where a gzip stream is
+    cut short; `read`, a dict if given, is filled with the messages read and `truncated`
+    (None, or offset, bytes, stream_break and bytes_after_end_marker, as in a replay's
+    summary.json)."""
     from .itch.decode import decode_type
     from .itch.reader import ItchFile
     from .itch.replay import given_date, session_date, size_books
@@ -211,41 +220,67 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
             raise InputError(f"{itch_path}: no date in the file name; pass date=YYYY-MM-DD (--date)")
     else:
         date = given_date(date, "--date")
-    src = ItchFile(itch_path, chunk_bytes=chunk_bytes)
-    stats, locate = _find_locate(src, symbol)
-    if locate is None:
-        raise InputError(f"{itch_path}: no such symbol in this file: {symbol}")
-    sizing, _ = size_books(stats, headroom, [locate])
-    if not sizing:
-        raise InputError(f"{itch_path}: {symbol} has no orders")
-    z = sizing[0]
-    sess = Session(locate)
-    bv = sess.add_book(locate, z.band_low, z.band_high, z.tick, z.capacity)
-    select = np.zeros(65536, np.uint8)
-    select[locate] = 1
-    start_ns, end_ns = int(start_ms) * 1_000_000, int(end_ms) * 1_000_000
-    os.makedirs(out_dir, exist_ok=True)
     mname, oname = lobster_names(symbol, date, start_ms, end_ms, levels)
     mpath, opath = os.path.join(out_dir, mname), os.path.join(out_dir, oname)
     for p in (mpath, opath):
         if os.path.exists(p) and not force:
             raise InputError(f"{p} exists; use --force to overwrite it")
-    orders = _Orders()
-    st = _ExportState(sess, bv, levels)
-    with open(mpath, "w", newline="\n") as fm, open(opath, "w", newline="\n") as fo:
-        for chunk in src.chunks():
-            ev = np.empty(chunk.n, EVENT_DTYPE)
-            ts = np.empty(chunk.n, np.int64)
-            mi = np.empty(chunk.n, np.uint32)
-            k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
-            rows = _chunk_rows(chunk, ev[:k], ts[:k], mi[:k], orders, locate, decode_type)
-            if rows is None:
-                continue
-            msg, ob = st.run(rows, start_ns, end_ns)
-            _write_rows(fm, message_lines(*msg))
-            _write_rows(fo, orderbook_lines(ob))
-            if k and ts[k - 1] >= end_ns and rows["ts"][-1] >= end_ns:
-                break
+    src = ItchFile(itch_path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated)
+    at = [1, 0]  # the pass, and the messages done in pass 2 (whole chunks)
+    try:
+        stats, locate = _find_locate(src, symbol)
+        found = src.stats  # (what pass 1 read: pass 2 may stop at the end of the window)
+        if read is not None:
+            read.update(messages=found.messages, truncated=(
+                {"offset": found.bytes if found.truncated_offset is None else found.truncated_offset,
+                 "bytes": found.truncated_bytes, "stream_break": found.stream_break,
+                 "bytes_after_end_marker": found.trailing_after_end}
+                if found.truncated_offset is not None or found.stream_break or found.trailing_after_end else None))
+        if locate is None:
+            raise InputError(f"{itch_path}: no such symbol in this file: {symbol}")
+        sizing, _ = size_books(stats, headroom, [locate])
+        if not sizing:
+            raise InputError(f"{itch_path}: {symbol} has no orders")
+        z = sizing[0]
+        sess = Session(locate)
+        bv = sess.add_book(locate, z.band_low, z.band_high, z.tick, z.capacity)
+        select = np.zeros(65536, np.uint8)
+        select[locate] = 1
+        start_ns, end_ns = int(start_ms) * 1_000_000, int(end_ms) * 1_000_000
+        os.makedirs(out_dir, exist_ok=True)
+        orders = _Orders()
+        st = _ExportState(sess, bv, levels)
+        at[0] = 2
+        tmp = (mpath + PARTIAL, opath + PARTIAL)
+        try:
+            with open(tmp[0], "w", newline="\n") as fm, open(tmp[1], "w", newline="\n") as fo:
+                for chunk in src.chunks():
+                    ev = np.empty(chunk.n, EVENT_DTYPE)
+                    ts = np.empty(chunk.n, np.int64)
+                    mi = np.empty(chunk.n, np.uint32)
+                    k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
+                    rows = _chunk_rows(chunk, ev[:k], ts[:k], mi[:k], orders, locate, decode_type)
+                    if rows is not None:
+                        msg, ob = st.run(rows, start_ns, end_ns)
+                        _write_rows(fm, message_lines(*msg))
+                        _write_rows(fo, orderbook_lines(ob))
+                    at[1] = chunk.first_message + chunk.n
+                    if rows is not None and k and ts[k - 1] >= end_ns and rows["ts"][-1] >= end_ns:
+                        break
+            os.replace(tmp[0], mpath)
+            os.replace(tmp[1], opath)
+        except BaseException as e:
+            for p in tmp:
+                with contextlib.suppress(OSError):
+                    os.remove(p)
+            if type(e) is InputError:  # (e.g. the file changed since pass 1)
+                raise InputError(f"{e}; no LOBSTER file was written") from None
+            raise
+    except KeyboardInterrupt as e:  # (Ctrl-C, and SIGTERM from the command line)
+        where = (f"in pass 2, after {at[1]:,} messages" if at[0] == 2 else "in pass 1") + \
+            f" ({src.raw_position:,} of {src.size:,} bytes read)"
+        e.add_note(f"{itch_path}: {where}; no LOBSTER file was written (files already in {out_dir} are as they were)")
+        raise
     return mpath, opath
 
 

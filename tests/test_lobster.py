@@ -214,3 +214,126 @@ def test_cli(day, tmp_path, capsys):
     args = p.parse_args(["lobster", "verify", m, o])
     assert args.func(args) == 1
     assert "FAIL" in capsys.readouterr().out
+
+
+def _export_signalled(itch: str, sym: str, date: str, out, *extra: str):
+    """`itch lobster` in a subprocess that sends itself SIGTERM right after the first rows are
+    written to the message file (its orderbook rows not yet: a stop half way)."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = (
+        "import os, signal, sys\n"
+        "from lobreplay import lobster\n"
+        "real = lobster._write_rows\n"
+        "def once(f, lines):\n"
+        "    real(f, lines)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "lobster._write_rows = once\n"
+        "from lobreplay.cli import main\n"
+        f"sys.exit(main(['itch', 'lobster', {itch!r}, '--symbol', {sym!r}, '--levels', '5', '-o', {str(out)!r}, "
+        f"'--date', {date!r}, *{list(extra)!r}]))\n")
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": root})
+
+
+def test_sigterm_mid_export_leaves_no_files_and_keeps_the_old_ones(day, tmp_path):
+    """SIGTERM half way through writing: both files used to stay under their final names with
+    different row counts (verify refused them, a re-run said "exists; use --force") and the
+    line said "the reports written so far are whole". Now they are written as NAME.partial and
+    renamed together at the end: a stop removes them, leaves files already there as they were,
+    and the one line says where it stopped and that nothing was written."""
+    d, truth = day
+    sym = list(truth.symbols.values())[0]
+    itch, out = str(d / "day.itch"), tmp_path / "out"
+    p = _export_signalled(itch, sym, truth.date, out)
+    assert p.returncode == 143, p.stderr
+    err = p.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert re.fullmatch(rf"lobreplay: terminated \(SIGTERM\) at {re.escape(itch)}: in pass 2, after [\d,]+ messages "
+                        rf"\([\d,]+ of [\d,]+ bytes read\); no LOBSTER file was written \(files already in "
+                        rf"{re.escape(str(out))} are as they were\)", err), err
+    assert os.listdir(out) == []
+    # a re-run needs no --force, and writes a pair that verifies
+    m, o = export_lobster(itch, sym, 5, str(out), date=truth.date)
+    assert verify_lobster(m, o)["ok"]
+    before = {q: open(q).read() for q in (m, o)}
+    p = _export_signalled(itch, sym, truth.date, out, "--force")
+    assert p.returncode == 143 and "no LOBSTER file was written" in p.stderr, p.stderr
+    assert sorted(os.listdir(out)) == sorted(os.path.basename(q) for q in before)
+    assert {q: open(q).read() for q in before} == before
+
+
+def test_a_failure_mid_export_removes_what_it_wrote(day, tmp_path, monkeypatch):
+    """An error while writing (here a full disk on the orderbook file) leaves neither file,
+    nor a .partial, and the files an earlier export wrote stay as they were."""
+    import errno
+
+    from lobreplay import lobster
+    d, truth = day
+    sym = list(truth.symbols.values())[0]
+    itch = str(d / "day.itch")
+    m, o = export_lobster(itch, sym, 5, str(tmp_path), date=truth.date)
+    before = {q: open(q).read() for q in (m, o)}
+    real = lobster._write_rows
+    calls = []
+
+    def full(f, lines):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(f, lines)
+    monkeypatch.setattr(lobster, "_write_rows", full)
+    with pytest.raises(OSError, match="No space left"):
+        export_lobster(itch, sym, 5, str(tmp_path), date=truth.date, force=True)
+    assert {q: open(q).read() for q in before} == before
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(q) for q in before)
+    out = tmp_path / "new"  # (nothing there before)
+    calls.clear()
+    with pytest.raises(OSError, match="No space left"):
+        export_lobster(itch, sym, 5, str(out), date=truth.date)
+    assert os.listdir(out) == []
+
+
+def test_existing_files_are_refused_before_reading_the_input(day, tmp_path, monkeypatch):
+    """The "exists; use --force" check ran only after a whole pass over the input."""
+    from lobreplay import lobster
+    d, truth = day
+    sym = list(truth.symbols.values())[0]
+    m, _ = lobster_names_in(tmp_path, sym, truth.date, 5)
+    open(m, "w").close()
+
+    def never(*a, **k):
+        raise AssertionError("the input was read before the check")
+    monkeypatch.setattr(lobster, "_find_locate", never)
+    with pytest.raises(InputError, match=r"message_5\.csv exists; use --force"):
+        export_lobster(str(d / "day.itch"), sym, 5, str(tmp_path), date=truth.date)
+
+
+def lobster_names_in(out_dir, sym, date, levels):
+    from lobreplay.lobster import END_MS, START_MS, lobster_names
+    return tuple(os.path.join(str(out_dir), n) for n in lobster_names(sym, date, START_MS, END_MS, levels))
+
+
+def test_itch_lobster_allow_truncated(day, tmp_path, capsys):
+    """A day cut inside a message: the error names the offset and says to use --allow-truncated,
+    which `itch lobster` now has (it had not: the advice was an unknown option); with it the
+    export stops there, says what was not read, and the pair verifies."""
+    from lobreplay.cli import main
+    d, truth = day
+    sym = list(truth.symbols.values())[0]
+    raw = (d / "day.itch").read_bytes()
+    off = 0
+    while off + 2 + int.from_bytes(raw[off:off + 2], "big") <= len(raw) * 2 // 3:
+        off += 2 + int.from_bytes(raw[off:off + 2], "big")
+    cut = tmp_path / "cut.itch"
+    cut.write_bytes(raw[:off + 5])
+    argv = ["itch", "lobster", str(cut), "--symbol", sym, "--levels", "5", "--date", truth.date]
+    assert main(argv + ["-o", str(tmp_path / "no")]) == 1
+    err = capsys.readouterr().err
+    assert str(cut) in err and f"{off:,}" in err and "--allow-truncated" in err, err
+    assert not (tmp_path / "no").exists()
+    assert main(argv + ["-o", str(tmp_path / "yes"), "--allow-truncated"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2:] == [f"truncated: 5 byte(s) of a partial message at offset {off:,} were not read"], lines
+    assert verify_lobster(lines[0], lines[1])["ok"]
