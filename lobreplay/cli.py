@@ -147,7 +147,7 @@ def _cmd_itch_decode(args) -> int:
     from .itch.reader import ItchFile
     from .itch.replay import prepare_output
     from .itch.spec import LAYOUTS
-    from .reports import ReportSet
+    from .reports import ReplayRun, ReportSet
 
     types = None
     if args.types:
@@ -158,21 +158,45 @@ def _cmd_itch_decode(args) -> int:
                              f"ITCH 5.0 types are {''.join(sorted(LAYOUTS))}")
     prepare_output(args.output, args.force)
     f = ItchFile(args.file, allow_truncated=args.allow_truncated)
-    rs = ReportSet(args.output, [], {"source_file": os.path.basename(f.path), "source_size": str(f.size),
-                                     "lobreplay_version": __version__, "price_scale": "10000"})
+    meta = {"source_file": os.path.basename(f.path), "source_size": str(f.size),
+            "lobreplay_version": __version__, "price_scale": "10000"}
+    done = [0]  # messages decoded (whole chunks: every table holds their rows, none past them)
+
+    def where() -> dict:
+        return {"messages_done": done[0], "file_bytes_read": f.raw_position, "file_bytes": f.size}
+
     t0 = time.perf_counter()
     ascii0 = non_ascii_bytes()
     try:
-        for chunk in f.chunks():
-            for t, cols in decode(chunk, "".join(types) if types else None).items():  # (one pass over the chunk)
-                rs.write_table(f"{t}_{LAYOUTS[t].name}", to_arrow(cols))
-    finally:
-        rs.close()
+        # like a replay's: the tables written so far are closed whole however it ends, and
+        # summary.json says ok, or failed with the error and where it stopped
+        with ReplayRun(args.output, meta, where=where) as run:
+            rs = run.reports = ReportSet(args.output, [], meta)
+            for chunk in f.chunks():
+                for t, cols in decode(chunk, "".join(types) if types else None).items():  # (one pass over the chunk)
+                    rs.write_table(f"{t}_{LAYOUTS[t].name}", to_arrow(cols))
+                done[0] = chunk.first_message + chunk.n
+            st = f.stats
+            run.summary.update({
+                "types": types, "messages": st.messages, "messages_by_type": dict(sorted(st.by_type.items())),
+                "unknown_types": st.unknown_types(), "bytes": st.bytes, "end_of_session_marker": st.end_marker,
+                "truncated": ({"offset": st.bytes if st.truncated_offset is None else st.truncated_offset,
+                               "bytes": st.truncated_bytes, "stream_break": st.stream_break,
+                               "bytes_after_end_marker": st.trailing_after_end}
+                              if st.truncated_offset is not None or st.stream_break or st.trailing_after_end
+                              else None),
+                "text_bytes_outside_ascii": non_ascii_bytes() - ascii0})
+    except KeyboardInterrupt as e:  # (Ctrl-C, and SIGTERM)
+        w = where()
+        e.add_note(f"{f.path}: after {w['messages_done']:,} messages decoded "
+                   f"({w['file_bytes_read']:,} of {w['file_bytes']:,} bytes read; summary.json says failed)")
+        raise
     took = time.perf_counter() - t0
     for name, w in sorted(rs.extra.items()):
         print(f"{w.path}: {w.rows:,} rows")
+    print(f"{os.path.join(args.output, 'summary.json')}: status ok")
     print(f"{f.stats.messages:,} messages decoded in {took:.2f} s")
-    _note_non_ascii(non_ascii_bytes() - ascii0)
+    _note_non_ascii(run.summary["text_bytes_outside_ascii"])
     if f.stats.end_marker:
         print("the session ended with a zero-length frame (end-of-session marker)")
     unknown = f.stats.unknown_types()

@@ -43,7 +43,8 @@ def test_itch_verbs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "269 messages" in out and "'A'  add_order" in out and "0 sequence gap(s)" in out
     assert main(["itch", "decode", cap, "-o", str(tmp_path / "dec"), "--types", "A,U"]) == 0
-    assert sorted(p.name for p in (tmp_path / "dec").iterdir()) == ["A_add_order.parquet", "U_order_replace.parquet"]
+    assert sorted(p.name for p in (tmp_path / "dec").iterdir()) == ["A_add_order.parquet", "U_order_replace.parquet",
+                                                                   "summary.json"]
     assert main(["itch", "decode", cap, "-o", str(tmp_path / "dec2"), "--types", "A,Z"]) == 1
     assert "unknown message type(s) Z" in capsys.readouterr().err
     assert main(["itch", "replay", cap, "-o", str(tmp_path / "rep"), "--no-progress"]) == 0
@@ -211,6 +212,76 @@ def test_sigint_mid_replay_says_where_it_stopped(tmp_path):
     _where_stopped(s, p.stderr, "interrupted")
     last = pq.read_table(out / "bbo.parquet", columns=["message"])["message"].to_numpy()
     assert len(last) and last.max() < s["stopped_at"]["messages_done"]
+
+
+def _decoded_rows(out) -> int:
+    import pyarrow.parquet as pq
+    return sum(pq.read_metadata(t).num_rows for t in out.glob("*.parquet"))
+
+
+def test_decode_that_fails_part_way_says_so_in_its_summary(tmp_path, capsys):
+    """A corrupt frame at message 30,000: the tables used to be renamed to their final names
+    with no summary and no marker, so half a day looked decoded. They still hold every message
+    before the frame (valid Parquet), and summary.json says failed, the error and where; a
+    whole decode's summary.json says ok, with its counts."""
+    import gzip
+    import json
+    raw = bytearray(gzip.decompress(pathlib.Path(SAMPLE_DAY).read_bytes()))
+    off = 0
+    for _ in range(30_000):
+        off += 2 + int.from_bytes(raw[off:off + 2], "big")
+    raw[off + 1] += 1  # its length disagrees with its type
+    bad = tmp_path / "20191230.corrupt.itch"
+    bad.write_bytes(bytes(raw))
+    out = tmp_path / "dec"
+    assert main(["itch", "decode", str(bad), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"corrupt frame at byte {off:,}" in err and len(err.splitlines()) == 1, err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "failed" and "corrupt frame" in s["error"]
+    assert s["stopped_at"]["messages_done"] == 30_000 and s["stopped_at"]["file_bytes"] == len(raw)
+    assert _decoded_rows(out) == sum(s["report_rows"].values()) == 30_000
+    assert not list(out.glob("*.partial"))
+    ok = tmp_path / "ok"
+    assert main(["itch", "decode", SAMPLE_DAY, "-o", str(ok)]) == 0
+    assert f"{ok / 'summary.json'}: status ok" in capsys.readouterr().out
+    s = json.loads((ok / "summary.json").read_text())
+    assert s["status"] == "ok" and "stopped_at" not in s and s["truncated"] is None
+    assert s["messages"] == sum(s["messages_by_type"].values()) == _decoded_rows(ok) == 65_000
+
+
+def test_sigterm_mid_decode_says_where_and_leaves_a_failed_summary(tmp_path):
+    """SIGTERM after the first chunk: exit 143, one line naming the file and the messages
+    decoded; the tables hold exactly those (whole Parquet) and summary.json says failed."""
+    import json
+    import os
+    root = pathlib.Path(__file__).resolve().parent.parent
+    out = tmp_path / "dec"
+    script = (
+        "import os, signal, sys\n"
+        "from lobreplay.itch import decode, reader\n"
+        "reader.ItchFile.__init__.__kwdefaults__['chunk_bytes'] = 1 << 18\n"
+        "real, seen = decode.decode, []\n"
+        "def second(chunk, types=None):\n"
+        "    seen.append(1)\n"
+        "    if len(seen) == 2:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return real(chunk, types)\n"
+        "decode.decode = second\n"
+        "from lobreplay.cli import main\n"
+        f"sys.exit(main(['itch', 'decode', {SAMPLE_DAY!r}, '-o', {str(out)!r}]))\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert p.returncode == 143, p.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["status"] == "failed" and s["error"] == "terminated (SIGTERM)"
+    w = s["stopped_at"]
+    assert 0 < w["messages_done"] < 65_000 and w["file_bytes"] == os.path.getsize(SAMPLE_DAY)
+    assert p.stderr.strip() == (
+        f"lobreplay: terminated (SIGTERM) at {SAMPLE_DAY}: after {w['messages_done']:,} messages decoded "
+        f"({w['file_bytes_read']:,} of {w['file_bytes']:,} bytes read; summary.json says failed); "
+        "the reports written so far are whole")
+    assert _decoded_rows(out) == w["messages_done"]
 
 
 def test_text_bytes_outside_ascii_are_counted_not_fatal(tmp_path, capsys):
