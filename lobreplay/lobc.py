@@ -346,6 +346,8 @@ def _open(path) -> tuple[np.ndarray, dict, int]:
         raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
     if os.path.isdir(path):
         raise InputError(f"{path}: a directory, not a .lobc file")
+    if not os.path.isfile(path):  # a pipe or a device: the reader maps the file and reads it twice
+        raise InputError(f"{path}: not a regular file (a pipe or a device?); a .lobc file is read from disk")
     if size == 0:
         raise InputError(f"{path}: empty file, not a .lobc file")
     mm = np.memmap(path, dtype=np.uint8, mode="r")

@@ -352,6 +352,9 @@ def test_bad_files_raise_input_error_naming_file_and_offset(tmp_path):
             assert msg in str(e.value)
     with pytest.raises(InputError, match="cannot read"):
         lobc.read(tmp_path / "missing.lobc")
+    os.mkfifo(tmp_path / "pipe.lobc")  # (it was called an empty file)
+    with pytest.raises(InputError, match="pipe.lobc: not a regular file"):
+        lobc.check(tmp_path / "pipe.lobc")
     p.write_bytes(with_meta(price_scale=100))
     assert lobc.read(p).meta["price_scale"] == 100
 
