@@ -156,8 +156,8 @@ def _cmd_itch_decode(args) -> int:
         if bad:
             raise InputError(f"--types: unknown message type(s) {', '.join(bad)}; "
                              f"ITCH 5.0 types are {''.join(sorted(LAYOUTS))}")
-    prepare_output(args.output, args.force)
-    f = ItchFile(args.file, allow_truncated=args.allow_truncated)
+    f = ItchFile(args.file, allow_truncated=args.allow_truncated)  # (before the output: a file that
+    prepare_output(args.output, args.force)                        # cannot be opened leaves none)
     meta = {"source_file": os.path.basename(f.path), "source_size": str(f.size),
             "lobreplay_version": __version__, "price_scale": "10000"}
     done = [0]  # messages decoded (whole chunks: every table holds their rows, none past them)

@@ -386,3 +386,11 @@ def test_force_clears_the_previous_replays_histogram_files(tmp_path):
     (out / "notes.txt").write_text("mine")
     assert main(["itch", "replay", SAMPLE_DAY, "-o", str(out), "--no-progress", "--no-timing", "--force"]) == 0
     assert not list(out.glob("*.hgrm")) and (out / "notes.txt").read_text() == "mine"
+
+
+def test_decode_of_a_file_that_cannot_be_read_makes_no_output(tmp_path, capsys):
+    """An input that cannot even be opened as ITCH (here empty): one line, and no output
+    directory (decode made an empty one, with no summary, before opening the input)."""
+    (tmp_path / "empty.itch").write_bytes(b"")
+    assert main(["itch", "decode", str(tmp_path / "empty.itch"), "-o", str(tmp_path / "out")]) == 1
+    assert "empty file" in capsys.readouterr().err and not (tmp_path / "out").exists()
