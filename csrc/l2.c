@@ -66,22 +66,44 @@ typedef struct scan_entry {
     uint8_t pad[3];
 } scan_entry;
 
+/* A level record of the message being matched, kept until its END decides whether pass 2
+ * applies it. */
+typedef struct scan_pending {
+    int64_t price;
+    int64_t qty;
+    uint8_t side;
+    uint8_t pad[7];
+} scan_pending;
+
 struct lob_l2_scan {
     scan_entry *tab;
     size_t mask, used;
     lob_l2_scan_symbol *sym; /* [NSYM] */
+    uint8_t *state;          /* [NSYM] the symbol's state as pass 2 will have it: ST_* */
+    uint32_t nsym;           /* symbols of the file: an index >= nsym is pass 2's unknown_symbol */
+    int open;                /* a BEGIN (of osym, okind) is being matched with its END */
+    uint16_t osym;
+    uint8_t okind;
+    scan_pending *pend;      /* its level records of symbol osym */
+    size_t npend, cappend;
     uint64_t kinds[256];     /* records by kind */
 };
 
-lob_l2_scan *lob_l2_scan_new(int *status)
+lob_l2_scan *lob_l2_scan_new(uint32_t n_symbols, int *status)
 {
+    if (n_symbols > NSYM) {
+        if (status) *status = LOB_EARG;
+        return NULL;
+    }
     lob_l2_scan *s = calloc(1, sizeof *s);
     if (s) {
+        s->nsym = n_symbols;
         s->mask = 1023;
         s->tab = calloc(s->mask + 1, sizeof *s->tab);
         s->sym = calloc(NSYM, sizeof *s->sym);
+        s->state = calloc(NSYM, sizeof *s->state);
     }
-    if (!s || !s->tab || !s->sym) {
+    if (!s || !s->tab || !s->sym || !s->state) {
         lob_l2_scan_free(s);
         if (status) *status = LOB_ENOMEM;
         return NULL;
@@ -95,6 +117,8 @@ void lob_l2_scan_free(lob_l2_scan *s)
     if (!s) return;
     free(s->tab);
     free(s->sym);
+    free(s->state);
+    free(s->pend);
     free(s);
 }
 
@@ -115,47 +139,121 @@ static int scan_rehash(lob_l2_scan *s)
     return 1;
 }
 
+/* One valid level record of symbol sym: its price is seen; the level is live after it if
+ * qty > 0, and not live if qty == 0 and `applied` (pass 2 applies the record). A zero that
+ * pass 2 may not apply leaves the level as it was: the live levels here stay a superset of
+ * pass 2's book, so their peak bounds the book's. */
+static int scan_level(lob_l2_scan *s, uint16_t sym, int64_t price, int64_t qty, uint8_t side, int applied)
+{
+    if (2 * (s->used + 1) > s->mask + 1 && !scan_rehash(s)) return LOB_ENOMEM;
+    size_t h = (size_t)level_hash(sym, price) & s->mask;
+    scan_entry *e;
+    for (;;) {
+        e = &s->tab[h];
+        if (!e->used) {
+            e->used = 1;
+            e->price = price;
+            e->symbol = sym;
+            s->used++;
+            s->sym[sym].prices++;
+            break;
+        }
+        if (e->price == price && e->symbol == sym) break;
+        h = (h + 1) & s->mask;
+    }
+    int sd = side == 'S';
+    uint8_t live = qty > 0;
+    if (!live && !applied) return LOB_OK;
+    if (live != e->live[sd]) {
+        lob_l2_scan_symbol *y = &s->sym[sym];
+        e->live[sd] = live;
+        if (live) {
+            if (++y->live > y->peak) y->peak = y->live;
+        } else {
+            y->live--;
+        }
+    }
+    return LOB_OK;
+}
+
+/* The message being matched ends: whole (its END came) or not. Its level records in record
+ * order, applied as pass 2 applies them: a whole snapshot always, a whole diff while the
+ * symbol is synced; then the symbol's state as pass 2 leaves it. */
+static int scan_close(lob_l2_scan *s, int whole)
+{
+    int snapshot = s->okind == LOB_L2_SNAPSHOT_BEGIN;
+    uint8_t *st = &s->state[s->osym];
+    int applied = whole && (snapshot || *st == ST_SYNCED);
+    for (size_t i = 0; i < s->npend; i++) {
+        const scan_pending *p = &s->pend[i];
+        int rc = scan_level(s, s->osym, p->price, p->qty, p->side, applied);
+        if (rc != LOB_OK) return rc;
+    }
+    if (whole && snapshot && *st == ST_NONE) *st = ST_SYNCED;
+    s->open = 0;
+    s->npend = 0;
+    return LOB_OK;
+}
+
+/* Pass 2 matches a BEGIN with its END as lob_l2_feed does: the records after the BEGIN of
+ * its level kind, or of a symbol beyond the file's, up to the first other record, which is
+ * its END (same symbol) or leaves the message incomplete. */
 int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n)
 {
     if (!s || (n && !rec)) return LOB_EARG;
     for (size_t i = 0; i < n; i++) {
         const lob_l2_record *x = &rec[i];
         uint8_t k = x->kind;
+        uint16_t sym = x->symbol;
         s->kinds[k]++;
-        if (k == LOB_L2_SNAPSHOT_BEGIN || k == LOB_L2_DIFF_BEGIN) {
-            s->sym[x->symbol].has_book = 1;
-            continue;
-        }
-        if (!is_level_kind(k) || !valid_level(x)) continue;
-        if (2 * (s->used + 1) > s->mask + 1 && !scan_rehash(s)) return LOB_ENOMEM;
-        size_t h = (size_t)level_hash(x->symbol, x->price) & s->mask;
-        scan_entry *e;
-        for (;;) {
-            e = &s->tab[h];
-            if (!e->used) {
-                e->used = 1;
-                e->price = x->price;
-                e->symbol = x->symbol;
-                s->used++;
-                s->sym[x->symbol].prices++;
-                break;
+        if (sym >= s->nsym) continue; /* unknown_symbol in pass 2: no book, not part of any message */
+        int rc;
+        if (s->open) {
+            if (k == s->okind + 1) { /* a level of the open message's kind */
+                if (!valid_level(x)) continue;
+                if (sym == s->osym) {
+                    if (!grow((void **)&s->pend, &s->cappend, s->npend + 1, sizeof *s->pend)) return LOB_ENOMEM;
+                    s->pend[s->npend++] = (scan_pending){x->price, x->qty, x->side, {0}};
+                    continue;
+                }
+                rc = scan_level(s, sym, x->price, x->qty, x->side, 0); /* another symbol's: an orphan */
+                if (rc != LOB_OK) return rc;
+                continue;
             }
-            if (e->price == x->price && e->symbol == x->symbol) break;
-            h = (h + 1) & s->mask;
+            int whole = k == s->okind + 2 && sym == s->osym;
+            rc = scan_close(s, whole);
+            if (rc != LOB_OK) return rc;
+            if (whole) continue;
         }
-        int side = x->side == 'S';
-        uint8_t live = x->qty > 0;
-        if (live != e->live[side]) {
-            lob_l2_scan_symbol *y = &s->sym[x->symbol];
-            e->live[side] = live;
-            if (live) {
-                if (++y->live > y->peak) y->peak = y->live;
-            } else {
-                y->live--;
-            }
+        switch (k) {
+        case LOB_L2_SNAPSHOT_BEGIN:
+        case LOB_L2_DIFF_BEGIN:
+            s->sym[sym].has_book = 1;
+            s->open = 1;
+            s->osym = sym;
+            s->okind = k;
+            break;
+        case LOB_L2_SNAPSHOT_LEVEL:
+        case LOB_L2_DIFF_LEVEL: /* outside a message (or after an incomplete one's BEGIN): not applied */
+            if (valid_level(x) && (rc = scan_level(s, sym, x->price, x->qty, x->side, 0)) != LOB_OK) return rc;
+            break;
+        case LOB_L2_GAP:
+            s->state[sym] = ST_GAPPED;
+            break;
+        case LOB_L2_RESYNC: /* (pass 2: if the symbol has a book; one without has no size to get) */
+            s->state[sym] = ST_SYNCED;
+            break;
+        default:
+            break;
         }
     }
     return LOB_OK;
+}
+
+int lob_l2_scan_finish(lob_l2_scan *s)
+{
+    if (!s) return LOB_EARG;
+    return s->open ? scan_close(s, 0) : LOB_OK;
 }
 
 void lob_l2_scan_symbols(const lob_l2_scan *s, lob_l2_scan_symbol *out)
@@ -290,7 +388,7 @@ void lob_l2_free(lob_l2 *r)
 lob_l2 *lob_l2_new(lob_session *session, const lob_l2_config *cfg, int *status)
 {
     int st = LOB_ENOMEM;
-    if (!session || !cfg || cfg->n_symbols == 0 || cfg->n_symbols > NSYM || cfg->n_levels >= (UINT64_C(1) << 31) ||
+    if (!session || !cfg || cfg->n_symbols > NSYM || cfg->n_levels >= (UINT64_C(1) << 31) ||
         (cfg->n_levels && (!cfg->symbol || !cfg->real || !cfg->core || !cfg->id)) || !cfg->has_book ||
         !cfg->ladder || !cfg->band_low || !cfg->tick) {
         if (status) *status = LOB_EARG;
@@ -306,8 +404,8 @@ lob_l2 *lob_l2_new(lob_session *session, const lob_l2_config *cfg, int *status)
     r->g = g;
     r->lv = calloc(g + 1, sizeof *r->lv);
     r->ki = calloc(nk, sizeof *r->ki);
-    r->sym = calloc(r->nsym, sizeof *r->sym);
-    r->touched = malloc(r->nsym * sizeof *r->touched);
+    r->sym = calloc(r->nsym ? r->nsym : 1, sizeof *r->sym); /* (no symbols: every record is unknown_symbol) */
+    r->touched = malloc((r->nsym ? r->nsym : 1) * sizeof *r->touched);
     r->hmask = 15;
     while (r->hmask + 1 < 2 * g) r->hmask = 2 * r->hmask + 1;
     r->htab = calloc(r->hmask + 1, sizeof *r->htab);

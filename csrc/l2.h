@@ -53,8 +53,16 @@ enum {
  * its distinct level prices (of the valid level records: kind SNAPSHOT_LEVEL
  * or DIFF_LEVEL, side 'B'/'S', price > 0, qty >= 0, whatever message they are
  * in), and the peak number of live levels when those records are applied in
- * record order (a level is live while its last quantity is > 0). The scan
- * keeps a hash map of the levels, which grows: this is a scan, not a book. */
+ * record order (a level is live while its last quantity is > 0), where a zero
+ * removes a level only if pass 2 applies the record: it is in a whole message
+ * (BEGIN .. END as lob_l2_feed matches them) that pass 2 applies (a snapshot;
+ * a diff while the symbol is synced: after its first snapshot, and not between
+ * a GAP and the next RESYNC). Any other level record can only add a level, so
+ * the live levels are a superset of pass 2's book at every message boundary
+ * and the peak an upper bound of its size. Records of a symbol index >=
+ * n_symbols (pass 2's unknown_symbol) are counted by kind and nothing else.
+ * The scan keeps a hash map of the levels, which grows, and the level records
+ * of the message being matched: this is a scan, not a book. */
 typedef struct lob_l2_scan lob_l2_scan;
 
 typedef struct lob_l2_scan_symbol {
@@ -65,12 +73,16 @@ typedef struct lob_l2_scan_symbol {
     uint32_t reserved;
 } lob_l2_scan_symbol;
 
-/* Returns NULL with *status LOB_ENOMEM. Free with lob_l2_scan_free. */
-lob_l2_scan *lob_l2_scan_new(int *status);
+/* n_symbols: the file's symbols (at most 65536). Returns NULL with *status
+ * LOB_ENOMEM or LOB_EARG. Free with lob_l2_scan_free. */
+lob_l2_scan *lob_l2_scan_new(uint32_t n_symbols, int *status);
 void lob_l2_scan_free(lob_l2_scan *s);
 /* Scan n records (chunks in record order). LOB_OK, LOB_EARG, or LOB_ENOMEM
  * (the map could not grow; the scan is then incomplete). */
 int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n);
+/* After the last record: a message still open is incomplete (pass 2 drops it)
+ * and its level records are counted as such. Call it before the figures. */
+int lob_l2_scan_finish(lob_l2_scan *s);
 /* The figures of symbols 0 .. 65535 into out[65536]. Can't fail. */
 void lob_l2_scan_symbols(const lob_l2_scan *s, lob_l2_scan_symbol *out);
 /* Records by kind (0 .. 255) into out[256]. Can't fail. */

@@ -245,9 +245,10 @@ typedef struct lob_l2_scan_symbol {
     uint32_t has_book;
     uint32_t reserved;
 } lob_l2_scan_symbol;
-lob_l2_scan *lob_l2_scan_new(int *status);
+lob_l2_scan *lob_l2_scan_new(uint32_t n_symbols, int *status);
 void lob_l2_scan_free(lob_l2_scan *s);
 int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n);
+int lob_l2_scan_finish(lob_l2_scan *s);
 void lob_l2_scan_symbols(const lob_l2_scan *s, lob_l2_scan_symbol *out);
 void lob_l2_scan_kinds(const lob_l2_scan *s, uint64_t *out);
 size_t lob_l2_scan_levels(const lob_l2_scan *s, uint16_t *symbols, int64_t *prices, size_t cap);

@@ -568,11 +568,13 @@ L2_ROWS = (("bbo", L2_BBO_DTYPE, "lob_l2_bbo[]"), ("desyncs", L2_DESYNC_DTYPE, "
 
 class L2Scan:
     """Pass 1 of the L2 replay (lob_l2_scan): per symbol whether it has a book, its distinct
-    level prices and the peak number of live levels."""
+    level prices and the peak number of live levels (an upper bound of pass 2's book).
+    n_symbols: the file's symbols (records of a higher index are pass 2's unknown_symbol).
+    finish() after the last records, before the figures."""
 
-    def __init__(self):
+    def __init__(self, n_symbols: int = 65536):
         st = ffi.new("int *")
-        ptr = lib.lob_l2_scan_new(st)
+        ptr = lib.lob_l2_scan_new(n_symbols, st)
         if ptr == ffi.NULL:
             raise_for_status(st[0], "creating an L2 scan")
         self.ptr = ffi.gc(ptr, lib.lob_l2_scan_free)
@@ -581,6 +583,9 @@ class L2Scan:
         check_array(records, L2_RECORD_DTYPE, "records")
         raise_for_status(lib.lob_l2_scan_feed(self.ptr, _buf("lob_l2_record[]", records), len(records)),
                          "L2 first pass")
+
+    def finish(self) -> None:
+        raise_for_status(lib.lob_l2_scan_finish(self.ptr), "L2 first pass")
 
     def symbols(self) -> np.ndarray:
         out = np.zeros(65536, L2_SCAN_SYMBOL_DTYPE)

@@ -90,19 +90,24 @@ def scan(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode
 def scan_counts(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode: str = "auto",
                 max_grid_levels: int = MAX_GRID_LEVELS,
                 only: set[int] | None = None) -> tuple[dict[int, BookSizing], np.ndarray]:
-    """Pass 1, and the records by kind (256 counts) from the same pass: a book size for every symbol with a snapshot or diff message.
+    """Pass 1, and the records by kind (256 counts) from the same pass: a book size for every
+    symbol of `symbols` with a snapshot or diff message (a record whose symbol index is beyond
+    them is pass 2's unknown_symbol: no book).
     Prices: every level price seen; tick = their gcd; band = their range
     widened by headroom (grid), or the prices themselves (ladder: mode
     "ladder", or "auto" when the grid would exceed max_grid_levels).
     Capacity: the peak number of live levels, applying the level records in
-    file order (snapshots only add: an upper bound), plus slack. One C pass
+    file order, where a zero removes a level only in a message pass 2 applies
+    (whole, and a snapshot or a diff while synced; snapshots only add): an
+    upper bound of pass 2's book whatever the records; plus slack. One C pass
     over the records (csrc/l2.c, lob_l2_scan). records: an array, or an
     iterable of arrays in file order (a file's chunks)."""
     if mode not in ("auto", "grid", "ladder"):
         raise ValueError(f"mode: expected auto, grid or ladder, got {mode!r}")
-    sc = core.L2Scan()
+    sc = core.L2Scan(len(symbols))
     for part in ([records] if isinstance(records, np.ndarray) else records):
         sc.feed(np.ascontiguousarray(part, lobc.RECORD_DTYPE))
+    sc.finish()
     st = sc.symbols()
     with_book = np.flatnonzero(st["has_book"]).tolist()
     lv_sym, lv_price = sc.levels()  # (prices > 0: lob_l2_scan keeps valid levels only)
@@ -121,7 +126,7 @@ def scan_counts(records: np.ndarray, symbols: list[str], *, headroom: float = 0.
         peak = int(st["peak"][s])
         peak = min(peak, 2 * len(prices))
         cap = max(16, peak + max(16, peak // 8))
-        name = symbols[s] if s < len(symbols) else str(s)
+        name = symbols[s]
         sz = None
         if len(prices) and mode != "ladder":
             tick = int(np.gcd.reduce(prices))
@@ -200,7 +205,9 @@ class L2Replay:
                  ticker_history: int = 1 << 16, compare_tickers: bool = True):
         self.sizing = sizing
         self.symbols = list(symbols)
-        nsym = max([len(symbols), *(s + 1 for s in sizing)], default=1)
+        if any(not 0 <= s < len(symbols) for s in sizing):
+            raise ValueError(f"a book for a symbol index beyond the {len(symbols)} symbol(s)")
+        nsym = len(symbols)  # a record of a higher index is reported as unknown_symbol
         self.nsym = nsym
         self.session = Session(max(0, max(sizing, default=0)))
         self.base = np.full(nsym, -1, _I64)

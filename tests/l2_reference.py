@@ -52,17 +52,21 @@ def _valid_levels(rec: np.ndarray) -> np.ndarray:
 
 def scan(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode: str = "auto",
          max_grid_levels: int = MAX_GRID_LEVELS, only: set[int] | None = None) -> dict[int, BookSizing]:
-    """Pass 1: a book size for every symbol with a snapshot or diff message.
+    """Pass 1: a book size for every symbol of `symbols` with a snapshot or diff message.
     Prices: every level price seen; tick = their gcd; band = their range
     widened by headroom (grid), or the prices themselves (ladder: mode
     "ladder", or "auto" when the grid would exceed max_grid_levels).
     Capacity: the peak number of live levels, applying the level records in
-    file order (snapshots only add: an upper bound), plus slack."""
+    file order, a zero only where pass 2 applies it (_applied_levels; snapshots
+    only add: an upper bound), plus slack. (Changed since the Python replay: it
+    applied every zero, and sized a book for a symbol index beyond `symbols`.)"""
     if mode not in ("auto", "grid", "ladder"):
         raise ValueError(f"mode: expected auto, grid or ladder, got {mode!r}")
+    records = records[records["symbol"] < len(symbols)]  # the others: unknown_symbol, no book
     k = records["kind"]
     with_book = np.unique(records["symbol"][(k == lobc.DIFF_BEGIN) | (k == lobc.SNAPSHOT_BEGIN)]).tolist()
-    lv = records[_valid_levels(records)]
+    valid = _valid_levels(records)
+    lv = records[valid & ((records["qty"] > 0) | _applied_levels(records))]
     sb = lv["symbol"].astype(_I64) * 2 + (lv["side"] == ord("S"))
     price, qty = lv["price"], lv["qty"]
     order = np.lexsort((np.arange(len(lv)), price, sb))
@@ -75,11 +79,12 @@ def scan(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode
     delta = np.empty(len(lv), _I64)
     delta[order] = (s_q > 0).astype(_I64) - (prev > 0)
     out = {}
+    every = records[valid]  # prices: of every valid level record
     for s in with_book:
         if only is not None and s not in only:
             continue
         m = lv["symbol"] == s
-        prices = np.unique(price[m])
+        prices = np.unique(every["price"][every["symbol"] == s])
         peak = int(np.cumsum(delta[m]).max(initial=0))
         peak = min(peak, 2 * len(prices))
         cap = max(16, peak + max(16, peak // 8))
@@ -100,6 +105,49 @@ def scan(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode
             raise ValueError(f"{name}: {sz.levels} levels do not fit the synthetic order ids")
         out[s] = sz
     return out
+
+
+def _applied_levels(rec: np.ndarray) -> np.ndarray:
+    """Which records are level records pass 2 applies (every symbol index known): those of a
+    whole message (BEGIN, its symbol's levels of its kind among other symbols' ones, its END)
+    that is a snapshot, or a diff while its symbol is synced: after a RESYNC, or after its first
+    whole snapshot when no GAP or RESYNC came before."""
+    n = len(rec)
+    k = rec["kind"]
+    sym = rec["symbol"].astype(_I64)
+    pos = np.arange(n, dtype=_I64)
+    is_begin = (k == lobc.DIFF_BEGIN) | (k == lobc.SNAPSHOT_BEGIN)
+    begins = pos[is_begin]
+    nxt = np.full(len(begins), n, _I64)
+    for bk in (lobc.DIFF_BEGIN, lobc.SNAPSHOT_BEGIN):
+        sel = k[begins] == bk
+        not_level = pos[k != _LEVEL[bk]]
+        j = np.searchsorted(not_level, begins[sel], side="right")
+        nxt[sel] = np.where(j < len(not_level), not_level[np.minimum(j, max(len(not_level) - 1, 0))], n)
+    nn = np.minimum(nxt, max(n - 1, 0))
+    whole = (nxt < n) & (k[nn] == k[begins] + 2) & (sym[nn] == sym[begins])
+    go = whole & (k[begins] == lobc.SNAPSHOT_BEGIN)
+    snaps = begins[go]
+    ctrl = pos[(k == lobc.GAP) | (k == lobc.RESYNC)]
+    for s in np.unique(sym[begins]).tolist():
+        d = np.flatnonzero(whole & (k[begins] == lobc.DIFF_BEGIN) & (sym[begins] == s))
+        c = ctrl[sym[ctrl] == s]
+        j = np.searchsorted(c, begins[d])  # the GAP/RESYNC before each diff, if any
+        last = c[np.maximum(j - 1, 0)] if len(c) else np.zeros(len(d), _I64)
+        snap_before = np.searchsorted(snaps[sym[snaps] == s], begins[d]) > 0
+        go[d] = np.where(j > 0, k[last] == lobc.RESYNC, snap_before)
+    applied = np.zeros(n + 1, bool)
+    # the levels between each applied BEGIN and its END, of its symbol
+    owner = np.full(n + 1, -1, _I64)
+    starts = begins[go]
+    if len(starts):
+        mark = np.zeros(n + 1, _I64)
+        np.add.at(mark, starts + 1, 1)
+        np.add.at(mark, nxt[go], -1)
+        inside = np.cumsum(mark)[:n] > 0
+        own = np.maximum.accumulate(np.where(is_begin, pos, -1))
+        applied[:n] = inside & (sym == sym[np.maximum(own, 0)])
+    return applied[:n] & _valid_levels(rec)
 
 
 @dataclass
@@ -136,7 +184,7 @@ class L2Replay:
                  ticker_history: int = 1 << 16, compare_tickers: bool = True):
         self.sizing = sizing
         self.symbols = list(symbols)
-        nsym = max([len(symbols), *(s + 1 for s in sizing)], default=1)
+        nsym = len(symbols)  # (changed: the Python replay gave a symbol index beyond them a book)
         self.nsym = nsym
         self.session = Session(max(0, max(sizing, default=0)))
         self.base = np.full(nsym, -1, _I64)

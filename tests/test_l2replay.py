@@ -391,6 +391,157 @@ def test_scan_sizes_books():
     assert all(z.mode == "ladder" for z in auto.values())
 
 
+def _records():
+    """A record list and a function appending one record to it."""
+    rows = []
+
+    def r(kind, sym=0, **kw):
+        x = np.zeros(1, lobc.RECORD_DTYPE)[0]
+        x["kind"], x["symbol"], x["recv_ns"] = kind, sym, 1_700_000_000_000_000_000 + len(rows)
+        for f, v in kw.items():
+            x[f] = v
+        rows.append(x.copy())
+    return rows, r
+
+
+def _zeros_pass_2_never_applies(how):
+    """A snapshot of 100 bids and 100 asks, then a zero for each of its 200 levels that pass 2
+    does not apply (`how`), then a whole diff adding 200 new levels: the book holds 400 levels."""
+    rows, r = _records()
+    r(lobc.SNAPSHOT_BEGIN, first_id=1)
+    for i in range(100):
+        r(lobc.SNAPSHOT_LEVEL, side=ord("B"), price=1000 - i, qty=1)
+        r(lobc.SNAPSHOT_LEVEL, side=ord("S"), price=1001 + i, qty=1)
+    r(lobc.SNAPSHOT_END, first_id=1)
+
+    def zeros(kind=lobc.DIFF_LEVEL):
+        for i in range(100):
+            r(kind, side=ord("B"), price=1000 - i, qty=0)
+            r(kind, side=ord("S"), price=1001 + i, qty=0)
+
+    if how == "orphans":                  # outside any message
+        zeros()
+    elif how == "orphan_snapshot_levels":
+        zeros(lobc.SNAPSHOT_LEVEL)
+    elif how == "no_end":                 # a message without its END (a TRADE follows)
+        r(lobc.DIFF_BEGIN, first_id=2, last_id=2)
+        zeros()
+        r(lobc.TRADE, first_id=1, price=1000, qty=1, side=ord("B"))
+    elif how == "other_symbol_end":       # ended by another symbol's END
+        r(lobc.DIFF_BEGIN, first_id=2, last_id=2)
+        zeros()
+        r(lobc.DIFF_END, 1, first_id=2, last_id=2)
+    elif how == "unsynced":               # GAP, a skipped diff, RESYNC without a snapshot
+        r(lobc.GAP, first_id=2, last_id=3, flags=lobc.GAP_SEQUENCE)
+        r(lobc.DIFF_BEGIN, first_id=4, last_id=4)
+        zeros()
+        r(lobc.DIFF_END, first_id=4, last_id=4)
+        r(lobc.RESYNC, first_id=4)
+    elif how == "other_symbols_level":    # in symbol 1's message: orphans
+        r(lobc.SNAPSHOT_BEGIN, 1, first_id=1)
+        r(lobc.SNAPSHOT_LEVEL, 1, side=ord("B"), price=10, qty=1)
+        r(lobc.SNAPSHOT_END, 1, first_id=1)
+        r(lobc.DIFF_BEGIN, 1, first_id=2, last_id=2)
+        zeros()
+        r(lobc.DIFF_END, 1, first_id=2, last_id=2)
+    r(lobc.DIFF_BEGIN, first_id=5, last_id=5)
+    for i in range(100):
+        r(lobc.DIFF_LEVEL, side=ord("B"), price=900 - i, qty=1)
+        r(lobc.DIFF_LEVEL, side=ord("S"), price=1101 + i, qty=1)
+    r(lobc.DIFF_END, first_id=5, last_id=5)
+    return np.array(rows, lobc.RECORD_DTYPE)
+
+
+@pytest.mark.parametrize("how", ["orphans", "orphan_snapshot_levels", "no_end", "other_symbol_end", "unsynced",
+                                 "other_symbols_level"])
+@pytest.mark.parametrize("mode", ["grid", "ladder"])
+def test_capacity_bounds_the_book_whatever_zeros_pass_2_skips(how, mode):
+    """Pass 1 removed a level on every zero, also on those pass 2 never applies (outside a
+    message, in one without its END, in a diff skipped while unsynced): the book was sized
+    for 200 levels, pass 2 had 400 and rejected 175 with book-full, status ok."""
+    arr = _zeros_pass_2_never_applies(how)
+    sizing = scan(arr, ["X", "Y"], mode=mode)
+    assert sizing[0].peak_levels >= 400
+    rp = L2Replay(sizing, ["X", "Y"])
+    rows = rp.feed(arr)
+    rows_end = rp.finish()
+    causes = set(rp.counters.desyncs)
+    assert not {c for c in causes if c.startswith(("rejected_", "core_"))}, causes
+    bids = [(1000 - i, 1) for i in range(100)] + [(900 - i, 1) for i in range(100)]
+    asks = [(1001 + i, 1) for i in range(100)] + [(1101 + i, 1) for i in range(100)]
+    assert rp.levels(0) == (bids, asks)
+    assert rp.counters.events["NEW"] == 400 + (how == "other_symbols_level")  # (+ Y's snapshot)
+    assert "bbo" in rows and not rows_end.get("bbo")
+
+
+def test_capacity_stays_tight_on_well_formed_messages():
+    """Zeros in messages pass 2 applies still remove levels in pass 1: a snapshot of 200
+    levels, a diff removing them all, a diff adding 200 others: a peak of 200, not 400."""
+    rows, r = _records()
+    r(lobc.SNAPSHOT_BEGIN, first_id=1)
+    for i in range(100):
+        r(lobc.SNAPSHOT_LEVEL, side=ord("B"), price=1000 - i, qty=1)
+        r(lobc.SNAPSHOT_LEVEL, side=ord("S"), price=1001 + i, qty=1)
+    r(lobc.SNAPSHOT_END, first_id=1)
+    for first, (bid, ask, q) in enumerate([(1000, 1001, 0), (900, 1101, 1)], start=2):
+        r(lobc.DIFF_BEGIN, first_id=first, last_id=first)
+        for i in range(100):
+            r(lobc.DIFF_LEVEL, side=ord("B"), price=bid - i, qty=q)
+            r(lobc.DIFF_LEVEL, side=ord("S"), price=ask + i, qty=q)
+        r(lobc.DIFF_END, first_id=first, last_id=first)
+    arr = np.array(rows, lobc.RECORD_DTYPE)
+    for chunks in ([arr], [arr[:7], arr[7:300], arr[300:]]):  # (pass 1 in chunks: a message across them)
+        assert scan(iter(chunks), ["X"])[0].peak_levels == 200
+
+
+def test_a_symbol_beyond_the_files_symbols_is_unknown_not_a_book():
+    """docs/l2.md: records of a symbol index beyond the file's symbols are reported as
+    unknown_symbol. A whole snapshot and diff of index 2 (of 2 symbols) got a book named
+    "2" and were replayed."""
+    rows, r = _records()
+    for s in (0, 2):
+        r(lobc.SNAPSHOT_BEGIN, s, first_id=1)
+        r(lobc.SNAPSHOT_LEVEL, s, side=ord("B"), price=100, qty=1)
+        r(lobc.SNAPSHOT_END, s, first_id=1)
+        r(lobc.DIFF_BEGIN, s, first_id=2, last_id=2)
+        r(lobc.DIFF_LEVEL, s, side=ord("S"), price=101, qty=1)
+        r(lobc.DIFF_END, s, first_id=2, last_id=2)
+    arr = np.array(rows, lobc.RECORD_DTYPE)
+    sizing = scan(arr, ["X", "Y"])
+    assert sorted(sizing) == [0]
+    rp = L2Replay(sizing, ["X", "Y"])
+    out = rp.feed(arr)
+    rp.finish()
+    assert rp.counters.desyncs == {"unknown_symbol": 6}
+    assert out["desyncs"]["record"].tolist() == list(range(6, 12))
+    assert rp.nsym == 2 and rp.levels(0) == ([(100, 1)], [(101, 1)])
+    assert (rp.counters.messages_applied, rp.counters.snapshots_applied) == (1, 1)
+    with pytest.raises(ValueError, match="beyond"):
+        L2Replay(scan(arr, ["X", "Y", "Z"]), ["X", "Y"])
+    # no symbols at all: every record is unknown
+    rp = L2Replay(scan(arr, []), [])
+    rp.feed(arr)
+    rp.finish()
+    assert rp.counters.desyncs == {"unknown_symbol": 12}
+
+
+def test_replay_of_a_file_with_a_symbol_beyond_its_symbols(tmp_path):
+    """The same through replay_lobc (a file written without the writer's checks): no book
+    for index 2, its records counted as unknown_symbol, status ok."""
+    import l2_golden
+    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+
+    arr = _zeros_pass_2_never_applies("orphans")
+    arr = np.concatenate([arr, arr])
+    arr["symbol"][len(arr) // 2:] = 2
+    p = tmp_path / "beyond.lobc"
+    l2_golden.write_raw(p, arr, symbols=("X", "Y"), per_block=97)
+    s = replay_lobc(p, str(tmp_path / "out"), L2ReplayConfig(chunk_records=50), force=True)
+    assert s["status"] == "ok"
+    assert [b["symbol"] for b in s["books"]] == ["X"]
+    assert s["desyncs_by_cause"] == {"orphan_record": 200, "unknown_symbol": len(arr) // 2}
+
+
 # ---------------------------------------------------------------- the replay and its reports
 
 def write_lobc(path, records, symbols=("AAA", "BBB", "CCC"), flush_records=500):
