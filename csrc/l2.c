@@ -356,7 +356,7 @@ struct lob_l2 {
     size_t ev_cap;
     lob_desync *dbuf;
     size_t dcap;
-    int owner;               /* the last BEGIN/END of the range: OWN_* */
+    int owner;               /* the last BEGIN/END so far (across ranges: a cut changes nothing): OWN_* */
     lob_l2_counts c;
 };
 
@@ -967,7 +967,6 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
     ctx x = {r, rec, first_index, out};
     size_t i = *pos;
     uint32_t nsym = r->nsym;
-    if (i == 0) r->owner = OWN_NONE;
     int rc = LOB_OK;
     while (i < n) {
         const lob_l2_record *y = &rec[i];

@@ -303,7 +303,7 @@ class L2Replay:
         self.next_index += n
         if len(self._carry):
             records = np.concatenate([self._carry, records])
-        cut = _open_tail(records)
+        cut = _open_tail(records, self.nsym)
         self._carry = records[cut:].copy()
         return self._process(records[:cut], first) if cut else {}
 
@@ -325,7 +325,7 @@ class L2Replay:
                 break
             fill += got
             self.next_index += got
-            cut = _open_tail(buf[:fill])
+            cut = _open_tail(buf[:fill], self.nsym)
             yield self._process(buf[:cut], first) if cut else {}
             if cut:  # the unfinished group to the front (as bytes: a structured copy goes field by field)
                 raw = buf.view(np.uint8)
@@ -435,25 +435,31 @@ class L2Replay:
                                                   ("unresolved_at_end", c["unresolved_at_end"])) if v}
 
 
-def _open_tail(rec: np.ndarray) -> int:
-    """Where an unfinished group at the end of rec starts (a BEGIN followed only by its levels,
-    or a trailing TICKER_BID), else len(rec)."""
+def _open_tail(rec: np.ndarray, nsym: int) -> int:
+    """Where an unfinished group at the end of rec starts, else len(rec): a BEGIN followed only
+    by its level kind's records, or a TICKER_BID followed by nothing, where records of a symbol
+    index >= nsym do not count (lob_l2_feed skips them when it matches a BEGIN with its END and
+    a TICKER_BID with its TICKER_ASK, so a chunk cut after one must not end the group)."""
     n = len(rec)
     if not n:
         return 0
-    k = rec["kind"]
-    if k[-1] == lobc.TICKER_BID:
-        return n - 1
-    # the last record that is not a level: the group's BEGIN, if the levels after it are its own
-    lo = n
-    while True:
-        lo = max(0, lo - 4096)
-        nl = np.flatnonzero((k[lo:] != lobc.DIFF_LEVEL) & (k[lo:] != lobc.SNAPSHOT_LEVEL))
-        if len(nl) or lo == 0:
+    k, sym = rec["kind"], rec["symbol"]
+    # the last record of a known symbol that is not a level: the group's start, if what follows is its own
+    hi = n
+    while hi > 0:
+        lo = max(0, hi - 4096)
+        kk = k[lo:hi]
+        nl = np.flatnonzero((sym[lo:hi] < nsym) & (kk != lobc.DIFF_LEVEL) & (kk != lobc.SNAPSHOT_LEVEL))
+        if len(nl):
             break
-    if not len(nl):
+        hi = lo
+    if hi == 0:
         return n
     p = lo + int(nl[-1])
-    if int(k[p]) in _LEVEL and (k[p + 1:] == _LEVEL[int(k[p])]).all():
+    kp = int(k[p])
+    known = sym[p + 1:] < nsym
+    if kp == lobc.TICKER_BID:
+        return n if known.any() else p
+    if kp in _LEVEL and (k[p + 1:][known] == _LEVEL[kp]).all():
         return p
     return n

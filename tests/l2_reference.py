@@ -217,6 +217,7 @@ class L2Replay:
         self.next_index = 0
         self._carry = np.empty(0, lobc.RECORD_DTYPE)
         self._carry_idx = np.empty(0, _I64)
+        self._after_bad_begin = False  # the last BEGIN/END fed was an incomplete BEGIN
         # bookTicker comparison state, per symbol
         self.ticker_history = ticker_history
         self.compare_tickers = compare_tickers
@@ -265,7 +266,7 @@ class L2Replay:
         if len(self._carry):
             records = np.concatenate([self._carry, records])
             idx = np.concatenate([self._carry_idx, idx])
-        cut = _open_tail(records)
+        cut = _open_tail(records, self.nsym)
         self._carry, self._carry_idx = records[cut:].copy(), idx[cut:]
         self._out = {}
         if cut:
@@ -369,7 +370,13 @@ class L2Replay:
         bad_begins = begins[~whole]
         if len(bad_begins):
             self._desync(rec, idx, bad_begins, "incomplete_message")
-        orphans = pos[(is_end & ~used_end) | (bad_levels & ~np.isin(owner, bad_begins))]
+        # a level after an incomplete BEGIN is skipped without a row, also in a later batch
+        # (changed: the Python replay made it an orphan there)
+        quiet = np.isin(owner, bad_begins) | ((owner < 0) & self._after_bad_begin)
+        marks = pos[is_begin | is_end]
+        if len(marks):
+            self._after_bad_begin = bool(np.isin(marks[-1], bad_begins))
+        orphans = pos[(is_end & ~used_end) | (bad_levels & ~quiet)]
         if len(orphans):
             self._desync(rec, idx, orphans, "orphan_record")
         self.counters.levels_skipped += int(bad_levels.sum())
@@ -852,19 +859,22 @@ _TICK_DTYPE = np.dtype([("u", "<u8"), ("top", "<i8", (4,))])
 _POINT_DTYPE = np.dtype([("u", "<u8"), ("top", "<i8", (4,)), ("record", "<i8"), ("recv_ns", "<i8")])
 
 
-def _open_tail(rec: np.ndarray) -> int:
+def _open_tail(rec: np.ndarray, nsym: int) -> int:
     """Where an unfinished group at the end of rec starts (a BEGIN followed only by its levels,
-    or a trailing TICKER_BID), else len(rec)."""
+    or a trailing TICKER_BID), else len(rec); records of a symbol index >= nsym do not count
+    (_process drops them before it matches groups). (Changed: the Python replay counted them,
+    so a chunk cut after one ended the group.)"""
     n = len(rec)
-    if not n:
-        return 0
-    k = rec["kind"]
+    known = np.flatnonzero(rec["symbol"] < nsym)
+    if not len(known):
+        return n
+    k = rec["kind"][known]
     if k[-1] == lobc.TICKER_BID:
-        return n - 1
+        return int(known[-1])
     b = np.flatnonzero((k == lobc.DIFF_BEGIN) | (k == lobc.SNAPSHOT_BEGIN))
     if not len(b):
         return n
     p = int(b[-1])
     if (k[p + 1:] == _LEVEL[int(k[p])]).all():
-        return p
+        return int(known[p])
     return n

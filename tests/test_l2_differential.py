@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import l2_golden
 import l2_reference as ref
@@ -181,6 +182,113 @@ def test_feed_from_is_feed_in_chunks():
             a.counters.core_seconds = b.counters.core_seconds = 0.0
             assert a.counters == b.counters and a.ticker_stats == b.ticker_stats
             assert a.next_index == b.next_index == len(mine) > 0
+
+
+# ---------------------------------------------------------------- any records, any chunks
+
+NSYM = 2   # the stream's symbols; indexes 2 and 9 are beyond them (unknown_symbol)
+_LEVEL_ST = st.tuples(st.sampled_from([ord("B"), ord("S")]), st.integers(100, 140), st.integers(0, 3))
+_PIECE = st.tuples(
+    st.sampled_from(["snapshot", "diff", "diff", "diff", "cut_diff", "cut_snapshot", "ticker", "gap", "resync",
+                     "trade", "orphan_level", "orphan_end", "foreign_level"]),
+    st.integers(0, NSYM - 1),
+    st.lists(_LEVEL_ST, max_size=12),
+    st.lists(st.tuples(st.integers(0, 13), st.sampled_from([2, 9]),
+                       st.sampled_from([lobc.TRADE, lobc.DIFF_LEVEL, lobc.SNAPSHOT_LEVEL, lobc.DIFF_END,
+                                        lobc.TICKER_ASK, lobc.GAP])), max_size=2))
+
+
+def _stream(pieces) -> np.ndarray:
+    """Records from pieces (kind, symbol, levels, unknown-symbol records to put inside at
+    positions): whole and cut messages, tickers, gaps, resyncs, trades, orphans, another
+    symbol's level inside a message, records of an unknown symbol anywhere in a group."""
+    rows = []
+    uid = [100, 100]
+
+    def rec(kind, s, **kw):
+        x = np.zeros(1, lobc.RECORD_DTYPE)[0]
+        x["kind"], x["symbol"], x["recv_ns"] = kind, s, 1_700_000_000_000_000_000 + len(rows) + len(group)
+        for f, v in kw.items():
+            x[f] = v
+        group.append(x.copy())
+
+    for kind, s, levels, unknown in pieces:
+        group = []
+        uid[s] += 1 + len(levels)
+        u = uid[s]
+        if kind in ("snapshot", "diff", "cut_diff", "cut_snapshot"):
+            snap = "snapshot" in kind
+            begin, level = (lobc.SNAPSHOT_BEGIN, lobc.SNAPSHOT_LEVEL) if snap else (lobc.DIFF_BEGIN, lobc.DIFF_LEVEL)
+            rec(begin, s, first_id=u if snap else u - len(levels), last_id=u)
+            for side, p, q in levels:
+                rec(level, s, side=side, price=p, qty=q)
+            if not kind.startswith("cut"):
+                rec(begin + 2, s, first_id=u if snap else u - len(levels), last_id=u)
+        elif kind == "ticker":
+            top = levels[0] if levels else (ord("B"), 120, 1)
+            rec(lobc.TICKER_BID, s, first_id=u, price=top[1], qty=top[2])
+            rec(lobc.TICKER_ASK, s, first_id=u, price=top[1] + 1, qty=top[2])
+        elif kind == "gap":
+            rec(lobc.GAP, s, first_id=u - 3, last_id=u, flags=lobc.GAP_SEQUENCE)
+        elif kind == "resync":
+            rec(lobc.RESYNC, s, first_id=u)
+        elif kind == "trade":
+            rec(lobc.TRADE, s, first_id=u, price=120, qty=1, side=ord("B"))
+        elif kind == "orphan_level":
+            for side, p, q in levels[:3]:
+                rec(lobc.DIFF_LEVEL, s, side=side, price=p, qty=q)
+        elif kind == "orphan_end":
+            rec(lobc.DIFF_END, s, first_id=u, last_id=u)
+        else:  # another symbol's message with this symbol's levels inside
+            rec(lobc.DIFF_BEGIN, 1 - s, first_id=u, last_id=u)
+            for side, p, q in levels[:3]:
+                rec(lobc.DIFF_LEVEL, s, side=side, price=p, qty=q)
+            rec(lobc.DIFF_END, 1 - s, first_id=u, last_id=u)
+        for at, sym, k in unknown:  # inside the group: after its first record
+            x = np.zeros(1, lobc.RECORD_DTYPE)[0]
+            x["kind"], x["symbol"], x["side"], x["price"], x["qty"], x["first_id"] = k, sym, ord("B"), 120, 1, u
+            group.insert(min(1 + at, len(group)), x)
+        rows += group
+    return np.array(rows, lobc.RECORD_DTYPE) if rows else np.zeros(0, lobc.RECORD_DTYPE)
+
+
+def _sorted_rows(parts: list[dict]) -> dict:
+    """The rows of several feed() calls as one output: concatenated, then (stable) by record
+    (a comparison point is resolved when its ticker comes, which a later chunk can hold)."""
+    out = {}
+    for p in parts:
+        for t, cols in p.items():
+            out.setdefault(t, []).append(cols)
+    res = {}
+    for t, v in out.items():
+        cols = {c: np.concatenate([x[c] for x in v]) for c in v[0]}
+        o = np.argsort(cols["record"], kind="stable")
+        res[t] = {c: a[o] for c, a in cols.items()}
+    return res
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_PIECE, max_size=40), st.lists(st.integers(1, 9), min_size=1, max_size=30),
+       st.sampled_from(["auto", "ladder"]))
+def test_any_records_in_any_chunks_give_the_same_replay(pieces, sizes, mode):
+    """docs/l2.md: the result is the same whatever the chunk size. Any records (cut messages,
+    orphans, unknown-symbol records inside messages and between a TICKER_BID and its
+    TICKER_ASK, gaps, resyncs), fed whole and in batches of the drawn sizes: the same rows,
+    counters and books, and the same as the reference implementation's batch by batch; and no
+    core reject: pass 1's capacity bounds the book whatever the records."""
+    recs = _stream(pieces)
+    syms = ["AAA", "BBB"][:NSYM]
+    whole = L2Replay(scan(recs, syms, mode=mode), syms)
+    want = _sorted_rows([whole.feed(recs), whole.finish()])
+    sizes = (sizes * (len(recs) // len(sizes) + 1))[:len(recs)]
+    new, _ = replay_in_batches(recs, syms, sizes, mode)  # (the reference, batch by batch)
+    parts = L2Replay(scan(recs, syms, mode=mode), syms)
+    cuts = np.cumsum(sizes)[:-1]
+    got = _sorted_rows([parts.feed(c) for c in np.split(recs, cuts)] + [parts.finish()])
+    assert_rows_equal(got, want, f"batches {sizes}")
+    assert_same_state(parts, whole, "batches")
+    for rp in (whole, parts, new):
+        assert not [c for c in rp.counters.desyncs if c.startswith(("rejected_", "core_"))], rp.counters.desyncs
 
 
 # ---------------------------------------------------------------- the real recordings

@@ -525,6 +525,59 @@ def test_a_symbol_beyond_the_files_symbols_is_unknown_not_a_book():
     assert rp.counters.desyncs == {"unknown_symbol": 12}
 
 
+def test_a_record_of_an_unknown_symbol_inside_a_group_whatever_the_chunk_cut():
+    """A record of an unknown symbol inside a message, or between a TICKER_BID and its
+    TICKER_ASK, is skipped when the C replay matches the group; a chunk cut right after it
+    ended the group there (the message incomplete, the ticker unpaired)."""
+    rows, r = _records()
+    r(lobc.SNAPSHOT_BEGIN, first_id=1)
+    r(lobc.SNAPSHOT_LEVEL, side=ord("B"), price=100, qty=1)
+    r(lobc.SNAPSHOT_END, first_id=1)
+    r(lobc.DIFF_BEGIN, first_id=2, last_id=2)
+    r(lobc.DIFF_LEVEL, side=ord("S"), price=101, qty=1)
+    r(lobc.TRADE, 5, first_id=1, price=100, qty=1, side=ord("B"))     # unknown symbol, in the message
+    r(lobc.DIFF_LEVEL, side=ord("S"), price=102, qty=2)
+    r(lobc.DIFF_END, first_id=2, last_id=2)
+    r(lobc.TICKER_BID, first_id=2, price=100, qty=1)
+    r(lobc.DIFF_LEVEL, 7, side=ord("B"), price=99, qty=1)              # unknown symbol, in the ticker
+    r(lobc.TICKER_ASK, first_id=2, price=101, qty=1)
+    r(lobc.DIFF_BEGIN, first_id=3, last_id=3)
+    r(lobc.DIFF_LEVEL, 9, side=ord("B"), price=99, qty=1)              # unknown symbol, first in the message
+    r(lobc.DIFF_LEVEL, side=ord("B"), price=100, qty=0)
+    r(lobc.DIFF_END, first_id=3, last_id=3)
+    r(lobc.TICKER_BID, first_id=3, price=0, qty=0)
+    r(lobc.TICKER_ASK, first_id=3, price=101, qty=1)
+    arr = np.array(rows, lobc.RECORD_DTYPE)
+    unknown = np.flatnonzero(arr["symbol"] >= 2)
+
+    def run(cuts):
+        rp = replay_of(arr, ("X", "Y"))
+        parts = [rp.feed(c) for c in np.split(arr, cuts)] + [rp.finish()]
+        rows = {}
+        for p in parts:
+            for t, cols in p.items():
+                rows.setdefault(t, []).append(cols)
+        rows = {t: {c: np.concatenate([x[c] for x in v]) for c, _ in v[0].items()} for t, v in rows.items()}
+        return rp, rows
+
+    whole, want = run([])
+    assert whole.counters.desyncs == {"unknown_symbol": 3}
+    assert (whole.counters.messages_applied, whole.counters.tickers) == (2, 2)
+    assert whole.levels(0) == ([], [(101, 1), (102, 2)])
+    assert whole.ticker_stats["matches"] == whole.ticker_stats["comparable"] == 1  # (u 3: no later ticker)
+    for cuts in [[u + 1] for u in unknown] + [list(unknown + 1), list(unknown), list(range(1, len(arr)))]:
+        rp, got = run(cuts)
+        assert rp.counters == whole.counters or (
+            {**vars(rp.counters), "core_seconds": 0, "core_calls": 0} ==
+            {**vars(whole.counters), "core_seconds": 0, "core_calls": 0}), cuts
+        assert rp.ticker_stats == whole.ticker_stats, cuts
+        assert rp.levels(0) == whole.levels(0), cuts
+        assert sorted(got) == sorted(want), cuts
+        for t in want:
+            for c in want[t]:
+                assert np.asarray(got[t][c]).tolist() == np.asarray(want[t][c]).tolist(), (cuts, t, c)
+
+
 def test_replay_of_a_file_with_a_symbol_beyond_its_symbols(tmp_path):
     """The same through replay_lobc (a file written without the writer's checks): no book
     for index 2, its records counted as unknown_symbol, status ok."""
