@@ -215,7 +215,7 @@ class LobcWriter:
         self._open_or_raise()
         if kind not in KIND_NAMES:
             raise ValueError(f"kind: expected 1..11, got {kind!r}")
-        if not 0 <= symbol < max(1, self.n_symbols):
+        if not 0 <= symbol < self.n_symbols:
             raise ValueError(f"symbol index {symbol} out of range (metadata has {self.n_symbols} symbols)")
         try:
             rec = _REC.pack(recv_ns, exch_ns, first_id, last_id, prev_id, price, qty, kind, _side(side), symbol,
@@ -236,7 +236,7 @@ class LobcWriter:
             raise ValueError("add_many: expected a numpy array of RECORD_DTYPE")
         self._open_or_raise()
         records = np.ascontiguousarray(records)
-        if len(records) and (records["symbol"] >= max(1, self.n_symbols)).any():
+        if len(records) and (records["symbol"] >= self.n_symbols).any():
             raise ValueError(f"add_many: a symbol index is out of range (metadata has {self.n_symbols} symbols)")
         if len(records) and not (_KIND_OK[records["kind"]].all() and _SIDE_OK[records["side"]].all()):
             bad = int(np.flatnonzero(~(_KIND_OK[records["kind"]] & _SIDE_OK[records["side"]]))[0])

@@ -123,6 +123,9 @@ def test_side_forms_and_field_checks(tmp_path):
         with pytest.raises(ValueError, match="record 1: kind 99"):
             w.add_many(bad)
     assert lobc.read(p).records["side"].tolist() == [66, 83, 66, 0, 83]
+    with lobc.LobcWriter(tmp_path / "none.lobc", venue="binance", market="spot", symbols=[]) as w0:
+        with pytest.raises(ValueError, match="symbol index 0 out of range"):  # (no symbol: no record names one)
+            w0.add(kind=lobc.TRADE, recv_ns=1)
     for call in (lambda: w.add(kind=lobc.TRADE, recv_ns=1), lambda: w.add_many(np.zeros(1, lobc.RECORD_DTYPE)),
                  w.fsync):  # after close: an error, not a record silently dropped (or an AttributeError)
         with pytest.raises(ValueError, match="the writer is closed"):
