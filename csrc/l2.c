@@ -227,12 +227,33 @@ int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n)
         }
         switch (k) {
         case LOB_L2_SNAPSHOT_BEGIN:
-        case LOB_L2_DIFF_BEGIN:
+        case LOB_L2_DIFF_BEGIN: {
             s->sym[sym].has_book = 1;
-            s->open = 1;
-            s->osym = sym;
-            s->okind = k;
+            /* the record that decides the message, as lob_l2_feed finds it: when it is in this
+             * chunk, the levels are applied from the records at once (no copy to `pend`) */
+            uint8_t lk = (uint8_t)(k + 1);
+            size_t j = i + 1;
+            while (j < n && (rec[j].symbol >= s->nsym || rec[j].kind == lk)) j++;
+            if (j == n) { /* the chunk ends first: its levels wait for the next chunk */
+                s->open = 1;
+                s->osym = sym;
+                s->okind = k;
+                break;
+            }
+            int whole = rec[j].kind == k + 2 && rec[j].symbol == sym;
+            int applied = whole && (k == LOB_L2_SNAPSHOT_BEGIN || s->state[sym] == ST_SYNCED);
+            for (size_t q = i + 1; q < j; q++) {
+                const lob_l2_record *z = &rec[q];
+                s->kinds[z->kind]++;
+                if (z->symbol >= s->nsym || !valid_level(z)) continue;
+                rc = scan_level(s, z->symbol, z->price, z->qty, z->side, z->symbol == sym && applied);
+                if (rc != LOB_OK) return rc;
+            }
+            if (whole && k == LOB_L2_SNAPSHOT_BEGIN && s->state[sym] == ST_NONE) s->state[sym] = ST_SYNCED;
+            if (whole) s->kinds[k + 2]++;
+            i = whole ? j : j - 1; /* (an END that is not this message's: the loop takes it next) */
             break;
+        }
         case LOB_L2_SNAPSHOT_LEVEL:
         case LOB_L2_DIFF_LEVEL: /* outside a message (or after an incomplete one's BEGIN): not applied */
             if (valid_level(x) && (rc = scan_level(s, sym, x->price, x->qty, x->side, 0)) != LOB_OK) return rc;
