@@ -62,8 +62,9 @@ SUMMARY_KEYS = ("records", "records_by_kind", "books", "messages_applied", "snap
 LOBC_KEYS = ("whole", "blocks", "records", "torn", "symbols", "market", "venue")
 
 
-def malformed_records() -> np.ndarray:
-    """Every kind of malformed structure the replay reports (docs/l2.md)."""
+def record_builder():
+    """(rows, r): a record list and r(kind, sym=0, **fields) appending one record to it (receive
+    times one ns apart)."""
     rows = []
 
     def r(kind, sym=0, **kw):
@@ -72,6 +73,12 @@ def malformed_records() -> np.ndarray:
         for f, v in kw.items():
             x[f] = v
         rows.append(x.copy())
+    return rows, r
+
+
+def malformed_records() -> np.ndarray:
+    """Every kind of malformed structure the replay reports (docs/l2.md)."""
+    rows, r = record_builder()
 
     for s in (0, 1):
         r(lobc.SNAPSHOT_BEGIN, s, first_id=5)

@@ -392,27 +392,25 @@ def test_scan_sizes_books():
 
 
 def _records():
-    """A record list and a function appending one record to it."""
-    rows = []
+    """A record list and a function appending one record to it (l2_golden.record_builder)."""
+    from l2_golden import record_builder
+    return record_builder()
 
-    def r(kind, sym=0, **kw):
-        x = np.zeros(1, lobc.RECORD_DTYPE)[0]
-        x["kind"], x["symbol"], x["recv_ns"] = kind, sym, 1_700_000_000_000_000_000 + len(rows)
-        for f, v in kw.items():
-            x[f] = v
-        rows.append(x.copy())
-    return rows, r
+
+def _snapshot_of_200(r):
+    """A snapshot (lastUpdateId 1) of 100 bids from 1000 down and 100 asks from 1001 up."""
+    r(lobc.SNAPSHOT_BEGIN, first_id=1)
+    for i in range(100):
+        r(lobc.SNAPSHOT_LEVEL, side=ord("B"), price=1000 - i, qty=1)
+        r(lobc.SNAPSHOT_LEVEL, side=ord("S"), price=1001 + i, qty=1)
+    r(lobc.SNAPSHOT_END, first_id=1)
 
 
 def _zeros_pass_2_never_applies(how):
     """A snapshot of 100 bids and 100 asks, then a zero for each of its 200 levels that pass 2
     does not apply (`how`), then a whole diff adding 200 new levels: the book holds 400 levels."""
     rows, r = _records()
-    r(lobc.SNAPSHOT_BEGIN, first_id=1)
-    for i in range(100):
-        r(lobc.SNAPSHOT_LEVEL, side=ord("B"), price=1000 - i, qty=1)
-        r(lobc.SNAPSHOT_LEVEL, side=ord("S"), price=1001 + i, qty=1)
-    r(lobc.SNAPSHOT_END, first_id=1)
+    _snapshot_of_200(r)
 
     def zeros(kind=lobc.DIFF_LEVEL):
         for i in range(100):
@@ -478,11 +476,7 @@ def test_capacity_stays_tight_on_well_formed_messages():
     """Zeros in messages pass 2 applies still remove levels in pass 1: a snapshot of 200
     levels, a diff removing them all, a diff adding 200 others: a peak of 200, not 400."""
     rows, r = _records()
-    r(lobc.SNAPSHOT_BEGIN, first_id=1)
-    for i in range(100):
-        r(lobc.SNAPSHOT_LEVEL, side=ord("B"), price=1000 - i, qty=1)
-        r(lobc.SNAPSHOT_LEVEL, side=ord("S"), price=1001 + i, qty=1)
-    r(lobc.SNAPSHOT_END, first_id=1)
+    _snapshot_of_200(r)
     for first, (bid, ask, q) in enumerate([(1000, 1001, 0), (900, 1101, 1)], start=2):
         r(lobc.DIFF_BEGIN, first_id=first, last_id=first)
         for i in range(100):
