@@ -348,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     de.add_argument("--types", help="comma-separated message types, e.g. A,F,E (default: all)")
     de.add_argument("--force", action="store_true", help="overwrite an output directory that holds files")
     de.add_argument("--allow-truncated", action="store_true")
-    de.set_defaults(func=_cmd_itch_decode)
+    de.set_defaults(func=_cmd_itch_decode, stop_note=REPORTS_WHOLE)
     rp = itch.add_parser("replay", help="rebuild every book, check the core against the feed, write reports")
     rp.add_argument("file")
     rp.add_argument("-o", "--output", required=True, help="report directory")
@@ -359,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--jobs", type=int, default=1, metavar="N",
                     help="processes: the symbols are shared out, the reports merged (default 1)")
     rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
-    rp.set_defaults(func=_cmd_itch_replay)
+    rp.set_defaults(func=_cmd_itch_replay, stop_note=REPORTS_WHOLE)
 
     from .binance.cli import add_commands as add_binance_commands
     from .cli_lobc import add_commands as add_lobc_commands
@@ -374,6 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_view import add_commands as add_view_commands
     add_view_commands(sub)
     return p
+
+
+REPORTS_WHOLE = "the reports written so far are whole"  # a command's stop_note: what SIGTERM leaves
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -394,7 +397,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lobreplay: error: {e}", file=sys.stderr)
         return 1
     except Terminated as e:
-        print(f"lobreplay: terminated (SIGTERM){_where(e)}; the reports written so far are whole", file=sys.stderr)
+        # (what is on disk now: a replay's tables are whole; other commands say their own or nothing)
+        note = getattr(args, "stop_note", None)
+        print(f"lobreplay: terminated (SIGTERM){_where(e)}{'; ' + note if note else ''}", file=sys.stderr)
         return 128 + signal.SIGTERM
     except KeyboardInterrupt as e:
         print(f"lobreplay: interrupted{_where(e)}", file=sys.stderr)

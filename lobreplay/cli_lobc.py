@@ -101,7 +101,7 @@ def _replay_arguments(rp) -> None:
     rp.add_argument("--no-reports", action="store_true", help="write only summary.json")
     rp.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
-    rp.set_defaults(func=cmd_replay)
+    rp.set_defaults(func=cmd_replay, stop_note="the reports written so far are whole")
 
 
 def replay_options(rp) -> None:

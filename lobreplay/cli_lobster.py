@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import signal
-import sys
 
 
 def cmd_verify(args) -> int:
@@ -18,20 +16,13 @@ def cmd_verify(args) -> int:
 
 def cmd_export(args) -> int:
     from .cli import _cut_notes
-    from .errors import Terminated
     from .lobster import export_lobster
 
     read: dict = {}
-    try:
-        m, o = export_lobster(args.file, args.symbol, args.levels, args.output, date=args.date,
-                              start_ms=args.start_ms, end_ms=args.end_ms, force=args.force,
-                              allow_truncated=args.allow_truncated, read=read)
-    except Terminated as e:
-        # (main's line would say "the reports written so far are whole": this command writes
-        # its two files only together, at the end; the note says where it was and that)
-        notes = getattr(e, "__notes__", None)
-        print(f"lobreplay: terminated (SIGTERM){f' at {notes[-1]}' if notes else ''}", file=sys.stderr)
-        return 128 + signal.SIGTERM
+    # (a stop: main's line names where it was; the exception's note says that nothing was written)
+    m, o = export_lobster(args.file, args.symbol, args.levels, args.output, date=args.date,
+                          start_ms=args.start_ms, end_ms=args.end_ms, force=args.force,
+                          allow_truncated=args.allow_truncated, read=read)
     print(m)
     print(o)
     t = read.get("truncated")

@@ -41,7 +41,7 @@ def add_itch_replay_many(itch_subparsers) -> None:
     p = itch_subparsers.add_parser("replay-many", help="replay many ITCH days on dask.distributed into one dataset")
     _cluster_options(p, "day")
     add_itch_replay_options(p)
-    p.set_defaults(func=_cmd_itch)
+    p.set_defaults(func=_cmd_itch, stop_note="the days published so far are whole")
 
 
 def add_lobc_replay_many(lobc_subparsers) -> None:
@@ -50,4 +50,4 @@ def add_lobc_replay_many(lobc_subparsers) -> None:
                                    help="replay many .lobc captures on dask.distributed into one dataset")
     _cluster_options(p, "capture")
     replay_options(p)
-    p.set_defaults(func=_cmd_lobc)
+    p.set_defaults(func=_cmd_lobc, stop_note="the days published so far are whole")

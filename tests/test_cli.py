@@ -394,3 +394,27 @@ def test_decode_of_a_file_that_cannot_be_read_makes_no_output(tmp_path, capsys):
     (tmp_path / "empty.itch").write_bytes(b"")
     assert main(["itch", "decode", str(tmp_path / "empty.itch"), "-o", str(tmp_path / "out")]) == 1
     assert "empty file" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_sigterm_line_claims_whole_reports_only_for_commands_that_write_them(tmp_path):
+    """The SIGTERM line's ending is the command's own: a conversion (written beside its output
+    and renamed at the end) leaves no file and does not claim "the reports written so far are
+    whole", as every command once did."""
+    import os
+    root = pathlib.Path(__file__).resolve().parent.parent
+    src = root.parent / "shared" / "data" / "binance" / "hftbacktest" / "usdm" / "btcusdt_20240808.gz"
+    out = tmp_path / "u.lobc"
+    script = (
+        "import os, signal, sys\n"
+        "from lobreplay.binance import convert as c\n"
+        "real = c._feed_blob\n"
+        "def once(*a, **k):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return real(*a, **k)\n"
+        "c._feed_blob = once\n"
+        "from lobreplay.cli import main\n"
+        f"sys.exit(main(['capture', 'binance', '--from-jsonl', {str(src)!r}, '-o', {str(out)!r}]))\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert p.returncode == 143, p.stderr
+    assert p.stderr.strip() == "lobreplay: terminated (SIGTERM)" and not list(tmp_path.iterdir())
