@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import signal
+import threading
 
 import numpy as np
 
@@ -227,6 +229,7 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
             raise InputError(f"{p} exists; use --force to overwrite it")
     src = ItchFile(itch_path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated)
     at = [1, 0]  # the pass, and the messages done in pass 2 (whole chunks)
+    renamed: list = []  # [True] once both files have their final names
     try:
         stats, locate = _find_locate(src, symbol)
         found = src.stats  # (what pass 1 read: pass 2 may stop at the end of the window)
@@ -267,9 +270,10 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
                     at[1] = chunk.first_message + chunk.n
                     if rows is not None and k and ts[k - 1] >= end_ns and rows["ts"][-1] >= end_ns:
                         break
-            os.replace(tmp[0], mpath)
-            os.replace(tmp[1], opath)
+            _rename_both(tmp, (mpath, opath), renamed)
         except BaseException as e:
+            if renamed:  # (a signal held back during the renames: the pair is whole)
+                raise
             for p in tmp:
                 with contextlib.suppress(OSError):
                     os.remove(p)
@@ -277,11 +281,31 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
                 raise InputError(f"{e}; no LOBSTER file was written") from None
             raise
     except KeyboardInterrupt as e:  # (Ctrl-C, and SIGTERM from the command line)
+        if renamed:
+            e.add_note(f"{itch_path}: after the export was written whole ({mpath}, {opath})")
+            raise
         where = (f"in pass 2, after {at[1]:,} messages" if at[0] == 2 else "in pass 1") + \
             f" ({src.raw_position:,} of {src.size:,} bytes read)"
         e.add_note(f"{itch_path}: {where}; no LOBSTER file was written (files already in {out_dir} are as they were)")
         raise
     return mpath, opath
+
+
+def _rename_both(tmp, final, renamed: list) -> None:
+    """The pair to its final names with Ctrl-C and SIGTERM held back in between (a stop after
+    the first rename paired a new message file with the old order book): a signal waits until
+    both are done (`renamed` gets True first; its handler runs then, and the export says it
+    was written)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held) if main else None
+    try:
+        os.replace(tmp[0], final[0])
+        os.replace(tmp[1], final[1])
+        renamed.append(True)
+    finally:
+        if old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _chunk_rows(chunk, ev, ts, mi, orders: _Orders, locate: int, decode_type) -> dict | None:

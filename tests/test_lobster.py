@@ -216,20 +216,29 @@ def test_cli(day, tmp_path, capsys):
     assert "FAIL" in capsys.readouterr().out
 
 
-def _export_signalled(itch: str, sym: str, date: str, out, *extra: str):
+_AFTER_FIRST_ROWS = ("real = lobster._write_rows\n"
+                     "def once(f, lines):\n"
+                     "    real(f, lines)\n"
+                     "    os.kill(os.getpid(), signal.SIGTERM)\n"
+                     "lobster._write_rows = once\n")
+_BETWEEN_RENAMES = ("real = os.replace\n"
+                    "def first(a, b):\n"
+                    "    real(a, b)\n"
+                    "    if b.endswith('message_5.csv'):\n"
+                    "        os.kill(os.getpid(), signal.SIGTERM)\n"
+                    "os.replace = first\n")
+
+
+def _export_signalled(itch: str, sym: str, date: str, out, *extra: str, when: str = _AFTER_FIRST_ROWS):
     """`itch lobster` in a subprocess that sends itself SIGTERM right after the first rows are
-    written to the message file (its orderbook rows not yet: a stop half way)."""
+    written to the message file (its orderbook rows not yet: a stop half way), or `when`."""
     import subprocess
     import sys
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     script = (
         "import os, signal, sys\n"
         "from lobreplay import lobster\n"
-        "real = lobster._write_rows\n"
-        "def once(f, lines):\n"
-        "    real(f, lines)\n"
-        "    os.kill(os.getpid(), signal.SIGTERM)\n"
-        "lobster._write_rows = once\n"
+        + when +
         "from lobreplay.cli import main\n"
         f"sys.exit(main(['itch', 'lobster', {itch!r}, '--symbol', {sym!r}, '--levels', '5', '-o', {str(out)!r}, "
         f"'--date', {date!r}, *{list(extra)!r}]))\n")
@@ -262,6 +271,22 @@ def test_sigterm_mid_export_leaves_no_files_and_keeps_the_old_ones(day, tmp_path
     assert p.returncode == 143 and "no LOBSTER file was written" in p.stderr, p.stderr
     assert sorted(os.listdir(out)) == sorted(os.path.basename(q) for q in before)
     assert {q: open(q).read() for q in before} == before
+
+
+def test_sigterm_between_the_two_renames_waits_for_both(day, tmp_path):
+    """SIGTERM right after the message file got its final name: the signal is held until the
+    order book has its own too (a stop there paired a new message file with an old or no order
+    book, and said nothing was written); the line says the export was written whole."""
+    d, truth = day
+    sym = list(truth.symbols.values())[0]
+    itch, out = str(d / "day.itch"), tmp_path / "out"
+    p = _export_signalled(itch, sym, truth.date, out, when=_BETWEEN_RENAMES)
+    assert p.returncode == 143, p.stderr
+    assert "after the export was written whole" in p.stderr and "no LOBSTER file" not in p.stderr, p.stderr
+    names = sorted(os.listdir(out))
+    assert len(names) == 2 and not any(n.endswith(".partial") for n in names), names
+    m, o = (str(out / n) for n in sorted(names, key=lambda n: "orderbook" in n))
+    assert verify_lobster(m, o)["ok"]
 
 
 def test_a_failure_mid_export_removes_what_it_wrote(day, tmp_path, monkeypatch):
