@@ -255,10 +255,8 @@ def test_sigterm_mid_decode_says_where_and_leaves_a_failed_summary(tmp_path):
     decoded; the tables hold exactly those (whole Parquet) and summary.json says failed."""
     import json
     import os
-    root = pathlib.Path(__file__).resolve().parent.parent
     out = tmp_path / "dec"
-    script = (
-        "import os, signal, sys\n"
+    p = _main_with(
         "from lobreplay.itch import decode, reader\n"
         "reader.ItchFile.__init__.__kwdefaults__['chunk_bytes'] = 1 << 18\n"
         "real, seen = decode.decode, []\n"
@@ -267,11 +265,7 @@ def test_sigterm_mid_decode_says_where_and_leaves_a_failed_summary(tmp_path):
         "    if len(seen) == 2:\n"
         "        os.kill(os.getpid(), signal.SIGTERM)\n"
         "    return real(chunk, types)\n"
-        "decode.decode = second\n"
-        "from lobreplay.cli import main\n"
-        f"sys.exit(main(['itch', 'decode', {SAMPLE_DAY!r}, '-o', {str(out)!r}]))\n")
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(root)})
+        "decode.decode = second\n", ["itch", "decode", SAMPLE_DAY, "-o", str(out)])
     assert p.returncode == 143, p.stderr
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "failed" and s["error"] == "terminated (SIGTERM)"
@@ -400,21 +394,26 @@ def test_sigterm_line_claims_whole_reports_only_for_commands_that_write_them(tmp
     """The SIGTERM line's ending is the command's own: a conversion (written beside its output
     and renamed at the end) leaves no file and does not claim "the reports written so far are
     whole", as every command once did."""
-    import os
     root = pathlib.Path(__file__).resolve().parent.parent
     src = root.parent / "shared" / "data" / "binance" / "hftbacktest" / "usdm" / "btcusdt_20240808.gz"
     out = tmp_path / "u.lobc"
-    script = (
-        "import os, signal, sys\n"
+    p = _main_with(
         "from lobreplay.binance import convert as c\n"
         "real = c._feed_blob\n"
         "def once(*a, **k):\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    return real(*a, **k)\n"
-        "c._feed_blob = once\n"
-        "from lobreplay.cli import main\n"
-        f"sys.exit(main(['capture', 'binance', '--from-jsonl', {str(src)!r}, '-o', {str(out)!r}]))\n")
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(root)})
+        "c._feed_blob = once\n", ["capture", "binance", "--from-jsonl", str(src), "-o", str(out)])
     assert p.returncode == 143, p.stderr
     assert p.stderr.strip() == "lobreplay: terminated (SIGTERM)" and not list(tmp_path.iterdir())
+
+
+def _main_with(patch: str, argv: list):
+    """`lobreplay ARGV` in a subprocess after `patch` (Python lines, with os, signal and sys
+    imported), e.g. one that makes the command signal itself at a chosen point."""
+    import os
+    root = pathlib.Path(__file__).resolve().parent.parent
+    script = ("import os, signal, sys\n" + patch + "from lobreplay.cli import main\n"
+              f"sys.exit(main({argv!r}))\n")
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
