@@ -317,15 +317,21 @@ class L2Replay:
         spare = max(4096, chunk // 8)  # room for the unfinished group a chunk leaves
         buf = np.empty(chunk + spare, lobc.RECORD_DTYPE)
         fill, first = 0, self.next_index  # records in buf; the index of buf[0]
+        held = 0  # records at buf's front known to be one unfinished message (its BEGIN, its levels)
         while True:
-            if len(buf) < fill + chunk:
-                buf = np.concatenate([buf[:fill], np.empty(chunk + spare, lobc.RECORD_DTYPE)])
+            if len(buf) < fill + chunk:  # (doubling: a message that goes on for chunks costs its length once)
+                buf = np.concatenate([buf[:fill], np.empty(max(chunk + spare, len(buf)), lobc.RECORD_DTYPE)])
             got = read(buf[fill:fill + chunk])
             if not got:
                 break
             fill += got
             self.next_index += got
-            cut = _open_tail(buf[:fill], self.nsym)
+            new = buf[held:fill]
+            if held and ((new["symbol"] >= self.nsym) | (new["kind"] == buf["kind"][0] + 1)).all():
+                cut = 0  # the message still goes on: only the new records looked at
+            else:
+                cut = _open_tail(buf[:fill], self.nsym)
+            held = fill - cut if cut < fill and buf["kind"][cut] in _LEVEL else 0
             yield self._process(buf[:cut], first) if cut else {}
             if cut:  # the unfinished group to the front (as bytes: a structured copy goes field by field)
                 raw = buf.view(np.uint8)
