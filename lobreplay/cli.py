@@ -180,11 +180,7 @@ def _cmd_itch_decode(args) -> int:
             run.summary.update({
                 "types": types, "messages": st.messages, "messages_by_type": dict(sorted(st.by_type.items())),
                 "unknown_types": st.unknown_types(), "bytes": st.bytes, "end_of_session_marker": st.end_marker,
-                "truncated": ({"offset": st.bytes if st.truncated_offset is None else st.truncated_offset,
-                               "bytes": st.truncated_bytes, "stream_break": st.stream_break,
-                               "bytes_after_end_marker": st.trailing_after_end}
-                              if st.truncated_offset is not None or st.stream_break or st.trailing_after_end
-                              else None),
+                "truncated": st.truncation(),
                 "text_bytes_outside_ascii": non_ascii_bytes() - ascii0})
     except KeyboardInterrupt as e:  # (Ctrl-C, and SIGTERM)
         w = where()

@@ -234,11 +234,7 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
         stats, locate = _find_locate(src, symbol)
         found = src.stats  # (what pass 1 read: pass 2 may stop at the end of the window)
         if read is not None:
-            read.update(messages=found.messages, truncated=(
-                {"offset": found.bytes if found.truncated_offset is None else found.truncated_offset,
-                 "bytes": found.truncated_bytes, "stream_break": found.stream_break,
-                 "bytes_after_end_marker": found.trailing_after_end}
-                if found.truncated_offset is not None or found.stream_break or found.trailing_after_end else None))
+            read.update(messages=found.messages, truncated=found.truncation())
         if locate is None:
             raise InputError(f"{itch_path}: no such symbol in this file: {symbol}")
         sizing, _ = size_books(stats, headroom, [locate])

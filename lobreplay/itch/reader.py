@@ -81,6 +81,16 @@ class ReadStats:
     def unknown_types(self) -> dict[str, int]:
         return {t: c for t, c in self.by_type.items() if core.itch_length(ord(t)) == 0}
 
+    def truncation(self) -> dict | None:
+        """What allow_truncated let the read stop at, as summary.json's `truncated` says it
+        (None: the stream was read whole): the offset where it stopped, the bytes of a partial
+        message there, why a gzip stream ended early, the bytes after an end-of-session marker."""
+        if self.truncated_offset is None and not self.stream_break and not self.trailing_after_end:
+            return None
+        return {"offset": self.bytes if self.truncated_offset is None else self.truncated_offset,
+                "bytes": self.truncated_bytes, "stream_break": self.stream_break,
+                "bytes_after_end_marker": self.trailing_after_end}
+
 
 class ItchFile:
     """An ITCH 5.0 file: raw or gzip BinaryFILE, or a pcap of MoldUDP64 packets.

@@ -449,8 +449,7 @@ class ItchReplay:
                                      results=res[:k], bbo_changes=bev[:k] if want_bbo else False)
                     self._depth_changes(out.depth, ev, ts, mi, symtab, reports)
                 elif cfg.depth_levels and "depth" in reports:
-                    out = self._apply_sampling(sess, ev, ts, (bbo[:k], bev[:k]) if want_bbo else None, symtab,
-                                               reports, res[:k])
+                    out = self._apply_sampling(sess, ev, ts, (bbo[:k], bev[:k]) if want_bbo else None, res[:k])
                     self._flush_samples(symtab, reports)
                 else:
                     out = sess.apply(ev, bbo=bbo[:k] if want_bbo else False, results=res[:k],
@@ -468,7 +467,7 @@ class ItchReplay:
             seen = p1.stats["first_ts"] >= 0
             end = int(p1.stats["last_ts"][seen].max()) if seen.any() else last_ts
             when = max((end // cfg.depth_every_ns + 1) * cfg.depth_every_ns, self._next_sample or 0)
-            self._sample(sess, when, symtab, reports)
+            self._sample(sess, when)
             self._flush_samples(symtab, reports)
         pass2_s = time.perf_counter() - t0
         self.last_event_ns = last_ts  # a parallel replay's residual rows take the latest part's
@@ -492,11 +491,7 @@ class ItchReplay:
             "messages": read.messages, "messages_by_type": dict(sorted(read.by_type.items())),
             "unknown_types": read.unknown_types(), "bytes": read.bytes,
             "end_of_session_marker": read.end_marker,
-            "truncated": ({"offset": read.bytes if read.truncated_offset is None else read.truncated_offset,
-                           "bytes": read.truncated_bytes, "stream_break": read.stream_break,
-                           "bytes_after_end_marker": read.trailing_after_end}
-                          if read.truncated_offset is not None or read.stream_break or read.trailing_after_end
-                          else None),
+            "truncated": read.truncation(),
             "moldudp64": {"packets": read.mold_packets, "gaps": read.mold_gaps,
                           "duplicates_dropped": read.mold_duplicates, "heartbeats": read.mold_heartbeats,
                           "other_frames": read.mold_other_frames, "sessions": read.mold_sessions}
@@ -519,7 +514,7 @@ class ItchReplay:
                       "core_events_per_second": round(n_events / apply_s) if apply_s else None},
         }
 
-    def _apply_sampling(self, sess, ev, ts, bbo_out, symtab, reports, results):
+    def _apply_sampling(self, sess, ev, ts, bbo_out, results):
         """Apply a chunk in pieces that end at each multiple of depth_every_ns, and
         sample the N-level book of every symbol that had events since its last sample
         (the book as it stands after every event with time_ns < the sample time).
@@ -546,14 +541,14 @@ class ItchReplay:
                 self._dirty.update(np.unique(ev["instrument"][lo:hi]).tolist())
                 lo = hi
             if when is not None:
-                self._sample(sess, when, symtab, reports)
+                self._sample(sess, when)
                 self._next_sample = when + every
         from ..book import BatchResult, _join
         rows = _join([b for b, _ in bparts], BBO_DTYPE) if bbo_out else None
         events = (np.concatenate([e for _, e in bparts]) if bparts else np.empty(0, np.uint32)) if bbo_out else None
         return BatchResult(results, _join(parts, EXEC_DTYPE), rows, _join(dparts, DESYNC_DTYPE), bbo_event=events)
 
-    def _sample(self, sess, when: int, symtab, reports) -> None:
+    def _sample(self, sess, when: int) -> None:
         """Queue one depth sample of every book with events since its last sample
         (written once per chunk: one row group per chunk, not per sample)."""
         if not self._dirty:
