@@ -101,7 +101,8 @@ def _replay_arguments(rp) -> None:
     rp.add_argument("--no-reports", action="store_true", help="write only summary.json")
     rp.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
-    rp.set_defaults(func=cmd_replay, stop_note="the reports written so far are whole")
+    from .cli import REPORTS_WHOLE
+    rp.set_defaults(func=cmd_replay, stop_note=REPORTS_WHOLE)
 
 
 def replay_options(rp) -> None:

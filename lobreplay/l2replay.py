@@ -129,13 +129,13 @@ class LobcReplay:
             meta = self.src_meta(src)
             run.summary["source"] = meta
             try:
-                self._selection([str(x) for x in src.meta["symbols"]])  # (before any report file exists)
+                keep = self._selection([str(x) for x in src.meta["symbols"]])  # (before any report file exists)
                 # the tables take the SHA-256 (a Future) when they open their files
                 run.reports = ReportSet(self.out_dir, [], {**meta, "source_sha256": sha})
                 for name in self.cfg.reports:
                     run.reports.writers[name] = TableWriter(os.path.join(self.out_dir, f"{name}.parquet"),
                                                             L2_SCHEMAS[name], run.reports.metadata)
-                res = self._replay(src, run.reports)
+                res = self._replay(src, run.reports, keep)
             except BaseException:
                 with contextlib.suppress(Exception):
                     meta["source_sha256"] = sha.result()
@@ -169,11 +169,10 @@ class LobcReplay:
                 "price_scale": str(m["price_scale"]), "qty_scale": str(m["qty_scale"]),
                 "lobc_created_ns": str(m.get("created_ns", "")), "time_unit": "ns since the Unix epoch (UTC)"}
 
-    def _replay(self, src: lobc.ChunkReader, reports: ReportSet) -> dict:
-        """Pass 1 and 2, each a pass over the file's chunks."""
+    def _replay(self, src: lobc.ChunkReader, reports: ReportSet, keep: list[int] | None) -> dict:
+        """Pass 1 and 2, each a pass over the file's chunks; keep: the symbols kept (None: all)."""
         cfg = self.cfg
         names = [str(s) for s in src.meta["symbols"]]
-        keep = self._selection(names)
         n = 0
 
         def pass1_chunks(bar):

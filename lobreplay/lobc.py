@@ -379,9 +379,12 @@ def _open(path) -> tuple[np.ndarray, dict, int]:
     meta.setdefault("price_scale", DEFAULT_SCALE)
     meta.setdefault("qty_scale", DEFAULT_SCALE)
     for k in ("price_scale", "qty_scale"):  # (every report's prices are read with them)
-        v = meta[k]
-        if type(v) is not int or v < 1 or 10 ** (len(str(v)) - 1) != v or v > 10**18:
-            raise InputError(f"{path}: offset 12: metadata {k} must be a power of ten from 1 to 10**18, got {v!r}")
+        try:
+            if _scale_digits(meta[k]) > 18:
+                raise ValueError
+        except ValueError:
+            raise InputError(f"{path}: offset 12: metadata {k} must be a power of ten from 1 to 10**18, "
+                             f"got {meta[k]!r}") from None
     return mm, meta, hlen
 
 

@@ -362,12 +362,12 @@ class ReplayRun:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        closing = None  # the reports' close failing (a full disk, a report name taken by a directory)
-        if self.reports is not None:
+        closing = None  # the reports' close failing (a full disk, a report name taken by a directory,
+        if self.reports is not None:  # Ctrl-C while they close): summary.json is written all the same
             try:
                 self.reports.close()
                 self.summary.setdefault("report_rows", self.reports.rows())
-            except Exception as e:
+            except BaseException as e:
                 closing = e
         failure = exc if exc is not None else closing
         if failure is None:
