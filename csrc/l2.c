@@ -176,20 +176,28 @@ static int scan_level(lob_l2_scan *s, uint16_t sym, int64_t price, int64_t qty, 
     return LOB_OK;
 }
 
-/* The message being matched ends: whole (its END came) or not. Its level records in record
- * order, applied as pass 2 applies them: a whole snapshot always, a whole diff while the
- * symbol is synced; then the symbol's state as pass 2 leaves it. */
+/* A message of `kind` (its BEGIN's) for sym, whole (its END came) or not: whether pass 2
+ * applies its levels (a whole snapshot always, a whole diff while the symbol is synced), and
+ * the symbol's state as pass 2 leaves it (its levels do not depend on the state: set now). */
+static int scan_decide(lob_l2_scan *s, uint16_t sym, uint8_t kind, int whole)
+{
+    uint8_t *st = &s->state[sym];
+    int snapshot = kind == LOB_L2_SNAPSHOT_BEGIN;
+    int applied = whole && (snapshot || *st == ST_SYNCED);
+    if (whole && snapshot && *st == ST_NONE) *st = ST_SYNCED;
+    return applied;
+}
+
+/* The message being matched (its BEGIN in an earlier chunk) ends: its level records in
+ * record order, applied if pass 2 applies them (scan_decide). */
 static int scan_close(lob_l2_scan *s, int whole)
 {
-    int snapshot = s->okind == LOB_L2_SNAPSHOT_BEGIN;
-    uint8_t *st = &s->state[s->osym];
-    int applied = whole && (snapshot || *st == ST_SYNCED);
+    int applied = scan_decide(s, s->osym, s->okind, whole);
     for (size_t i = 0; i < s->npend; i++) {
         const scan_pending *p = &s->pend[i];
         int rc = scan_level(s, s->osym, p->price, p->qty, p->side, applied);
         if (rc != LOB_OK) return rc;
     }
-    if (whole && snapshot && *st == ST_NONE) *st = ST_SYNCED;
     s->open = 0;
     s->npend = 0;
     return LOB_OK;
@@ -241,7 +249,7 @@ int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n)
                 break;
             }
             int whole = rec[j].kind == k + 2 && rec[j].symbol == sym;
-            int applied = whole && (k == LOB_L2_SNAPSHOT_BEGIN || s->state[sym] == ST_SYNCED);
+            int applied = scan_decide(s, sym, k, whole);
             for (size_t q = i + 1; q < j; q++) {
                 const lob_l2_record *z = &rec[q];
                 s->kinds[z->kind]++;
@@ -249,7 +257,6 @@ int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n)
                 rc = scan_level(s, z->symbol, z->price, z->qty, z->side, z->symbol == sym && applied);
                 if (rc != LOB_OK) return rc;
             }
-            if (whole && k == LOB_L2_SNAPSHOT_BEGIN && s->state[sym] == ST_NONE) s->state[sym] = ST_SYNCED;
             if (whole) s->kinds[k + 2]++;
             i = whole ? j : j - 1; /* (an END that is not this message's: the loop takes it next) */
             break;

@@ -326,11 +326,7 @@ class L2Replay:
                 break
             fill += got
             self.next_index += got
-            new = buf[held:fill]
-            if held and ((new["symbol"] >= self.nsym) | (new["kind"] == buf["kind"][0] + 1)).all():
-                cut = 0  # the message still goes on: only the new records looked at
-            else:
-                cut = _open_tail(buf[:fill], self.nsym)
+            cut = _open_tail(buf[:fill], self.nsym, held)
             held = fill - cut if cut < fill and buf["kind"][cut] in _LEVEL else 0
             yield self._process(buf[:cut], first) if cut else {}
             if cut:  # the unfinished group to the front (as bytes: a structured copy goes field by field)
@@ -441,15 +437,19 @@ class L2Replay:
                                                   ("unresolved_at_end", c["unresolved_at_end"])) if v}
 
 
-def _open_tail(rec: np.ndarray, nsym: int) -> int:
+def _open_tail(rec: np.ndarray, nsym: int, held: int = 0) -> int:
     """Where an unfinished group at the end of rec starts, else len(rec): a BEGIN followed only
     by its level kind's records, or a TICKER_BID followed by nothing, where records of a symbol
     index >= nsym do not count (lob_l2_feed skips them when it matches a BEGIN with its END and
-    a TICKER_BID with its TICKER_ASK, so a chunk cut after one must not end the group)."""
+    a TICKER_BID with its TICKER_ASK, so a chunk cut after one must not end the group).
+    held: rec[:held] is known to be such a message (its BEGIN first): while the records after
+    it go on with it, only they are looked at (a long message is not rescanned every chunk)."""
     n = len(rec)
     if not n:
         return 0
     k, sym = rec["kind"], rec["symbol"]
+    if held and ((sym[held:] >= nsym) | (k[held:] == _LEVEL[int(k[0])])).all():
+        return 0
     # the last record of a known symbol that is not a level: the group's start, if what follows is its own
     hi = n
     while hi > 0:
