@@ -399,10 +399,10 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
     else:
         header = None
         kept = {}  # the text the scan read, if small: path -> chunks
-        if fmt == "raw":
-            header = _raw_header(paths[0])
-            for p in paths:  # every part of a recording from the same market (the records would be misread)
-                h = _raw_header(p) if detect_format(p) == "raw" else {}
+        if fmt == "raw":  # (every file is one of our --raw files)
+            headers = [_raw_header(p) for p in paths]
+            header = headers[0]
+            for p, h in zip(paths, headers):  # every part from the same market (the records would be misread)
                 if market is not None and h.get("market") not in (None, market):
                     raise InputError(f"{p}: a {h['market']} capture (its header says so), not {market}")
                 market = market or h.get("market")
