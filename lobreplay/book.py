@@ -359,18 +359,20 @@ class OrderBook(BookView):
         super().__init__(self.session.book(0)._b, 0)
 
     def _apply(self, kind, order_id, *, new_id=0, side=0, price=0, qty=0, tif=0, flags=0) -> Fill:
-        ids, top = ("participant", (1 << 32) - 1) if kind == Kind.NEW else ("new_id", U64)
-        checks = (("order_id", order_id, 0, U64), (ids, new_id, 0, top), ("price", price, -I64, I64 - 1),
-                  ("qty", qty, -I64, I64 - 1), ("flags", flags, 0, 255))
+        def check_each():  # (names the argument that is not an integer in range)
+            ids, top = ("participant", (1 << 32) - 1) if kind == Kind.NEW else ("new_id", U64)
+            for name, value, lo, hi in (("order_id", order_id, 0, U64), (ids, new_id, 0, top),
+                                        ("price", price, -I64, I64 - 1), ("qty", qty, -I64, I64 - 1),
+                                        ("flags", flags, 0, 255)):
+                _check_integer(name, value, lo, hi)
+
         if bool in {type(order_id), type(new_id), type(price), type(qty), type(flags)}:  # (cffi takes True as 1)
-            for c in checks:
-                _check_integer(*c)
+            check_each()
         try:
             st, filled, resting, execs = self.session._s.apply_one(kind, order_id, new_id, price, qty, 0, side,
                                                                    tif, flags)
         except (TypeError, OverflowError):  # (cffi's words name no argument: find which, off the fast path)
-            for c in checks:
-                _check_integer(*c)
+            check_each()
             raise
         if st:
             raise core.exception_for(st, f"{Kind(kind).name} order {order_id}")
