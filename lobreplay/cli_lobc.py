@@ -16,16 +16,16 @@ def _utc(ns) -> str:
 
 
 def cmd_check(args) -> int:
-    from .lobc import check
+    from .lobc import check, torn_text
 
     s = check(args.file)
     m = s["meta"]
-    print(f"{s['path']}: {'whole' if s['whole'] else 'TORN'}; {s['records']:,} records in {s['blocks']:,} blocks, "
+    state = "whole" if s["whole"] else "CORRUPT" if s["torn"]["corrupt"] else "TORN"
+    print(f"{s['path']}: {state}; {s['records']:,} records in {s['blocks']:,} blocks, "
           f"{s['bytes']:,} bytes; {m.get('venue', '?')} {m.get('market', '?')}, {len(m['symbols'])} symbol(s), "
           f"price scale {m['price_scale']}, qty scale {m['qty_scale']}")
     if s["torn"]:
-        t = s["torn"]
-        print(f"torn tail: {t['bytes']:,} byte(s) from offset {t['offset']:,} not read ({t['reason']})")
+        print(torn_text(s["torn"]))
     print(f"receive time {_utc(s['recv_ns']['first'])} .. {_utc(s['recv_ns']['last'])}; "
           f"exchange time {_utc(s['exch_ns']['first'])} .. {_utc(s['exch_ns']['last'])} (earliest .. latest)")
     if s["recv_ns"]["backwards"]:
@@ -48,7 +48,7 @@ def lobc_replay_config(args):
 
     reports = parse_report_list(getattr(args, "no_reports", False), args.reports, ALL_REPORTS)
     return L2ReplayConfig(symbols=parse_symbols(args.symbols), reports=reports, timing=not args.no_timing,
-                          price_mode=args.price_mode,
+                          price_mode=args.price_mode, allow_corrupt=args.allow_corrupt,
                           progress=not getattr(args, "no_progress", True) and sys.stderr.isatty())
 
 
@@ -73,8 +73,8 @@ def cmd_replay(args) -> int:
         print(f"bookTicker: {bt['matches']:,} of {bt['comparable']:,} comparable points match ({rate})"
               + (f"; not comparable: {nc}" if nc else ""))
     if s["lobc"]["torn"]:
-        t = s["lobc"]["torn"]
-        print(f"torn tail: {t['bytes']:,} byte(s) at offset {t['offset']:,} not read ({t['reason']})")
+        from .lobc import torn_text
+        print(torn_text(s["lobc"]["torn"]) + "; the reports hold the records before it")
     print(reports_text(args.output, s.get("report_rows", {}), "summary.json"))
     return 0
 
@@ -83,7 +83,7 @@ def add_commands(subparsers) -> None:
     """Add `lobc check` and `lobc replay` to an argparse subparsers object."""
     lobc = subparsers.add_parser("lobc", help=".lobc capture files (Binance depth)").add_subparsers(
         dest="lobc_verb", metavar="VERB")
-    ck = lobc.add_parser("check", help="is the file whole? records by kind and symbol, gaps (exit 1 if torn)")
+    ck = lobc.add_parser("check", help="is the file whole? records by kind and symbol, gaps (exit 1 if torn or corrupt)")
     ck.add_argument("file")
     ck.set_defaults(func=cmd_check)
     rp = lobc.add_parser("replay", help="rebuild every book, compare with bookTicker, write reports")
@@ -113,3 +113,6 @@ def replay_options(rp) -> None:
     rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
     rp.add_argument("--price-mode", choices=("auto", "grid", "ladder"), default="auto",
                     help="core prices: the feed's on a tick grid, or ranks of the prices seen (default auto)")
+    rp.add_argument("--allow-corrupt", action="store_true",
+                    help="replay the blocks before a corrupt block inside the file (default: an error; a torn "
+                         "tail, what a crash leaves, is always replayed up to it)")

@@ -71,6 +71,7 @@ class L2ReplayConfig:
     timing: bool = True
     chunk_records: int = 1 << 18
     progress: bool = False                # a progress bar per pass on stderr (records)
+    allow_corrupt: bool = False           # replay up to a corrupt block inside the file (else an error)
 
     def __post_init__(self):
         from .reports import config_names
@@ -190,9 +191,16 @@ class LobcReplay:
                                         max_grid_levels=cfg.max_grid_levels)
         pass1_s = time.perf_counter() - t0
         torn, blocks = src.torn, src.blocks
-        if torn is not None and not blocks:
-            raise InputError(f"{self.path}: offset {torn.offset}: no whole block to replay ({torn.reason}); "
-                             "`lobreplay lobc check` says more")
+        if torn is not None and (not blocks or (torn.corrupt and not cfg.allow_corrupt)):
+            what = torn.reason
+            if torn.corrupt:
+                what += (f", and sound blocks follow from offset {torn.next_block}: the file is damaged inside, "
+                         "not cut short")
+            if not blocks:
+                raise InputError(f"{self.path}: offset {torn.offset}: no whole block to replay ({what}); "
+                                 "`lobreplay lobc check` says more")
+            raise InputError(f"{self.path}: offset {torn.offset}: {what}. --allow-corrupt replays the {blocks:,} "
+                             "block(s) before it; `lobreplay lobc check` says more")
         has_tickers = bool(kinds[lobc.TICKER_BID])
         rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers)
         t1 = time.perf_counter()

@@ -32,7 +32,7 @@ __all__ = [
     "GAP_SEQUENCE", "GAP_DISCONNECT", "GAP_24H", "GAP_SHUTDOWN", "GAP_STALE_SNAPSHOT", "GAP_RATE_LIMIT",
     "GAP_MALFORMED", "GAP_ROTATE",
     "parse_decimal", "format_decimal", "LobcWriter", "LobcData", "Torn", "Block", "read", "verify_crc",
-    "iter_blocks", "ChunkReader", "check",
+    "iter_blocks", "ChunkReader", "check", "torn_text",
 ]
 
 MAGIC = b"LOBC"
@@ -304,13 +304,98 @@ class LobcWriter:
 @dataclass
 class Torn:
     """Where reading stopped before the end of the file: the offset of the first
-    bad or partial block, the bytes from there to the end, and why."""
+    bad or partial block, the bytes from there to the end, and why. `next_block`: the
+    offset of a sound block after it, if there is one; the file is then corrupt inside
+    (`corrupt`), not cut short, since a crash or kill -9 only ever leaves the last block
+    partial."""
     offset: int
     bytes: int
     reason: str
+    next_block: int | None = None
+
+    @property
+    def corrupt(self) -> bool:
+        return self.next_block is not None
 
     def as_dict(self) -> dict:
-        return {"offset": self.offset, "bytes": self.bytes, "reason": self.reason}
+        return {"offset": self.offset, "bytes": self.bytes, "reason": self.reason, "corrupt": self.corrupt,
+                "next_block": self.next_block}
+
+
+
+def torn_text(t: dict) -> str:
+    """A Torn's as_dict() (as summaries hold it) in one line for a person: where, how much,
+    why, and whether it is a torn tail or damage inside the file."""
+    if t.get("next_block") is not None:
+        return (f"corrupt block at offset {t['offset']:,} ({t['reason']}); sound blocks follow from offset "
+                f"{t['next_block']:,}: the file is damaged inside, not cut short; {t['bytes']:,} byte(s) "
+                "from the bad block on not read")
+    return f"torn tail: {t['bytes']:,} byte(s) from offset {t['offset']:,} not read ({t['reason']})"
+
+
+def _header_fault(h, off: int, size: int, seq: int) -> str | None:
+    """Why the block header h (a BLOCK_DTYPE row) at offset off is not sound as block number
+    seq of a file of size bytes, or None."""
+    n = int(h["n"])
+    if bytes(h["magic"]) != BLOCK_MAGIC:
+        return f"bad block magic {bytes(h['magic'])!r}"
+    if n == 0:
+        return "block of 0 records"
+    if off + UNIT + n * UNIT > size:
+        return f"partial block: {n} records need {n * UNIT + UNIT} bytes, {size - off} present"
+    if int(h["seq"]) != seq:
+        return f"block sequence {int(h['seq'])}, expected {seq}"
+    if int(h["reserved0"]) or any(bytes(h["reserved"])):
+        return "block header's reserved bytes are not zero"
+    return None
+
+
+def _body_fault(body: np.ndarray, crc: int, recv_ns: int, seq: int) -> str | None:
+    """Why block seq's records (body: their bytes) do not match its header's CRC and receive
+    time, or None."""
+    if crc32(body) != crc:
+        return f"CRC mismatch in block {seq}"
+    first = int(body[:8].view("<i8")[0])
+    if first != recv_ns:
+        return f"block {seq}: its header's receive time {recv_ns} is not its first record's {first}"
+    return None
+
+
+_SCAN = 1 << 22  # bytes per read while looking for a sound block after a bad one
+
+
+def _next_block(fd: int, start: int, size: int, seq: int) -> int | None:
+    """The offset of the first sound block header numbered above seq at or after start
+    (block headers sit on 64-byte units from start), or None. Read only after a bad block
+    was found, to tell a torn tail (nothing sound after it) from damage inside the file."""
+    pos = start
+    while pos + UNIT <= size:
+        raw = os.pread(fd, min(_SCAN, (size - pos) // UNIT * UNIT), pos)
+        rows = np.frombuffer(raw, np.uint8)[:len(raw) // UNIT * UNIT].reshape(-1, UNIT)
+        if not len(rows):
+            return None  # (the file shrank since it was opened)
+        hit = np.flatnonzero((rows[:, :4] == np.frombuffer(BLOCK_MAGIC, np.uint8)).all(axis=1))
+        for k in hit.tolist():
+            h = rows[k].view(BLOCK_DTYPE)[0]
+            off = pos + k * UNIT
+            if int(h["seq"]) > seq and _header_fault(h, off, size, int(h["seq"])) is None:
+                return off
+        pos += len(rows) * UNIT
+    return None
+
+
+def _torn(fd: int, off: int, size: int, seq: int, reason: str) -> Torn:
+    """Block seq at offset off is bad: a Torn that says whether sound blocks follow."""
+    return Torn(off, size - off, reason, _next_block(fd, off + UNIT, size, seq))
+
+
+def _torn_at(path: str, off: int, size: int, seq: int, reason: str) -> Torn:
+    """_torn for a file by name."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            return _torn(f.fileno(), off, size, seq, reason)
+    except OSError:
+        return Torn(off, size - off, reason)
 
 
 @dataclass
@@ -329,7 +414,7 @@ class LobcData:
     blocks: int
     torn: Torn | None
     size: int = 0
-    # read(verify=False): (first record, records, CRC, offset, seq) of each block, not checked yet
+    # read(verify=False): (first record, records, CRC, offset, seq, receive time) of each block, not checked yet
     unverified: list | None = None
 
     @property
@@ -426,31 +511,22 @@ class BlockReader:
                                                       "was opened)")
                     return
                 h = np.frombuffer(raw, BLOCK_DTYPE)[0]
+                fault = _header_fault(h, off, size, seq)
+                if fault:
+                    self.torn = _torn(f.fileno(), off, size, seq, fault)
+                    return
                 n = int(h["n"])
-                if bytes(h["magic"]) != BLOCK_MAGIC:
-                    self.torn = Torn(off, size - off, f"bad block magic {bytes(h['magic'])!r}")
-                    return
-                if n == 0:
-                    self.torn = Torn(off, size - off, "block of 0 records")
-                    return
-                end = off + UNIT + n * UNIT
-                if end > size:
-                    self.torn = Torn(off, size - off,
-                                     f"partial block: {n} records need {n * UNIT + UNIT} bytes, {size - off} present")
-                    return
-                if int(h["seq"]) != seq:
-                    self.torn = Torn(off, size - off, f"block sequence {int(h['seq'])}, expected {seq}")
-                    return
                 yield seq, off, n, int(h["crc"]), int(h["recv_ns"])
                 seq += 1
-                off = end
+                off += UNIT + n * UNIT
 
     def __iter__(self):
         mm, size = self._mm, self.size
         for seq, off, n, crc, recv_ns in self.headers():
             body = mm[off + UNIT:off + UNIT + n * UNIT]
-            if crc32(body) != crc:
-                self.torn = Torn(off, size - off, f"CRC mismatch in block {seq}")
+            fault = _body_fault(body, crc, recv_ns, seq)
+            if fault:
+                self.torn = _torn_at(self.path, off, size, seq, fault)
                 return
             self.blocks += 1
             self.records += n
@@ -506,13 +582,14 @@ class ChunkReader:
                 got = _preadv_all(f.fileno(), iov, heads[i][1])
                 want = (j - i) * UNIT + n * UNIT
                 keep, lo = i, 0
-                for seq, off, k, crc, _ in heads[i:j]:
+                for seq, off, k, crc, recv_ns in heads[i:j]:
                     end = off - heads[i][1] + UNIT + k * UNIT  # this block's end, from the run's start
                     if end > got:
                         self._ended(keep, heads[i][1] + got)
                         break
-                    if verify and crc32(raw[lo * UNIT:(lo + k) * UNIT]) != crc:
-                        self._stop(keep, Torn(off, self.size - off, f"CRC mismatch in block {seq}"))
+                    fault = verify and _body_fault(raw[lo * UNIT:(lo + k) * UNIT], crc, recv_ns, seq)
+                    if fault:
+                        self._stop(keep, _torn_at(self.path, off, self.size, seq, fault))
                         break
                     keep += 1
                     lo += k
@@ -615,7 +692,7 @@ def read(path, *, verify: bool = True) -> LobcData:
     blocks = []
     lo = 0
     with open(r.path, "rb", buffering=0) as f:
-        for seq, off, n, crc, _ in heads:
+        for seq, off, n, crc, recv_ns in heads:
             f.seek(off + UNIT)
             got, want = 0, n * UNIT
             while got < want:  # the file may have shrunk since the headers were read
@@ -627,7 +704,7 @@ def read(path, *, verify: bool = True) -> LobcData:
                 r.torn = Torn(off, r.size - off, f"partial block: {n} records need {want + UNIT} bytes, "
                                                  f"{got + UNIT} present")
                 break
-            blocks.append((lo, n, crc, off, seq))
+            blocks.append((lo, n, crc, off, seq, recv_ns))
             lo += n
     data = LobcData(r.path, r.meta, records[:lo], len(blocks), r.torn, r.size, blocks)
     return verify_crc(data) if verify else data
@@ -637,10 +714,11 @@ def verify_crc(data: LobcData) -> LobcData:
     """Check the CRCs of a read(verify=False). Returns data itself when every block matches,
     else the records before the first block that does not, with that block as the torn tail."""
     blocks = data.unverified or []
-    for i, (lo, n, crc, off, seq) in enumerate(blocks):
-        if crc32(data.records[lo:lo + n]) != crc:
+    for i, (lo, n, crc, off, seq, recv_ns) in enumerate(blocks):
+        fault = _body_fault(data.records[lo:lo + n].view(np.uint8), crc, recv_ns, seq)
+        if fault:
             return LobcData(data.path, data.meta, data.records[:lo], i,
-                            Torn(off, data.size - off, f"CRC mismatch in block {seq}"), data.size, None)
+                            _torn_at(data.path, off, data.size, seq, fault), data.size, None)
     data.unverified = None
     return data
 

@@ -132,7 +132,8 @@ def _lobc_describe(s: dict) -> str:
     line = f"{s['records']:,} records, {len(s['books'])} books, {s['desyncs']:,} desyncs"
     torn = s.get("lobc", {}).get("torn")
     if torn:
-        line += f"; torn tail at offset {torn['offset']:,} ({torn['reason']})"
+        from .lobc import torn_text
+        line += "; " + torn_text(torn)
     return line
 
 

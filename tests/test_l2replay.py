@@ -704,6 +704,22 @@ def test_command_line(tmp_path, capsys):
     with pytest.raises(InputError, match="not empty"):
         run("lobc", "replay", str(src), "-o", str(tmp_path / "o"))
     assert run("lobc", "replay", str(src), "-o", str(tmp_path / "o"), "--force", "--symbols", "AAA") == 0
+    capsys.readouterr()
+    raw = bytearray(src.read_bytes())                  # a bit flipped in block 0 of 3 or more
+    raw[512 + 64 + 7] ^= 1
+    (tmp_path / "bad.lobc").write_bytes(bytes(raw))
+    assert run("lobc", "check", str(tmp_path / "bad.lobc")) == 1
+    text = capsys.readouterr().out
+    assert ": CORRUPT;" in text and "corrupt block at offset 512 (CRC mismatch in block 0); sound blocks " \
+        f"follow from offset {512 + 64 + 50 * 64:,}: the file is damaged inside, not cut short" in text
+    raw = bytearray(src.read_bytes())                  # the same in block 1
+    raw[512 + 64 + 50 * 64 + 64 + 7] ^= 1
+    (tmp_path / "bad.lobc").write_bytes(bytes(raw))
+    with pytest.raises(InputError, match="damaged inside.*--allow-corrupt replays the 1 block"):
+        run("lobc", "replay", str(tmp_path / "bad.lobc"), "-o", str(tmp_path / "c1"))
+    assert run("lobc", "replay", str(tmp_path / "bad.lobc"), "-o", str(tmp_path / "c2"), "--allow-corrupt") == 0
+    text = capsys.readouterr().out
+    assert "50 records" in text and "corrupt block at offset 3,776" in text and "reports hold the records before" in text
 
 
 # ---------------------------------------------------------------- the real recordings
@@ -905,8 +921,11 @@ def test_a_file_cut_between_the_passes_is_an_error_naming_it(tmp_path, monkeypat
 
 @pytest.mark.parametrize("reports", [None, ()])
 def test_replay_of_a_file_with_a_corrupt_block(tmp_path, reports):
-    """Pass 1 checks every block's CRC before any row is written: a block that does not
-    match ends the file there, and the reports are those of the blocks before it."""
+    """Pass 1 checks every block's CRC before any row is written. A bad block with sound
+    blocks after it is damage inside the file, not what a crash leaves: an error naming the
+    file, the offset and where the sound blocks resume (it was a replay of the blocks before
+    it with status ok), before any row is written. --allow-corrupt replays the blocks
+    before it: the same reports as the file cut there."""
     from lobreplay.l2replay import L2ReplayConfig, replay_lobc
 
     recs, _ = synth_stream(91, n_messages=1200, n_symbols=2)
@@ -914,13 +933,26 @@ def test_replay_of_a_file_with_a_corrupt_block(tmp_path, reports):
     write_lobc(src, recs, flush_records=500)
     raw = bytearray(src.read_bytes())
     bad = 512 + 3 * (64 + 500 * 64)                   # block 3
+    assert len(raw) > bad + 2 * (64 + 500 * 64)       # (blocks 4 and more follow)
     raw[bad + 64 + 1000] ^= 0xFF
     (tmp_path / "bad.lobc").write_bytes(bytes(raw))
     (tmp_path / "cut.lobc").write_bytes(bytes(raw[:bad]))
     cfg = L2ReplayConfig(chunk_records=777, **({} if reports is None else {"reports": reports}))
+    nxt = bad + 64 + 500 * 64
+    with pytest.raises(InputError, match=rf"bad\.lobc: offset {bad}: CRC mismatch in block 3, and sound blocks "
+                                         rf"follow from offset {nxt}: the file is damaged inside.*--allow-corrupt"):
+        replay_lobc(tmp_path / "bad.lobc", str(tmp_path / "refused"), cfg)
+    failed = json.loads((tmp_path / "refused" / "summary.json").read_text())
+    assert failed["status"] == "failed" and failed["lobc"]["torn"]["corrupt"] is True
+    for f in (tmp_path / "refused").glob("*.parquet"):  # (tables closed whole, with no row)
+        assert pq.read_table(f).num_rows == 0, f
+    cfg.allow_corrupt = True
     a = replay_lobc(tmp_path / "bad.lobc", str(tmp_path / "a"), cfg)
     b = replay_lobc(tmp_path / "cut.lobc", str(tmp_path / "b"), cfg)
-    assert a["lobc"]["torn"] == {"offset": bad, "bytes": len(raw) - bad, "reason": "CRC mismatch in block 3"}
+    assert a["status"] == "ok"
+    assert a["lobc"]["torn"] == {"offset": bad, "bytes": len(raw) - bad, "reason": "CRC mismatch in block 3",
+                                 "corrupt": True, "next_block": nxt}
+    assert b["lobc"]["whole"]
     assert a["records"] == b["records"] == 1500 and a["lobc"]["blocks"] == 3
     for k in ("bbo_changes", "desyncs_by_cause", "events_by_kind", "bookticker", "books"):
         assert a[k] == b[k], k

@@ -208,38 +208,78 @@ def test_a_file_cut_at_every_byte_reads_up_to_its_last_whole_block(tmp_path):
         else:
             start = starts[whole_blocks]
             assert (d.torn.offset, d.torn.bytes) == (start, size - start), size
-            assert "partial" in d.torn.reason
+            assert "partial" in d.torn.reason and not d.torn.corrupt  # (a cut is never damage inside)
         c = lobc.check(cut)
         assert c["whole"] == (d.torn is None) and c["records"] == n
 
 
-def test_corrupt_blocks_end_the_file_as_torn(tmp_path):
+def _readers_say(p) -> lobc.Torn | None:
+    """The torn tail every reader reports for p, checked to be the same for all of them."""
+    d = lobc.read(p)
+    it = lobc.iter_blocks(p)
+    n_iter = sum(len(b.records) for b in it)
+    r = lobc.ChunkReader(p, chunk_records=5)
+    n_chunks = sum(len(c) for c in r.chunks(verify=True))
+    c = lobc.check(p)
+    assert it.torn == r.torn == d.torn and n_iter == n_chunks == len(d.records) == c["records"]
+    assert c["torn"] == (d.torn.as_dict() if d.torn else None)
+    return d.torn
+
+
+def test_a_bad_block_inside_the_file_is_corrupt_and_at_its_end_torn(tmp_path):
+    """A crash or kill -9 leaves at worst a partial last block, so a bad block with a sound
+    block after it is damage inside the file: every reader stops there alike, and says
+    where the sound blocks resume (`corrupt`); a bad last block, or zeros after the last
+    (a preallocated tail), is a torn tail."""
     p = tmp_path / "x.lobc"
     recs = sample_records(12)
-    write(p, recs, flush_records=4)
+    write(p, recs, flush_records=4)                   # blocks of 4 records at 512, 832, 1152
     raw = bytearray(p.read_bytes())
-    second = 512 + 5 * 64
-    bad = bytearray(raw)
-    bad[second + 64 + 100] ^= 0x01  # a bit in the second block's records
-    p.write_bytes(bad)
-    d = lobc.read(p)
-    np.testing.assert_array_equal(d.records, recs[:4])
-    assert d.torn.offset == second and d.torn.bytes == len(raw) - second and "CRC" in d.torn.reason
-    bad = bytearray(raw)
-    bad[second:second + 4] = b"XXXX"
-    p.write_bytes(bad)
-    assert "magic" in lobc.read(p).torn.reason
-    bad = bytearray(raw)
-    bad[second + 16] = 7  # block sequence number
-    p.write_bytes(bad)
-    assert "sequence" in lobc.read(p).torn.reason
-    bad = bytearray(raw)
-    bad[second + 4:second + 8] = (0).to_bytes(4, "little")
-    p.write_bytes(bad)
-    assert "0 records" in lobc.read(p).torn.reason
+    second, third = 512 + 5 * 64, 512 + 10 * 64
+
+    def damaged(at: int, value: bytes | None = None, xor: int = 0) -> lobc.Torn:
+        bad = bytearray(raw)
+        if value is None:
+            bad[at] ^= xor
+        else:
+            bad[at:at + len(value)] = value
+        p.write_bytes(bad)
+        return _readers_say(p)
+
+    cases = {  # where, what: the reason
+        "records": (second + 64 + 100, None, 0x01, "CRC mismatch in block 1"),
+        "magic": (second, b"XXXX", 0, "bad block magic b'XXXX'"),
+        "sequence": (second + 16, b"\x07", 0, "block sequence 7, expected 1"),
+        "count 0": (second + 4, (0).to_bytes(4, "little"), 0, "block of 0 records"),
+        "count too big": (second + 4, (5).to_bytes(4, "little"), 0, "CRC mismatch in block 1"),
+        "count past the end": (second + 4, (99).to_bytes(4, "little"), 0, "partial block: 99 records"),
+        "reserved": (second + 40, b"\x01", 0, "block header's reserved bytes are not zero"),
+        "reserved0": (second + 12, b"\x01", 0, "block header's reserved bytes are not zero"),
+        "receive time": (second + 24, None, 0x01,
+                         f"block 1: its header's receive time {int(recs['recv_ns'][4]) ^ 1} is not its first "
+                         f"record's {int(recs['recv_ns'][4])}"),
+    }
+    for name, (at, value, xor, why) in cases.items():
+        t = damaged(at, value, xor)
+        assert (t.offset, t.bytes, t.next_block) == (second, len(raw) - second, third), name
+        assert t.reason.startswith(why) and t.corrupt, (name, t.reason)
+        assert "damaged inside" in lobc.torn_text(t.as_dict())
+        np.testing.assert_array_equal(lobc.read(p).records, recs[:4])
+    for name, (at, value, xor, why) in cases.items():  # the same damage to the last block: a torn tail
+        if name == "count too big":
+            continue  # (the last block cannot grow inside the file)
+        t = damaged(at - second + third, value, xor)
+        assert (t.offset, t.bytes, t.next_block) == (third, len(raw) - third, None), name
+        first = int(recs["recv_ns"][8])
+        assert t.reason.startswith(why.replace("block 1", "block 2").replace("expected 1", "expected 2")
+                                   .replace(f"{first - 4000 ^ 1} is not its first record's {first - 4000}",
+                                            f"{first ^ 1} is not its first record's {first}")), name
+        assert "torn tail" in lobc.torn_text(t.as_dict())
     p.write_bytes(raw + b"\0" * 64)  # zeros after the last block (a preallocated tail)
-    d = lobc.read(p)
-    assert len(d.records) == 12 and d.torn.offset == len(raw)
+    t = _readers_say(p)
+    assert (t.offset, t.bytes, t.corrupt) == (len(raw), 64, False)
+    p.write_bytes(raw + bytes(raw[second:third]))  # a copy of block 1 after the end: its number is not higher
+    assert _readers_say(p).next_block is None
 
 
 @pytest.mark.parametrize("chunk", [1, 5, 7, 100])
