@@ -325,7 +325,8 @@ typedef struct symstate {
     int64_t band_low, tick;
     int has_snapshot;
     uint64_t snapshot_id;
-    uint64_t last_u;
+    uint64_t last_u;         /* of the last message applied */
+    int after_snapshot;      /* that message was a snapshot (last_u: its lastUpdateId) */
     int64_t last_bbo[4];
     uint64_t messages, skipped;
     point *pts;
@@ -364,6 +365,7 @@ struct lob_l2 {
     lob_session *session;
     uint32_t nsym, hist_max;
     int compare;
+    uint32_t sequence;       /* LOB_L2_SEQ_* */
     size_t g;
     level *lv;               /* [g] */
     keyinfo *ki;             /* [2g] the mirror of the book's level quantities, and dedup */
@@ -417,6 +419,7 @@ lob_l2 *lob_l2_new(lob_session *session, const lob_l2_config *cfg, int *status)
 {
     int st = LOB_ENOMEM;
     if (!session || !cfg || cfg->n_symbols > NSYM || cfg->n_levels >= (UINT64_C(1) << 31) ||
+        cfg->sequence > LOB_L2_SEQ_USDM ||
         (cfg->n_levels && (!cfg->symbol || !cfg->real || !cfg->core || !cfg->id)) || !cfg->has_book ||
         !cfg->ladder || !cfg->band_low || !cfg->tick) {
         if (status) *status = LOB_EARG;
@@ -429,6 +432,7 @@ lob_l2 *lob_l2_new(lob_session *session, const lob_l2_config *cfg, int *status)
     r->nsym = cfg->n_symbols;
     r->hist_max = cfg->ticker_history;
     r->compare = cfg->compare_tickers != 0;
+    r->sequence = cfg->sequence;
     r->g = g;
     r->lv = calloc(g + 1, sizeof *r->lv);
     r->ki = calloc(nk, sizeof *r->ki);
@@ -879,6 +883,7 @@ static int apply_message(ctx *x, size_t begin, size_t end, int snapshot)
         memcpy(S->last_bbo, top, sizeof top);
     }
     S->last_u = u;
+    S->after_snapshot = snapshot;
     S->messages++;
     if (r->compare) {
         if (!grow((void **)&S->pts, &S->cappts, S->npts + 1, sizeof *S->pts)) return LOB_ENOMEM;
@@ -916,6 +921,42 @@ static size_t live_of(const lob_l2 *r, uint16_t s)
     return b ? lob_book_order_count(b) : 0;
 }
 
+/* Does diff message y follow the last message applied to S by the rule (LOB_L2_SEQ_*;
+ * l2.h)? If not, the update id expected and the one received, for the row. */
+static int in_sequence(uint32_t rule, const symstate *S, const lob_l2_record *y, uint64_t *expected,
+                       uint64_t *received)
+{
+    uint64_t want = rule == LOB_L2_SEQ_SPOT ? S->last_u + 1 : S->last_u, U = y->first_id, u = y->last_id;
+    *expected = want;
+    if (S->after_snapshot) {
+        *received = U > want ? U : u;
+        return U <= want && want <= u;
+    }
+    *received = rule == LOB_L2_SEQ_SPOT ? U : y->prev_id;
+    return *received == want;
+}
+
+/* Will pass 2 find diff message rec[i] out of sequence (and treat it as a control)? */
+static int breaks_sequence(const lob_l2 *r, const lob_l2_record *y)
+{
+    const symstate *S = &r->sym[y->symbol];
+    uint64_t e, g;
+    return r->sequence && y->kind == LOB_L2_DIFF_BEGIN && S->state == ST_SYNCED && S->has_book &&
+           !in_sequence(r->sequence, S, y, &e, &g);
+}
+
+/* The book of s is not known from here (a GAP, a sequence break): unsynced until a
+ * RESYNC; its pending comparison points and ticker history go. */
+static void lose_sync(ctx *x, uint16_t s)
+{
+    symstate *S = &x->r->sym[s];
+    S->state = ST_GAPPED;
+    S->has_snapshot = 0;
+    drop_points(x, s, &x->r->c.unresolved_at_gap);
+    S->hlen = 0;
+    S->hhead = 0;
+}
+
 /* A whole group rec[i .. j] (BEGIN .. END): its structure rows, then the message. */
 static int group(ctx *x, size_t i, size_t j)
 {
@@ -950,7 +991,18 @@ static int group(ctx *x, size_t i, size_t j)
         resolve(x, s);
         return LOB_OK;
     }
-    if (S->state == ST_SYNCED && S->has_book) return apply_message(x, i, j, 0);
+    if (S->state == ST_SYNCED && S->has_book) {
+        uint64_t expected, received;
+        if (!r->sequence || in_sequence(r->sequence, S, &rec[i], &expected, &received))
+            return apply_message(x, i, j, 0);
+        lob_l2_desync *d = desync_row(x, i, LOB_L2D_SEQUENCE_BREAK);
+        d->first_id = expected;
+        d->last_id = received;
+        r->c.skipped_sequence_break++;
+        S->skipped++;
+        lose_sync(x, s);
+        return LOB_OK;
+    }
     if (S->state == ST_NONE) {
         r->c.skipped_before_snapshot++;
         S->skipped++;
@@ -974,11 +1026,7 @@ static void control(ctx *x, size_t i)
     if (y->kind == LOB_L2_GAP) {
         lob_l2_desync *d = desync_row(x, i, LOB_L2D_GAP);
         d->detail = y->flags;
-        S->state = ST_GAPPED;
-        S->has_snapshot = 0;
-        drop_points(x, s, &r->c.unresolved_at_gap);
-        S->hlen = 0;
-        S->hhead = 0;
+        lose_sync(x, s);
     } else { /* RESYNC */
         if (!S->has_snapshot) desync_row(x, i, LOB_L2D_RESYNC_WITHOUT_SNAPSHOT);
         else if (S->snapshot_id != y->first_id) desync_row(x, i, LOB_L2D_RESYNC_ID_MISMATCH);
@@ -1018,7 +1066,7 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
                 continue;
             }
             size_t glen = j - i + 1, live = live_of(r, s);
-            if (k == LOB_L2_SNAPSHOT_BEGIN) {
+            if (k == LOB_L2_SNAPSHOT_BEGIN || breaks_sequence(r, y)) { /* a control: points resolved first */
                 if (!room(out, 1, 5 * glen + 3 * live + 8, 0, r->total_pts + 1)) goto full;
                 resolve_touched(&x);
             } else if (!room(out, 1, 5 * glen + 3 * live + 8, 0, 0)) {

@@ -105,7 +105,7 @@ typedef struct lob_l2_config {
     uint32_t n_symbols;
     uint32_t ticker_history;    /* bookTicker history kept per symbol (65536) */
     uint32_t compare_tickers;   /* 1: comparison points after each applied message */
-    uint32_t reserved;
+    uint32_t sequence;          /* the update-id rule diff messages are checked by: LOB_L2_SEQ_* */
     size_t n_levels;
     const uint16_t *symbol;     /* [n_levels] */
     const int64_t *real;        /* [n_levels] */
@@ -116,6 +116,16 @@ typedef struct lob_l2_config {
     const int64_t *band_low;    /* [n_symbols] */
     const int64_t *tick;        /* [n_symbols] */
 } lob_l2_config;
+
+/* lob_l2_config.sequence: how a synced symbol's next diff message must follow the
+ * last one applied (its update ids U = first_id, u = last_id, pu = prev_id), as
+ * Binance documents it for each market (docs/binance-depth.md). Right after a
+ * snapshot of lastUpdateId L: spot U <= L + 1 <= u, USD-M U <= L <= u; after a
+ * diff of u = last: spot U == last + 1, USD-M pu == last. A message that does
+ * not follow is a sequence_break row (first_id: the id expected, last_id: the
+ * one received, as in a GAP record) and the symbol is unsynced as after a GAP
+ * until a RESYNC. NONE: not checked (a feed whose ids mean something else). */
+enum { LOB_L2_SEQ_NONE = 0, LOB_L2_SEQ_SPOT = 1, LOB_L2_SEQ_USDM = 2 };
 
 /* Report rows (lobreplay.l2 turns them into the tables of docs/l2.md).
  * record: the record's index in the file (first_index + its position). */
@@ -139,7 +149,8 @@ enum {
     LOB_L2D_GAP = 15,                      /* detail = the GAP record's reason (flags) */
     LOB_L2D_RESYNC_WITHOUT_SNAPSHOT = 16, LOB_L2D_RESYNC_ID_MISMATCH = 17,
     LOB_L2D_REJECTED = 18,                 /* detail = the core's status */
-    LOB_L2D_CORE = 19                      /* detail = the core's desync cause (not CROSSED) */
+    LOB_L2D_CORE = 19,                     /* detail = the core's desync cause (not CROSSED) */
+    LOB_L2D_SEQUENCE_BREAK = 20            /* first_id: the update id expected, last_id: the one received */
 };
 
 /* One anomaly. Fields as the record at `record` has them, except: crossed
@@ -206,7 +217,7 @@ typedef struct lob_l2_counts {
     uint64_t messages_applied, snapshots_applied, levels_applied, levels_skipped;
     uint64_t events[6];                   /* events applied, by kind (index LOB_NEW .. LOB_EXEC) */
     uint64_t unchanged_levels, zero_qty_unknown_level;
-    uint64_t skipped_before_snapshot, skipped_unsynced;
+    uint64_t skipped_before_snapshot, skipped_unsynced, skipped_sequence_break;
     uint64_t trades, tickers, bbo_changes;
     uint64_t core_calls;                  /* lob_session_apply calls */
     uint64_t crossing_events;             /* events that met stale levels (applied one at a time) */
@@ -241,7 +252,7 @@ int lob_l2_finish(lob_l2 *r, lob_l2_outputs *out);
 
 void lob_l2_counts_get(const lob_l2 *r, lob_l2_counts *out);
 /* Per symbol (arrays of n_symbols): sync state (0 not yet synced, 1 synced,
- * 2 unsynced after a GAP), the last snapshot's lastUpdateId since the last GAP
+ * 2 unsynced after a GAP or a sequence break), the last snapshot's lastUpdateId since the last GAP
  * (-1: none), the last applied message's update id, messages applied
  * (snapshots included) and skipped. Any pointer may be NULL. */
 void lob_l2_symbols(const lob_l2 *r, uint8_t *state, int64_t *snapshot_id, uint64_t *last_u,

@@ -222,6 +222,10 @@ size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_
 #define LOB_L2D_RESYNC_ID_MISMATCH ...
 #define LOB_L2D_REJECTED ...
 #define LOB_L2D_CORE ...
+#define LOB_L2D_SEQUENCE_BREAK ...
+#define LOB_L2_SEQ_NONE ...
+#define LOB_L2_SEQ_SPOT ...
+#define LOB_L2_SEQ_USDM ...
 
 typedef struct lob_l2_record {
     int64_t recv_ns;
@@ -257,7 +261,7 @@ typedef struct lob_l2_config {
     uint32_t n_symbols;
     uint32_t ticker_history;
     uint32_t compare_tickers;
-    uint32_t reserved;
+    uint32_t sequence;
     size_t n_levels;
     const uint16_t *symbol;
     const int64_t *real;
@@ -335,7 +339,7 @@ typedef struct lob_l2_counts {
     uint64_t messages_applied, snapshots_applied, levels_applied, levels_skipped;
     uint64_t events[6];
     uint64_t unchanged_levels, zero_qty_unknown_level;
-    uint64_t skipped_before_snapshot, skipped_unsynced;
+    uint64_t skipped_before_snapshot, skipped_unsynced, skipped_sequence_break;
     uint64_t trades, tickers, bbo_changes;
     uint64_t core_calls;
     uint64_t crossing_events;

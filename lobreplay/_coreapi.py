@@ -612,16 +612,18 @@ class L2Core:
     range of records; owns the output arrays (grown when a step needs more room)."""
 
     def __init__(self, session: CoreSession, *, n_symbols: int, symbol, real, core, order_id, has_book, ladder,
-                 band_low, tick, ticker_history: int, compare_tickers: bool, rows: int = 4096,
+                 band_low, tick, ticker_history: int, compare_tickers: bool, sequence: int = 0, rows: int = 4096,
                  desync_rows: int = 4096):
-        """rows: the first size of the row arrays; desync_rows that of the desync array (a message
-        needs room for 3 rows per live level of its book: give 3 x the largest book capacity)."""
+        """sequence: the update-id rule diff messages are checked by (lib.LOB_L2_SEQ_*); rows: the
+        first size of the row arrays; desync_rows that of the desync array (a message needs room
+        for 3 rows per live level of its book: give 3 x the largest book capacity)."""
         arrays = {"symbol": (symbol, np.uint16, "uint16_t[]"), "real": (real, np.int64, "int64_t[]"),
                   "core": (core, np.int64, "int64_t[]"), "id": (order_id, np.uint64, "uint64_t[]"),
                   "has_book": (has_book, np.uint8, "uint8_t[]"), "ladder": (ladder, np.uint8, "uint8_t[]"),
                   "band_low": (band_low, np.int64, "int64_t[]"), "tick": (tick, np.int64, "int64_t[]")}
         cfg = ffi.new("lob_l2_config *")
         cfg.n_symbols, cfg.ticker_history, cfg.compare_tickers = n_symbols, ticker_history, int(compare_tickers)
+        cfg.sequence = sequence
         cfg.n_levels = len(symbol)
         keep = []
         for name, (a, dt, ct) in arrays.items():

@@ -156,8 +156,10 @@ _CAUSES = {getattr(core.lib, f"LOB_L2D_{n.upper()}"): n for n in (
     "unknown_symbol", "end_id_mismatch", "incomplete_message", "orphan_record", "malformed_level", "unpaired_ticker",
     "unknown_kind", "update_before_snapshot", "unsynced_update_skipped", "no_book", "price_not_in_book",
     "crossed_by_bid_update", "crossed_by_ask_update", "crossed_by_snapshot", "resync_without_snapshot",
-    "resync_id_mismatch")}
+    "resync_id_mismatch", "sequence_break")}
 _GAP, _REJECTED, _CORE = core.lib.LOB_L2D_GAP, core.lib.LOB_L2D_REJECTED, core.lib.LOB_L2D_CORE
+# a .lobc file's market -> the update-id rule its diff messages follow (csrc/l2.h)
+SEQUENCE_RULES = {None: core.lib.LOB_L2_SEQ_NONE, "spot": core.lib.LOB_L2_SEQ_SPOT, "usdm": core.lib.LOB_L2_SEQ_USDM}
 
 
 def _cause_name(cause: int, detail: int) -> str:
@@ -202,7 +204,13 @@ class L2Replay:
     levels(symbol) and best(symbol) give the book in feed units."""
 
     def __init__(self, sizing: dict[int, BookSizing], symbols: list[str], *, timing: bool = False,
-                 ticker_history: int = 1 << 16, compare_tickers: bool = True):
+                 ticker_history: int = 1 << 16, compare_tickers: bool = True, market: str | None = None):
+        """market: "spot" or "usdm" checks that each diff message follows the last one by that
+        market's update-id rule (a .lobc file's `market`; docs/l2.md "Update ids"); None: not
+        checked."""
+        if market not in SEQUENCE_RULES:
+            raise ValueError(f"market {market!r}: expected one of {', '.join(map(repr, SEQUENCE_RULES))}")
+        self.market = market
         self.sizing = sizing
         self.symbols = list(symbols)
         if any(not 0 <= s < len(symbols) for s in sizing):
@@ -236,7 +244,7 @@ class L2Replay:
         self._c = core.L2Core(self.session._s, n_symbols=nsym, symbol=self.g_sym, real=self.g_real,
                               core=self.g_core, order_id=self.g_id, has_book=has_book, ladder=ladder,
                               band_low=band_low, tick=tick, ticker_history=ticker_history,
-                              compare_tickers=compare_tickers,
+                              compare_tickers=compare_tickers, sequence=SEQUENCE_RULES[market],
                               desync_rows=3 * max([z.capacity for z in sizing.values()], default=0) + 4096)
         self.counters = Counters()
         self.session.set_timing(timing)
@@ -425,7 +433,8 @@ class L2Replay:
             k.events[kind.name] = c["events"][int(kind)]
         k.unchanged_levels, k.zero_qty_unknown_level = c["unchanged_levels"], c["zero_qty_unknown_level"]
         k.messages_skipped = {n: v for n, v in (("update_before_snapshot", c["skipped_before_snapshot"]),
-                                                ("unsynced_update_skipped", c["skipped_unsynced"])) if v}
+                                                ("unsynced_update_skipped", c["skipped_unsynced"]),
+                                                ("sequence_break", c["skipped_sequence_break"])) if v}
         k.trades, k.tickers, k.bbo_changes = c["trades"], c["tickers"], c["bbo_changes"]
         k.crossing_events, k.core_calls = c["crossing_events"], c["core_calls"]
         k.core_events = sum(c["events"])

@@ -25,7 +25,7 @@ import pyarrow as pa
 from . import __version__, _arrow, lobc
 from .errors import InputError
 from .itch.replay import _NoBar, prepare_output
-from .l2 import MAX_GRID_LEVELS, L2Replay, scan_counts
+from .l2 import MAX_GRID_LEVELS, SEQUENCE_RULES, L2Replay, scan_counts
 from .events import Kind
 from .latency import histogram_table, report_rows
 from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256
@@ -202,7 +202,9 @@ class LobcReplay:
             raise InputError(f"{self.path}: offset {torn.offset}: {what}. --allow-corrupt replays the {blocks:,} "
                              "block(s) before it; `lobreplay lobc check` says more")
         has_tickers = bool(kinds[lobc.TICKER_BID])
-        rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers)
+        market = src.meta.get("market") if src.meta.get("venue", "binance") == "binance" else None
+        market = market if market in SEQUENCE_RULES else None  # (update ids of another kind: not checked)
+        rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers, market=market)
         t1 = time.perf_counter()
         self._done = (2, 0)
         self._map = None if keep is None else _RecordMap()
@@ -236,6 +238,7 @@ class LobcReplay:
             "books": books,
             "messages_applied": c.messages_applied, "snapshots_applied": c.snapshots_applied,
             "messages_skipped": c.messages_skipped, "levels_applied": c.levels_applied,
+            "update_ids_checked": market,
             "events_by_kind": c.events, "unchanged_levels": c.unchanged_levels,
             "zero_qty_unknown_level": c.zero_qty_unknown_level,
             "desyncs": int(sum(c.desyncs.values())), "desyncs_by_cause": dict(sorted(c.desyncs.items())),

@@ -13,7 +13,12 @@ price modes.
 
 Changed since: the book of symbol X of "malformed" is sized for 6 levels at peak, not 5
 (capacity 22, not 21): pass 1 no longer removes a level on the zero of a diff that pass 2
-skips (X is unsynced after its GAP); every other figure is the first file's.
+skips (X is unsynced after its GAP). The replay checks update ids (the market's rule:
+`sequence_break`), so "malformed" got update ids that follow where its messages are meant
+to apply, and a sequence break of its own: its entries were rewritten whole by the C replay
+(`--write`, then only those entries kept; tests/test_l2_differential.py checks the same stream
+against the Python reference, by both markets' rules). The torn file's `lobc` entries gained
+`corrupt` and `next_block`. Every other figure is the first file's.
 
 What is compared: every report table row for row (a SHA-256 of each column, the row
 count), the summary's counters (not its times), and the latency table's (scope, kind,
@@ -88,20 +93,20 @@ def malformed_records() -> np.ndarray:
     r(lobc.DIFF_BEGIN, first_id=6, last_id=6)       # no END: a new BEGIN follows
     r(lobc.DIFF_LEVEL, side=ord("B"), price=101, qty=1)
     r(lobc.SNAPSHOT_LEVEL, side=ord("B"), price=101, qty=1)   # the other level kind in it
-    r(lobc.DIFF_BEGIN, first_id=7, last_id=7)
+    r(lobc.DIFF_BEGIN, first_id=6, last_id=7)             # (update ids: as the snapshot's 5 leads to)
     r(lobc.DIFF_LEVEL, side=ord("X"), price=102, qty=1)   # bad side
     r(lobc.DIFF_LEVEL, side=ord("S"), price=103, qty=2)
     r(lobc.DIFF_LEVEL, 1, side=ord("S"), price=103, qty=2)   # another symbol's level inside
     r(lobc.DIFF_LEVEL, side=ord("B"), price=0, qty=2)     # price <= 0
     r(lobc.DIFF_LEVEL, side=ord("B"), price=99, qty=-2)   # negative qty
-    r(lobc.DIFF_END, first_id=7, last_id=7)
+    r(lobc.DIFF_END, first_id=6, last_id=7)
     r(lobc.DIFF_LEVEL, side=ord("S"), price=104, qty=1)   # outside any message
     r(lobc.DIFF_END, first_id=8, last_id=8)                # END without BEGIN
     r(lobc.TICKER_ASK, first_id=7, price=103, qty=2)      # without its TICKER_BID
     r(lobc.TICKER_BID, first_id=7, price=100, qty=1)      # a TICKER_BID without its ASK
     r(lobc.TRADE, first_id=3, price=100, qty=1, side=ord("S"))
     r(lobc.RESYNC, first_id=99)                            # no GAP, snapshot id differs
-    r(lobc.DIFF_BEGIN, 1, first_id=9, last_id=9)
+    r(lobc.DIFF_BEGIN, 1, first_id=6, last_id=9)
     r(lobc.DIFF_LEVEL, 1, side=ord("B"), price=100, qty=3)
     r(lobc.DIFF_END, 1, first_id=10, last_id=9)            # END id differs
     r(0, first_id=1)                                       # unknown kinds
@@ -120,10 +125,10 @@ def malformed_records() -> np.ndarray:
     r(lobc.TICKER_ASK, 1, first_id=1000, price=105, qty=4)
     r(lobc.TICKER_BID, 1, first_id=900, price=100, qty=3)    # out of order
     r(lobc.TICKER_ASK, 1, first_id=900, price=105, qty=4)
-    for u in (7, 950):                                       # before every ticker (no_ticker), then after one
-        r(lobc.DIFF_BEGIN, 1, first_id=u, last_id=u)
+    for U, u in ((10, 10), (11, 950)):                       # before every ticker (no_ticker), then after one
+        r(lobc.DIFF_BEGIN, 1, first_id=U, last_id=u)
         r(lobc.DIFF_LEVEL, 1, side=ord("S"), price=105, qty=4)
-        r(lobc.DIFF_END, 1, first_id=u, last_id=u)
+        r(lobc.DIFF_END, 1, first_id=U, last_id=u)
     r(lobc.SNAPSHOT_BEGIN, 0, first_id=30)                   # crossed in itself: a stale ask
     r(lobc.SNAPSHOT_LEVEL, 0, side=ord("S"), price=103, qty=4)
     r(lobc.SNAPSHOT_LEVEL, 0, side=ord("B"), price=104, qty=1)
@@ -134,6 +139,14 @@ def malformed_records() -> np.ndarray:
     r(lobc.DIFF_LEVEL, 0, side=ord("S"), price=105, qty=3)   # the same level twice: the last counts
     r(lobc.DIFF_LEVEL, 0, side=ord("B"), price=104, qty=0)
     r(lobc.DIFF_END, 0, first_id=31, last_id=32)
+    r(lobc.DIFF_BEGIN, 0, first_id=34, last_id=35)         # 33 expected: a sequence break, not applied
+    r(lobc.DIFF_LEVEL, 0, side=ord("B"), price=101, qty=9)
+    r(lobc.DIFF_END, 0, first_id=34, last_id=35)
+    r(lobc.TICKER_BID, 0, first_id=36, price=104, qty=9)    # (its history is dropped with the sync)
+    r(lobc.TICKER_ASK, 0, first_id=36, price=105, qty=3)
+    r(lobc.DIFF_BEGIN, 0, first_id=36, last_id=36)         # unsynced from there: skipped
+    r(lobc.DIFF_LEVEL, 0, side=ord("B"), price=101, qty=8)
+    r(lobc.DIFF_END, 0, first_id=36, last_id=36)
     r(lobc.DIFF_BEGIN, first_id=22, last_id=23)            # cut: the replay drops it at the end
     r(lobc.DIFF_LEVEL, side=ord("B"), price=100, qty=0)
     return np.array(rows, lobc.RECORD_DTYPE)

@@ -181,7 +181,9 @@ class L2Replay:
     best(symbol) give the book in feed units."""
 
     def __init__(self, sizing: dict[int, BookSizing], symbols: list[str], *, timing: bool = False,
-                 ticker_history: int = 1 << 16, compare_tickers: bool = True):
+                 ticker_history: int = 1 << 16, compare_tickers: bool = True, market: str | None = None):
+        assert market in (None, "spot", "usdm")
+        self.market = market  # the update-id rule diff messages are checked by (None: not checked)
         self.sizing = sizing
         self.symbols = list(symbols)
         nsym = len(symbols)  # (changed: the Python replay gave a symbol index beyond them a book)
@@ -209,6 +211,7 @@ class L2Replay:
         self.state = np.zeros(nsym, np.uint8)
         self.snapshot_id = np.full(nsym, -1, np.int64)   # last snapshot applied since the last GAP (-1: none)
         self.last_u = np.zeros(nsym, np.uint64)
+        self.after_snapshot = np.zeros(nsym, bool)      # the last message applied was a snapshot
         self.last_bbo = np.zeros((nsym, 4), _I64)        # bid price, bid qty, ask price, ask qty
         self.per_symbol = {s: {"messages": 0, "desyncs": 0, "skipped": 0} for s in range(nsym)}
         self.counters = Counters()
@@ -422,6 +425,61 @@ class L2Replay:
     # ------------------------------------------------------------ segments and controls
 
     def _segment(self, diff_begins: np.ndarray, tick_pos: np.ndarray) -> None:
+        """The diff messages and tickers between two controls; a diff message out of sequence
+        is a control of its own (the symbol is unsynced from there, as after a GAP)."""
+        while self.market and len(diff_begins):
+            brk = self._first_break(diff_begins)
+            if brk is None:
+                break
+            self._segment_in_sequence(diff_begins[diff_begins < brk], tick_pos[tick_pos < brk])
+            self._sequence_break(brk)
+            diff_begins, tick_pos = diff_begins[diff_begins > brk], tick_pos[tick_pos > brk]
+        self._segment_in_sequence(diff_begins, tick_pos)
+
+    def _follows(self, U, u, pu, prev_u, after) -> np.ndarray:
+        """Per message: does it follow the one before (prev_u; after: that was a snapshot) by
+        the market's rule? Also the update ids expected and received."""
+        want = prev_u + np.uint64(1) if self.market == "spot" else prev_u
+        in_range = (U <= want) & (want <= u)
+        got = np.where(after, np.where(U > want, U, u), U if self.market == "spot" else pu)
+        return np.where(after, in_range, got == want), want, got
+
+    def _first_break(self, d: np.ndarray):
+        """The position of the first diff message in d that does not follow the message before
+        it of its symbol, among the symbols that apply them (synced, with a book), or None."""
+        rec = self._rec
+        sym = rec["symbol"][d].astype(_I64)
+        go = (self.state[sym] == SYNCED) & np.isin(sym, list(self.sizing))
+        first = None
+        for s in np.unique(sym[go]).tolist():
+            dm = d[go & (sym == s)]
+            u = rec["last_id"][dm]
+            prev_u = np.empty(len(dm), np.uint64)
+            prev_u[0], prev_u[1:] = self.last_u[s], u[:-1]
+            after = np.zeros(len(dm), bool)
+            after[0] = self.after_snapshot[s]
+            ok, _, _ = self._follows(rec["first_id"][dm], u, rec["prev_id"][dm], prev_u, after)
+            bad = np.flatnonzero(~ok)
+            if len(bad) and (first is None or dm[bad[0]] < first):
+                first = int(dm[bad[0]])
+        return first
+
+    def _sequence_break(self, c: int) -> None:
+        """Diff message c does not follow: a sequence_break row, not applied, unsynced."""
+        rec = self._rec
+        s = int(rec["symbol"][c])
+        one = lambda f: np.array([rec[f][c]], np.uint64)  # noqa: E731
+        _, want, got = self._follows(one("first_id"), one("last_id"), one("prev_id"),
+                                     np.array([self.last_u[s]], np.uint64), np.array([self.after_snapshot[s]]))
+        self._desync(rec, self._idx, [c], "sequence_break", first_id=want, last_id=got)
+        self.counters.messages_skipped["sequence_break"] = self.counters.messages_skipped.get("sequence_break", 0) + 1
+        self.per_symbol[s]["skipped"] += 1
+        self.state[s] = GAPPED
+        self.snapshot_id[s] = -1
+        self._drop_points(s, "unresolved_at_gap")
+        self._tick[s] = self._tick[s][:0]
+
+    def _segment_in_sequence(self, diff_begins: np.ndarray, tick_pos: np.ndarray) -> None:
         rec = self._rec
         if len(tick_pos):
             self._add_tickers(tick_pos)
@@ -769,6 +827,7 @@ class L2Replay:
             ends = self._end_of[begins[sm]]
             u = np.where(snapshot, rec["first_id"][begins[sm]], rec["last_id"][begins[sm]]).astype(np.uint64)
             self.last_u[s] = u[-1]
+            self.after_snapshot[s] = snapshot
             self.per_symbol[s]["messages"] += len(sm)
             ch = np.flatnonzero(changed)
             if len(ch):

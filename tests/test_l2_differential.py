@@ -120,8 +120,53 @@ def test_record_by_record_and_tiny_output_arrays(seed):
 def test_malformed_structure_and_records_beyond_the_symbols():
     recs = l2_golden.malformed_records()
     for sizes in ([len(recs)], [1] * len(recs), [3, 5, 2, 11, 1, 4, 7] * 10):
-        replay_in_batches(recs, ["X", "Y", "Z"], sizes)
-        replay_in_batches(recs, ["X", "Y", "Z"], sizes, compare_tickers=False)
+        for market in (None, "spot", "usdm"):
+            replay_in_batches(recs, ["X", "Y", "Z"], sizes, market=market)
+        replay_in_batches(recs, ["X", "Y", "Z"], sizes, compare_tickers=False, market="spot")
+
+
+def _usdm_ids_then_damage(recs: np.ndarray, rng, rate: float) -> np.ndarray:
+    """The records of a spot-like synth_stream with USD-M update ids (pu: the previous
+    message's u, the first after a snapshot reaching back to its id), then at `rate` a
+    DIFF_BEGIN's ids damaged (U, u or pu moved by one or a few)."""
+    recs = recs.copy()
+    last = {}
+    for i in np.flatnonzero(np.isin(recs["kind"], [lobc.SNAPSHOT_BEGIN, lobc.DIFF_BEGIN])).tolist():
+        s, k = int(recs["symbol"][i]), int(recs["kind"][i])
+        if k == lobc.SNAPSHOT_BEGIN:
+            last[s] = ("snapshot", int(recs["first_id"][i]))
+            continue
+        what, u = last.get(s, ("diff", 0))
+        if what == "snapshot" and recs["first_id"][i] == u + 1:
+            recs["first_id"][i] = u  # USD-M: U <= lastUpdateId <= u
+        recs["prev_id"][i] = u
+        last[s] = ("diff", int(recs["last_id"][i]))
+    begins = np.flatnonzero(recs["kind"] == lobc.DIFF_BEGIN)
+    for i in begins[rng.random(len(begins)) < rate].tolist():
+        f = ("first_id", "last_id", "prev_id")[int(rng.integers(0, 3))]
+        recs[f][i] = max(0, int(recs[f][i]) + int(rng.choice([-2, -1, 1, 3])))
+    return recs
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_update_ids_out_of_sequence(seed):
+    """Diff messages whose update ids break the market's rule (docs/l2.md "Update ids"): the
+    same sequence_break rows, skipped messages and books as the reference, whole and in
+    batches, by the spot and USD-M rules; undamaged, no break at all."""
+    rng = np.random.default_rng(seed)
+    recs, _ = synth_stream(200 + seed, n_messages=600, n_symbols=1 + seed % 3, gap_rate=0.02, ticker_error=0.02)
+    for market, stream in (("spot", recs), ("usdm", _usdm_ids_then_damage(recs, rng, 0))):
+        new, _ = replay_in_batches(stream, SYMS, [len(stream)], market=market)
+        assert "sequence_break" not in new.counters.desyncs, market
+    spot = recs.copy()
+    begins = np.flatnonzero(spot["kind"] == lobc.DIFF_BEGIN)
+    for i in begins[rng.random(len(begins)) < 0.03].tolist():
+        spot["first_id"][i] = int(spot["first_id"][i]) + int(rng.choice([-1, 1, 2]))
+    for market, stream in (("spot", spot), ("usdm", _usdm_ids_then_damage(recs, rng, 0.03))):
+        sizes = rng.integers(1, 80, size=len(stream)).tolist()
+        new, old = replay_in_batches(stream, SYMS, sizes, market=market)
+        assert new.counters.desyncs.get("sequence_break", 0) > 0, market
+        assert new.counters.messages_skipped["sequence_break"] == new.counters.desyncs["sequence_break"]
 
 
 def test_feed_from_holds_a_long_unfinished_message_as_feed_does():
@@ -252,7 +297,9 @@ def _stream(pieces) -> np.ndarray:
         if kind in ("snapshot", "diff", "cut_diff", "cut_snapshot"):
             snap = "snapshot" in kind
             begin, level = (lobc.SNAPSHOT_BEGIN, lobc.SNAPSHOT_LEVEL) if snap else (lobc.DIFF_BEGIN, lobc.DIFF_LEVEL)
-            rec(begin, s, first_id=u if snap else u - len(levels), last_id=u)
+            # (a diff follows the piece before it by the spot and USD-M rules when that was a diff)
+            rec(begin, s, first_id=u if snap else u - len(levels), last_id=u,
+                prev_id=0 if snap else u - len(levels) - 1)
             for side, p, q in levels:
                 rec(level, s, side=side, price=p, qty=q)
             if not kind.startswith("cut"):
@@ -302,20 +349,21 @@ def _sorted_rows(parts: list[dict]) -> dict:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_PIECE, max_size=40), st.lists(st.integers(1, 9), min_size=1, max_size=30),
-       st.sampled_from(["auto", "ladder"]))
-def test_any_records_in_any_chunks_give_the_same_replay(pieces, sizes, mode):
+       st.sampled_from(["auto", "ladder"]), st.sampled_from([None, "spot", "usdm"]))
+def test_any_records_in_any_chunks_give_the_same_replay(pieces, sizes, mode, market):
     """docs/l2.md: the result is the same whatever the chunk size. Any records (cut messages,
     orphans, unknown-symbol records inside messages and between a TICKER_BID and its
-    TICKER_ASK, gaps, resyncs), fed whole and in batches of the drawn sizes: the same rows,
-    counters and books, and the same as the reference implementation's batch by batch; and no
-    core reject: pass 1's capacity bounds the book whatever the records."""
+    TICKER_ASK, gaps, resyncs, update ids that follow or break the market's rule), fed whole
+    and in batches of the drawn sizes: the same rows, counters and books, and the same as the
+    reference implementation's batch by batch; and no core reject: pass 1's capacity bounds
+    the book whatever the records."""
     recs = _stream(pieces)
     syms = ["AAA", "BBB"][:NSYM]
-    whole = L2Replay(scan(recs, syms, mode=mode), syms)
+    whole = L2Replay(scan(recs, syms, mode=mode), syms, market=market)
     want = _sorted_rows([whole.feed(recs), whole.finish()])
     sizes = (sizes * (len(recs) // len(sizes) + 1))[:len(recs)]
-    new, _ = replay_in_batches(recs, syms, sizes, mode)  # (the reference, batch by batch)
-    parts = L2Replay(scan(recs, syms, mode=mode), syms)
+    new, _ = replay_in_batches(recs, syms, sizes, mode, market=market)  # (the reference, batch by batch)
+    parts = L2Replay(scan(recs, syms, mode=mode), syms, market=market)
     cuts = np.cumsum(sizes)[:-1]
     got = _sorted_rows([parts.feed(c) for c in np.split(recs, cuts)] + [parts.finish()])
     assert_rows_equal(got, want, f"batches {sizes}")
@@ -339,7 +387,9 @@ def test_real_recordings_match_the_reference(real, name):
     recs = data.records
     rng = np.random.default_rng(len(recs))
     mode = "grid" if "cryptofeed" in name else "auto"  # the BTCUSDT books are ladders in auto mode
-    replay_in_batches(recs, syms, rng.integers(1, 1 << 16, size=len(recs) // 1000 + 10).tolist(), mode=mode)
+    new, _ = replay_in_batches(recs, syms, rng.integers(1, 1 << 16, size=len(recs) // 1000 + 10).tolist(),
+                               mode=mode, market=data.meta["market"])
+    assert "sequence_break" not in new.counters.desyncs  # (the capture's sync: every diff follows)
 
 
 # ---------------------------------------------------------------- the golden digests

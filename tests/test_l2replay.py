@@ -442,11 +442,11 @@ def _zeros_pass_2_never_applies(how):
         r(lobc.DIFF_BEGIN, 1, first_id=2, last_id=2)
         zeros()
         r(lobc.DIFF_END, 1, first_id=2, last_id=2)
-    r(lobc.DIFF_BEGIN, first_id=5, last_id=5)
+    r(lobc.DIFF_BEGIN, first_id=2, last_id=5)  # (follows the snapshot of id 1 by the spot rule)
     for i in range(100):
         r(lobc.DIFF_LEVEL, side=ord("B"), price=900 - i, qty=1)
         r(lobc.DIFF_LEVEL, side=ord("S"), price=1101 + i, qty=1)
-    r(lobc.DIFF_END, first_id=5, last_id=5)
+    r(lobc.DIFF_END, first_id=2, last_id=5)
     return np.array(rows, lobc.RECORD_DTYPE)
 
 
@@ -570,6 +570,63 @@ def test_a_record_of_an_unknown_symbol_inside_a_group_whatever_the_chunk_cut():
         for t in want:
             for c in want[t]:
                 assert np.asarray(got[t][c]).tolist() == np.asarray(want[t][c]).tolist(), (cuts, t, c)
+
+
+@pytest.mark.parametrize("market", ["spot", "usdm"])
+def test_diff_messages_must_follow_by_the_markets_update_id_rule(tmp_path, market):
+    """docs/l2.md "Update ids": the replay checks every diff message of a synced symbol against
+    the one before it by the file's market's rule (the capture's own sync rule), instead of
+    trusting that every gap has its GAP record: a message that does not follow is a
+    sequence_break row (first_id: the id expected, last_id: the one received), is not applied,
+    and the symbol waits for a RESYNC after a snapshot, as after a GAP. The same file marked
+    with another market (another venue's ids) is not checked."""
+    from lobreplay.l2replay import replay_lobc
+
+    rows, r = _records()
+    spot = market == "spot"
+
+    def diff(U, u, pu, price, qty):
+        r(lobc.DIFF_BEGIN, first_id=U, last_id=u, prev_id=pu)
+        r(lobc.DIFF_LEVEL, side=ord("B"), price=price, qty=qty)
+        r(lobc.DIFF_END, first_id=U, last_id=u)
+
+    def snapshot(L, price):
+        r(lobc.SNAPSHOT_BEGIN, first_id=L)
+        r(lobc.SNAPSHOT_LEVEL, side=ord("B"), price=price, qty=1)
+        r(lobc.SNAPSHOT_LEVEL, side=ord("S"), price=200, qty=1)
+        r(lobc.SNAPSHOT_END, first_id=L)
+
+    snapshot(10, 100)
+    diff(11 if spot else 9, 12, 8, 101, 2)       # the first after the snapshot: U <= 11 (10) <= u
+    diff(13, 15, 12, 102, 3)                      # follows: U = 12 + 1 (pu = 12)
+    diff(17, 18, 16, 103, 4)                      # breaks: 16 expected by spot, 15 by USD-M
+    diff(19, 19, 18, 104, 5)                      # unsynced from there: skipped
+    r(lobc.GAP, first_id=19, last_id=25, flags=lobc.GAP_SEQUENCE)
+    snapshot(30, 110)
+    r(lobc.RESYNC, first_id=30)
+    diff(32 if spot else 31, 33, 29, 111, 6)     # breaks right after the snapshot: U > 31 (30)
+    arr = np.array(rows, lobc.RECORD_DTYPE)
+    for mk, checked in ((market, True), ("coinm", False)):
+        src = tmp_path / f"{mk}.lobc"
+        with lobc.LobcWriter(src, venue="binance", market=mk, symbols=["X"]) as w:
+            w.add_many(arr)
+        s = replay_lobc(src, str(tmp_path / f"out_{mk}"))
+        assert s["status"] == "ok" and s["update_ids_checked"] == (market if checked else None)
+        d = pq.read_table(tmp_path / f"out_{mk}" / "desyncs.parquet").to_pandas()
+        brk = d[d["cause"] == "sequence_break"]
+        if not checked:
+            assert brk.empty and s["messages_applied"] == 5
+            continue
+        begins = np.flatnonzero(arr["kind"] == lobc.DIFF_BEGIN)
+        assert brk["record"].tolist() == [begins[2], begins[4]]
+        assert brk[["first_id", "last_id"]].values.tolist() == ([[16, 17], [31, 32]] if spot else [[15, 16], [30, 31]])
+        assert s["messages_applied"] == 2 and s["messages_skipped"] == {"sequence_break": 2,
+                                                                       "unsynced_update_skipped": 1}
+        assert s["desyncs_by_cause"]["sequence_break"] == 2
+        book = s["books"][0]
+        assert book["skipped"] == 3 and not book["synced_at_end"] and book["last_update_id"] == 30
+        bbo = pq.read_table(tmp_path / f"out_{mk}" / "bbo.parquet").to_pandas()
+        assert bbo["bid_price"].tolist() == [100, 101, 102, 110]  # nothing of a message that broke
 
 
 def test_replay_of_a_file_with_a_symbol_beyond_its_symbols(tmp_path):
