@@ -4,8 +4,8 @@ A .lobc file is a header (magic, version, JSON metadata; 512 bytes, or more in
 64-byte units when the metadata needs it) followed by
 checksummed blocks of 64-byte records. A writer appends one whole block per
 write() call and never rewrites earlier bytes, so a crash or kill -9 leaves
-every completed block readable; a reader memory-maps the file, checks every
-block and reports a torn tail instead of raising.
+every completed block readable; a reader checks every block and reports a
+torn tail instead of raising (and tells it from damage inside the file).
 
 Prices and quantities are scaled integers converted from the exchange's
 decimal strings by parse_decimal, with integer arithmetic only.
@@ -422,8 +422,9 @@ class LobcData:
         return self.torn is None
 
 
-def _open(path) -> tuple[np.ndarray, dict, int]:
-    """The file's memory map, its metadata and its header length (where the blocks start)."""
+def _open(path) -> tuple[int, dict, int]:
+    """The file's size, its metadata and its header length (where the blocks start). Read
+    with pread, not through a memory map: a file cut meanwhile is an error, not a SIGBUS."""
     path = os.fspath(path)
     try:
         size = os.path.getsize(path)
@@ -431,12 +432,17 @@ def _open(path) -> tuple[np.ndarray, dict, int]:
         raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
     if os.path.isdir(path):
         raise InputError(f"{path}: a directory, not a .lobc file")
-    if not os.path.isfile(path):  # a pipe or a device: the reader maps the file and reads it twice
+    if not os.path.isfile(path):  # a pipe or a device: a replay reads the file twice
         raise InputError(f"{path}: not a regular file (a pipe or a device?); a .lobc file is read from disk")
     if size == 0:
         raise InputError(f"{path}: empty file, not a .lobc file")
-    mm = np.memmap(path, dtype=np.uint8, mode="r")
-    head = bytes(mm[:min(size, HEADER_LEN)])
+    try:
+        with open(path, "rb", buffering=0) as f:
+            head = os.pread(f.fileno(), HEADER_MAX, 0)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(head) < min(size, HEADER_MAX):  # cut since its size was taken
+        size = len(head)
     if head[:4] != MAGIC:
         raise InputError(f"{path}: offset 0: not a .lobc file (magic {head[:4]!r}, expected {MAGIC!r})")
     if size < HEADER_LEN:
@@ -451,7 +457,7 @@ def _open(path) -> tuple[np.ndarray, dict, int]:
         raise InputError(f"{path}: offset 8: metadata length {mlen} exceeds the header's {hlen - 12}")
     if size < hlen:
         raise InputError(f"{path}: offset {size}: file header cut short ({size} of {hlen} bytes)")
-    head = bytes(mm[:hlen])
+    head = head[:hlen]
     try:
         meta = json.loads(head[12:12 + mlen].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -470,7 +476,7 @@ def _open(path) -> tuple[np.ndarray, dict, int]:
         except ValueError:
             raise InputError(f"{path}: offset 12: metadata {k} must be a power of ten from 1 to 10**18, "
                              f"got {meta[k]!r}") from None
-    return mm, meta, hlen
+    return size, meta, hlen
 
 
 def header_length(meta_bytes: int) -> int:
@@ -479,14 +485,13 @@ def header_length(meta_bytes: int) -> int:
 
 
 class BlockReader:
-    """Iterates over the whole blocks of a .lobc file (records are read-only
-    views of the memory map); after the iteration, `torn` says where and why
-    it stopped early (None: the file is whole)."""
+    """Iterates over the whole blocks of a .lobc file, each read with pread (its
+    records: a read-only array of their own); after the iteration, `torn` says
+    where and why it stopped early (None: the file is whole)."""
 
     def __init__(self, path):
         self.path = os.fspath(path)
-        self._mm, self.meta, self.header_length = _open(self.path)
-        self.size = len(self._mm)
+        self.size, self.meta, self.header_length = _open(self.path)
         self.torn: Torn | None = None
         self.blocks = 0
         self.records = 0
@@ -494,8 +499,7 @@ class BlockReader:
     def headers(self):
         """(seq, offset, n, crc, recv_ns) of each block whose header and length are sound, in
         order, up to the first that is not (then `torn` is set); the CRCs are not checked.
-        Read with pread, not through the map: a file cut while it is read ends the walk
-        there (a torn tail) instead of a SIGBUS."""
+        Read with pread: a file cut while it is read ends the walk there (a torn tail)."""
         size = self.size
         off = self.header_length
         seq = 0
@@ -521,16 +525,22 @@ class BlockReader:
                 off += UNIT + n * UNIT
 
     def __iter__(self):
-        mm, size = self._mm, self.size
-        for seq, off, n, crc, recv_ns in self.headers():
-            body = mm[off + UNIT:off + UNIT + n * UNIT]
-            fault = _body_fault(body, crc, recv_ns, seq)
-            if fault:
-                self.torn = _torn_at(self.path, off, size, seq, fault)
-                return
-            self.blocks += 1
-            self.records += n
-            yield Block(seq, off, recv_ns, body.view(RECORD_DTYPE))
+        size = self.size
+        with open(self.path, "rb", buffering=0) as f:
+            for seq, off, n, crc, recv_ns in self.headers():
+                body = np.frombuffer(os.pread(f.fileno(), n * UNIT, off + UNIT), np.uint8)
+                if len(body) < n * UNIT:
+                    self.torn = Torn(off, size - off, f"partial block: the file ended at offset "
+                                                      f"{off + UNIT + len(body)} while reading (it changed "
+                                                      "since it was opened)")
+                    return
+                fault = _body_fault(body, crc, recv_ns, seq)
+                if fault:
+                    self.torn = _torn(f.fileno(), off, size, seq, fault)
+                    return
+                self.blocks += 1
+                self.records += n
+                yield Block(seq, off, recv_ns, body.view(RECORD_DTYPE))
 
 
 class ChunkReader:

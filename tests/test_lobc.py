@@ -361,6 +361,32 @@ def test_check_of_a_file_cut_while_it_is_checked_reports_a_torn_tail(tmp_path):
     assert sum(c["records_by_kind"].values()) == 12
 
 
+def test_iter_blocks_of_a_file_cut_while_it_is_read_ends_at_a_torn_tail(tmp_path):
+    """iter_blocks reads each block with pread: a file cut after its headers were walked ends
+    the iteration at the block it cut, with a torn tail saying so (through the memory map it
+    read before, that was a SIGBUS killing the process). In a subprocess, so that a SIGBUS
+    would kill the child, not the test run."""
+    p = tmp_path / "x.lobc"
+    write(p, sample_records(40), flush_records=3)
+    cut = 512 + 4 * (64 + 3 * 64) + 100
+    script = textwrap.dedent(f"""
+        import json, os
+        from lobreplay import lobc
+        it = lobc.iter_blocks({str(p)!r})
+        got = []
+        for b in it:
+            if not got:
+                os.truncate({str(p)!r}, {cut})
+            got.append(len(b.records))
+        print(json.dumps({{"records": got, "torn": it.torn.as_dict()}}))
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    c = json.loads(r.stdout)
+    assert c["records"] == [3, 3, 3, 3]
+    assert c["torn"]["offset"] == 512 + 4 * (64 + 3 * 64) and "changed since it was opened" in c["torn"]["reason"]
+
+
 def test_bad_files_raise_input_error_naming_file_and_offset(tmp_path):
     p = tmp_path / "bad.lobc"
     good = tmp_path / "good.lobc"
