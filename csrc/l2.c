@@ -320,6 +320,7 @@ typedef struct tick {
 
 typedef struct symstate {
     uint8_t state, has_book, ladder, touched;
+    uint8_t changed;         /* applied a message since the last depth sample */
     uint32_t count;          /* levels of the book */
     size_t base;             /* its first level g */
     int64_t band_low, tick;
@@ -387,6 +388,14 @@ struct lob_l2 {
     lob_desync *dbuf;
     size_t dcap;
     int owner;               /* the last BEGIN/END so far (across ranges: a cut changes nothing): OWN_* */
+    uint32_t depth_n;        /* depth samples: levels per side (0: none) ... */
+    int64_t depth_every;     /* ... every this many ns of receive time */
+    int64_t next_sample;     /* the next sample time (INT64_MIN: no record yet) */
+    int64_t t_max;           /* the latest receive time so far */
+    int64_t last_record;     /* the index of the last record fed */
+    uint32_t *changed;       /* symbols with `changed` set, in the order they were */
+    size_t nchanged;
+    int64_t *dp, *dq;        /* scratch: one side's levels */
     lob_l2_counts c;
 };
 
@@ -406,6 +415,9 @@ void lob_l2_free(lob_l2 *r)
     free(r->ki);
     free(r->htab);
     free(r->touched);
+    free(r->changed);
+    free(r->dp);
+    free(r->dq);
     free(r->ent);
     free(r->order);
     free(r->ev);
@@ -419,7 +431,8 @@ lob_l2 *lob_l2_new(lob_session *session, const lob_l2_config *cfg, int *status)
 {
     int st = LOB_ENOMEM;
     if (!session || !cfg || cfg->n_symbols > NSYM || cfg->n_levels >= (UINT64_C(1) << 31) ||
-        cfg->sequence > LOB_L2_SEQ_USDM ||
+        cfg->sequence > LOB_L2_SEQ_USDM || (cfg->depth_levels > 0) != (cfg->depth_every_ns > 0) ||
+        cfg->depth_levels > 100000 ||
         (cfg->n_levels && (!cfg->symbol || !cfg->real || !cfg->core || !cfg->id)) || !cfg->has_book ||
         !cfg->ladder || !cfg->band_low || !cfg->tick) {
         if (status) *status = LOB_EARG;
@@ -433,15 +446,23 @@ lob_l2 *lob_l2_new(lob_session *session, const lob_l2_config *cfg, int *status)
     r->hist_max = cfg->ticker_history;
     r->compare = cfg->compare_tickers != 0;
     r->sequence = cfg->sequence;
+    r->depth_n = cfg->depth_levels;
+    r->depth_every = cfg->depth_every_ns;
+    r->next_sample = INT64_MIN;
+    r->t_max = INT64_MIN;
+    r->last_record = -1;
     r->g = g;
     r->lv = calloc(g + 1, sizeof *r->lv);
     r->ki = calloc(nk, sizeof *r->ki);
     r->sym = calloc(r->nsym ? r->nsym : 1, sizeof *r->sym); /* (no symbols: every record is unknown_symbol) */
     r->touched = malloc((r->nsym ? r->nsym : 1) * sizeof *r->touched);
+    r->changed = malloc((r->nsym ? r->nsym : 1) * sizeof *r->changed);
+    r->dp = malloc((r->depth_n ? r->depth_n : 1) * sizeof *r->dp);
+    r->dq = malloc((r->depth_n ? r->depth_n : 1) * sizeof *r->dq);
     r->hmask = 15;
     while (r->hmask + 1 < 2 * g) r->hmask = 2 * r->hmask + 1;
     r->htab = calloc(r->hmask + 1, sizeof *r->htab);
-    if (!r->lv || !r->ki || !r->sym || !r->touched || !r->htab) goto fail;
+    if (!r->lv || !r->ki || !r->sym || !r->touched || !r->htab || !r->changed || !r->dp || !r->dq) goto fail;
     for (size_t i = 0; i < g; i++)
         r->lv[i] = (level){cfg->real[i], cfg->core[i], cfg->id[i], cfg->symbol[i], 0};
     uint32_t max_cap = 0;
@@ -885,6 +906,10 @@ static int apply_message(ctx *x, size_t begin, size_t end, int snapshot)
     S->last_u = u;
     S->after_snapshot = snapshot;
     S->messages++;
+    if (r->depth_n && !S->changed) {
+        S->changed = 1;
+        r->changed[r->nchanged++] = s;
+    }
     if (r->compare) {
         if (!grow((void **)&S->pts, &S->cappts, S->npts + 1, sizeof *S->pts)) return LOB_ENOMEM;
         point *p = &S->pts[S->npts++];
@@ -955,6 +980,105 @@ static void lose_sync(ctx *x, uint16_t s)
     drop_points(x, s, &x->r->c.unresolved_at_gap);
     S->hlen = 0;
     S->hhead = 0;
+}
+
+/* ---- depth samples ---- */
+
+/* The last record of the unit that starts at rec[i] (l2.h, lob_l2_depth), as the walk
+ * below takes it: a whole message, a BEGIN with the levels after it (no END), a
+ * TICKER_BID with its TICKER_ASK, else the record alone. */
+static size_t unit_end(const lob_l2 *r, const lob_l2_record *rec, size_t n, size_t i)
+{
+    const lob_l2_record *y = &rec[i];
+    if (y->symbol >= r->nsym) return i;
+    size_t j = i + 1;
+    if (y->kind == LOB_L2_SNAPSHOT_BEGIN || y->kind == LOB_L2_DIFF_BEGIN) {
+        while (j < n && (rec[j].symbol >= r->nsym || rec[j].kind == y->kind + 1)) j++;
+        return j < n && rec[j].kind == y->kind + 2 && rec[j].symbol == y->symbol ? j : j - 1;
+    }
+    if (y->kind == LOB_L2_TICKER_BID) {
+        while (j < n && rec[j].symbol >= r->nsym) j++;
+        return j < n && rec[j].kind == LOB_L2_TICKER_ASK && rec[j].symbol == y->symbol &&
+                       rec[j].first_id == y->first_id ? j : i;
+    }
+    return i;
+}
+
+/* The first sample time after receive time t. */
+static int64_t sample_after(const lob_l2 *r, int64_t t)
+{
+    int64_t e = r->depth_every, k = t / e - (t % e < 0); /* floor */
+    return (k + 1) * e;
+}
+
+static int depth_room(lob_l2_outputs *o, size_t rows)
+{
+    if (o->depth_cap - o->n_depth >= rows && (o->depth_book || !rows)) return 1;
+    o->need_depth = rows;
+    return 0;
+}
+
+/* One row per book changed since the last sample, in symbol order (room checked). */
+static void sample(ctx *x, int64_t when, int64_t record)
+{
+    lob_l2 *r = x->r;
+    lob_l2_outputs *o = x->out;
+    uint32_t *c = r->changed, L = r->depth_n;
+    for (size_t a = 1; a < r->nchanged; a++) /* (a few symbols: insertion sort) */
+        for (size_t b = a; b > 0 && c[b - 1] > c[b]; b--) {
+            uint32_t t = c[b - 1];
+            c[b - 1] = c[b];
+            c[b] = t;
+        }
+    for (size_t a = 0; a < r->nchanged; a++) {
+        uint16_t s = (uint16_t)c[a];
+        symstate *S = &r->sym[s];
+        S->changed = 0;
+        lob_l2_depth *d = &o->depth[o->n_depth];
+        int64_t *lv = o->depth_book + o->n_depth * 4 * (size_t)L;
+        o->n_depth++;
+        memset(d, 0, sizeof *d);
+        d->record = record;
+        d->recv_ns = when;
+        d->update_id = S->last_u;
+        d->symbol = s;
+        d->synced = S->state == ST_SYNCED;
+        lob_book *b = lob_session_book(r->session, s);
+        for (int side = 0; side < 2; side++) {
+            uint32_t k = b ? lob_book_depth(b, side ? LOB_SELL : LOB_BUY, L, r->dp, r->dq, NULL) : 0;
+            int64_t *px = lv + (size_t)side * 2 * L, *qx = px + L;
+            for (uint32_t m = 0; m < L; m++) {
+                int64_t p = m < k ? r->dp[m] : 0, q = m < k ? r->dq[m] : 0;
+                if (m < k && S->ladder) p = S->count ? r->lv[S->base + (size_t)(p < 0 ? 0 : p >= (int64_t)S->count
+                                                                                   ? S->count - 1 : p)].real : 0;
+                px[m] = p;
+                qx[m] = q;
+            }
+        }
+    }
+    r->nchanged = 0;
+}
+
+/* Before the unit at rec[i]: the sample its receive time reaches, if a book changed since
+ * the last; 0 if the depth rows need more room. */
+static int sample_before(ctx *x, size_t n, size_t i)
+{
+    lob_l2 *r = x->r;
+    size_t j = unit_end(r, x->rec, n, i);
+    int64_t t = r->t_max;
+    for (size_t p = i; p <= j; p++)
+        if (x->rec[p].recv_ns > t) t = x->rec[p].recv_ns;
+    if (r->next_sample == INT64_MIN) {
+        r->next_sample = sample_after(r, t);
+    } else if (t >= r->next_sample) {
+        if (r->nchanged) {
+            if (!depth_room(x->out, r->nchanged)) return 0;
+            sample(x, r->next_sample, x->first + (int64_t)i - 1);
+        }
+        r->next_sample = sample_after(r, t);
+    }
+    r->t_max = t;
+    return 1;
 }
 
 /* A whole group rec[i .. j] (BEGIN .. END): its structure rows, then the message. */
@@ -1038,16 +1162,18 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
                 lob_l2_outputs *out)
 {
     if (!r || !pos || !out || (n && !rec) || *pos > n) return LOB_EARG;
-    out->n_bbo = out->n_desync = out->n_trade = out->n_mismatch = 0;
-    out->need_bbo = out->need_desync = out->need_trade = out->need_mismatch = 0;
+    out->n_bbo = out->n_desync = out->n_trade = out->n_mismatch = out->n_depth = 0;
+    out->need_bbo = out->need_desync = out->need_trade = out->need_mismatch = out->need_depth = 0;
     ctx x = {r, rec, first_index, out};
     size_t i = *pos;
     uint32_t nsym = r->nsym;
     int rc = LOB_OK;
+    if (n) r->last_record = first_index + (int64_t)n - 1;
     while (i < n) {
         const lob_l2_record *y = &rec[i];
         uint16_t s = y->symbol;
         uint8_t k = y->kind;
+        if (r->depth_n && !sample_before(&x, n, i)) goto full;
         if (s >= nsym) {
             if (!room(out, 0, 1, 0, 0)) goto full;
             desync_row(&x, i++, LOB_L2D_UNKNOWN_SYMBOL);
@@ -1162,10 +1288,14 @@ done:
 int lob_l2_finish(lob_l2 *r, lob_l2_outputs *out)
 {
     if (!r || !out) return LOB_EARG;
-    out->n_bbo = out->n_desync = out->n_trade = out->n_mismatch = 0;
-    out->need_bbo = out->need_desync = out->need_trade = out->need_mismatch = 0;
+    out->n_bbo = out->n_desync = out->n_trade = out->n_mismatch = out->n_depth = 0;
+    out->need_bbo = out->need_desync = out->need_trade = out->need_mismatch = out->need_depth = 0;
     if (!room(out, 0, 0, 0, r->total_pts)) return LOB_EEXECFULL;
     ctx x = {r, NULL, 0, out};
+    if (r->depth_n && r->nchanged) { /* the last sample: after the last record */
+        if (!depth_room(out, r->nchanged)) return LOB_EEXECFULL;
+        sample(&x, r->next_sample, r->last_record);
+    }
     for (uint32_t s = 0; s < r->nsym; s++) drop_points(&x, (uint16_t)s, &r->c.unresolved_at_end);
     return LOB_OK;
 }

@@ -106,6 +106,9 @@ typedef struct lob_l2_config {
     uint32_t ticker_history;    /* bookTicker history kept per symbol (65536) */
     uint32_t compare_tickers;   /* 1: comparison points after each applied message */
     uint32_t sequence;          /* the update-id rule diff messages are checked by: LOB_L2_SEQ_* */
+    uint32_t depth_levels;      /* > 0 with depth_every_ns > 0: depth samples of this many levels ... */
+    uint32_t reserved;
+    int64_t depth_every_ns;     /* ... at each multiple of this much receive time (lob_l2_depth) */
     size_t n_levels;
     const uint16_t *symbol;     /* [n_levels] */
     const int64_t *real;        /* [n_levels] */
@@ -197,6 +200,23 @@ typedef struct lob_l2_mismatch {
     uint32_t reserved;
 } lob_l2_mismatch;
 
+/* A depth sample of one book (docs/l2.md "Depth samples"): at each multiple T of
+ * depth_every_ns, every book that applied a message since the sample before. The
+ * sample holds the records before the first unit of records whose receive time
+ * (the latest so far: a time that goes back counts as the one before it) reaches T,
+ * where a unit is a whole message (BEGIN .. END), a BEGIN with the levels after it
+ * when its END is missing, a TICKER_BID with its TICKER_ASK, or any other record.
+ * Its levels go to depth_book[row * 4 * L ..]: L bid prices, L bid quantities, L ask
+ * prices, L ask quantities (feed units, best first, 0 past a side's last level). */
+typedef struct lob_l2_depth {
+    int64_t record;            /* the last record the sample holds */
+    int64_t recv_ns;           /* the sample time T */
+    uint64_t update_id;        /* the book's last message's */
+    uint32_t symbol;
+    uint8_t synced;            /* 1: synced (0: waiting for a snapshot, or unsynced) */
+    uint8_t reserved[3];
+} lob_l2_depth;
+
 /* Where lob_l2_feed and lob_l2_finish write; the caller owns the arrays.
  * The n_* counters are set by each call (rows written by that call). */
 typedef struct lob_l2_outputs {
@@ -208,8 +228,11 @@ typedef struct lob_l2_outputs {
     size_t trade_cap, n_trade;
     lob_l2_mismatch *mismatches;
     size_t mismatch_cap, n_mismatch;
+    lob_l2_depth *depth;       /* with depth samples: depth_cap rows, and 4 * depth_levels values a row */
+    int64_t *depth_book;
+    size_t depth_cap, n_depth;
     /* out, with LOB_EEXECFULL: rows the next step needs in each array */
-    size_t need_bbo, need_desync, need_trade, need_mismatch;
+    size_t need_bbo, need_desync, need_trade, need_mismatch, need_depth;
 } lob_l2_outputs;
 
 /* Cumulative counts since lob_l2_new (summary.json of docs/l2.md). */
@@ -240,6 +263,8 @@ void lob_l2_free(lob_l2 *r);
  * next range). Records of symbols >= n_symbols are reported and otherwise
  * invisible. Comparison points are resolved before each control record
  * (whole snapshot, GAP, RESYNC) and at the end of the range.
+ * With depth samples, a sample is written before the unit of records that
+ * reaches its time, and lob_l2_finish writes the last one (after the last record).
  * Returns LOB_OK when the range is done; LOB_EEXECFULL when the next step
  * needs more room in an output array than is left (*pos says where it
  * stopped, need_* what it needs): take the rows and call again with the same

@@ -262,6 +262,9 @@ typedef struct lob_l2_config {
     uint32_t ticker_history;
     uint32_t compare_tickers;
     uint32_t sequence;
+    uint32_t depth_levels;
+    uint32_t reserved;
+    int64_t depth_every_ns;
     size_t n_levels;
     const uint16_t *symbol;
     const int64_t *real;
@@ -323,6 +326,15 @@ typedef struct lob_l2_mismatch {
     uint32_t reserved;
 } lob_l2_mismatch;
 
+typedef struct lob_l2_depth {
+    int64_t record;
+    int64_t recv_ns;
+    uint64_t update_id;
+    uint32_t symbol;
+    uint8_t synced;
+    uint8_t reserved[3];
+} lob_l2_depth;
+
 typedef struct lob_l2_outputs {
     lob_l2_bbo *bbo;
     size_t bbo_cap, n_bbo;
@@ -332,7 +344,10 @@ typedef struct lob_l2_outputs {
     size_t trade_cap, n_trade;
     lob_l2_mismatch *mismatches;
     size_t mismatch_cap, n_mismatch;
-    size_t need_bbo, need_desync, need_trade, need_mismatch;
+    lob_l2_depth *depth;
+    int64_t *depth_book;
+    size_t depth_cap, n_depth;
+    size_t need_bbo, need_desync, need_trade, need_mismatch, need_depth;
 } lob_l2_outputs;
 
 typedef struct lob_l2_counts {

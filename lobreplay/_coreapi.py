@@ -562,8 +562,10 @@ L2_BBO_DTYPE = struct_dtype("lob_l2_bbo")
 L2_DESYNC_DTYPE = _struct_dtype_arrays("lob_l2_desync")
 L2_TRADE_DTYPE = _struct_dtype_arrays("lob_l2_trade")
 L2_MISMATCH_DTYPE = _struct_dtype_arrays("lob_l2_mismatch")
+L2_DEPTH_DTYPE = _struct_dtype_arrays("lob_l2_depth")
 L2_ROWS = (("bbo", L2_BBO_DTYPE, "lob_l2_bbo[]"), ("desyncs", L2_DESYNC_DTYPE, "lob_l2_desync[]"),
-           ("trades", L2_TRADE_DTYPE, "lob_l2_trade[]"), ("mismatches", L2_MISMATCH_DTYPE, "lob_l2_mismatch[]"))
+           ("trades", L2_TRADE_DTYPE, "lob_l2_trade[]"), ("mismatches", L2_MISMATCH_DTYPE, "lob_l2_mismatch[]"),
+           ("depth", L2_DEPTH_DTYPE, "lob_l2_depth[]"))
 
 
 class L2Scan:
@@ -612,11 +614,13 @@ class L2Core:
     range of records; owns the output arrays (grown when a step needs more room)."""
 
     def __init__(self, session: CoreSession, *, n_symbols: int, symbol, real, core, order_id, has_book, ladder,
-                 band_low, tick, ticker_history: int, compare_tickers: bool, sequence: int = 0, rows: int = 4096,
-                 desync_rows: int = 4096):
-        """sequence: the update-id rule diff messages are checked by (lib.LOB_L2_SEQ_*); rows: the
-        first size of the row arrays; desync_rows that of the desync array (a message needs room
-        for 3 rows per live level of its book: give 3 x the largest book capacity)."""
+                 band_low, tick, ticker_history: int, compare_tickers: bool, sequence: int = 0,
+                 depth_levels: int = 0, depth_every_ns: int = 0, rows: int = 4096, desync_rows: int = 4096):
+        """sequence: the update-id rule diff messages are checked by (lib.LOB_L2_SEQ_*);
+        depth_levels, depth_every_ns: depth samples (lob_l2_depth; feed() returns their levels as
+        "depth_book", 4 x depth_levels a row); rows: the first size of the row arrays;
+        desync_rows that of the desync array (a message needs room for 3 rows per live level of
+        its book: give 3 x the largest book capacity)."""
         arrays = {"symbol": (symbol, np.uint16, "uint16_t[]"), "real": (real, np.int64, "int64_t[]"),
                   "core": (core, np.int64, "int64_t[]"), "id": (order_id, np.uint64, "uint64_t[]"),
                   "has_book": (has_book, np.uint8, "uint8_t[]"), "ladder": (ladder, np.uint8, "uint8_t[]"),
@@ -624,6 +628,8 @@ class L2Core:
         cfg = ffi.new("lob_l2_config *")
         cfg.n_symbols, cfg.ticker_history, cfg.compare_tickers = n_symbols, ticker_history, int(compare_tickers)
         cfg.sequence = sequence
+        cfg.depth_levels, cfg.depth_every_ns = depth_levels, depth_every_ns
+        self.depth_levels = depth_levels
         cfg.n_levels = len(symbol)
         keep = []
         for name, (a, dt, ct) in arrays.items():
@@ -649,21 +655,29 @@ class L2Core:
 
     _FIELDS = {"bbo": ("bbo_cap", "n_bbo", "need_bbo"), "desyncs": ("desync_cap", "n_desync", "need_desync"),
                "trades": ("trade_cap", "n_trade", "need_trade"),
-               "mismatches": ("mismatch_cap", "n_mismatch", "need_mismatch")}
+               "mismatches": ("mismatch_cap", "n_mismatch", "need_mismatch"),
+               "depth": ("depth_cap", "n_depth", "need_depth")}
 
     def _grow(self, name: str, n: int) -> None:
+        if name == "depth" and not self.depth_levels:
+            n = 0  # (no samples: no room needed)
         dt, ct = {nm: (d, c) for nm, d, c in L2_ROWS}[name]
         a = np.empty(n, dt)
         self._arrays[name] = a
         self._cdata[name] = b = _buf(ct, a, True)
         setattr(self._out, name, b)
         setattr(self._out, self._FIELDS[name][0], n)
+        if name == "depth":  # and each row's levels
+            book = np.empty((n, 4 * self.depth_levels), np.int64)
+            self._arrays["depth_book"] = book
+            self._cdata["depth_book"] = self._out.depth_book = _buf("int64_t[]", book, True) if book.size else ffi.NULL
 
     def _run(self, call) -> dict[str, np.ndarray]:
         """Call until done, draining the rows after each call. An array that a call filled is
         doubled (up to 2^20 rows), and one that a step needs more of gets what it needs."""
         out = self._out
         parts = {name: [] for name, _, _ in L2_ROWS}
+        books = []  # the depth rows' levels
         while True:
             rc = call()
             for name, (_, nf, _) in self._FIELDS.items():
@@ -671,6 +685,8 @@ class L2Core:
                 if k:
                     a = self._arrays[name]
                     parts[name].append(a[:k].copy())
+                    if name == "depth":
+                        books.append(self._arrays["depth_book"][:k].copy())
                     if k == len(a) and k < 1 << 20:
                         self._grow(name, 2 * k)
             if rc == lib.LOB_OK:
@@ -681,8 +697,10 @@ class L2Core:
                 need = getattr(out, needf)
                 if need > len(self._arrays[name]):
                     self._grow(name, max(need, 2 * len(self._arrays[name])))
-        return {name: (np.concatenate(p) if len(p) > 1 else p[0]) if p else np.empty(0, dt)
+        rows = {name: (np.concatenate(p) if len(p) > 1 else p[0]) if p else np.empty(0, dt)
                 for (name, dt, _), p in zip(L2_ROWS, parts.values())}
+        rows["depth_book"] = np.concatenate(books) if books else np.empty((0, 4 * self.depth_levels), np.int64)
+        return rows
 
     def feed(self, records: np.ndarray, first_index: int) -> dict[str, np.ndarray]:
         """Replay one range of records (a whole number of groups); rows by table."""

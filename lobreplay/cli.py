@@ -235,6 +235,22 @@ def _duration_ns(text: str) -> int:
 MAX_CHUNK_MB, MAX_DEPTH = 1024, 100
 
 
+def depth_options(args, reports: tuple[str, ...], *, change: bool = True) -> tuple[tuple[str, ...], int, int]:
+    """--depth N and --every of a replay command: (the reports, with depth added when N > 0; N;
+    the interval in ns, 0 for 'change', which only `change=True` commands take)."""
+    if not 0 <= args.depth <= MAX_DEPTH:  # (each sample holds 2 x N levels per book: 100 is ~1 KB a row)
+        raise InputError(f"--depth: expected a number of levels of 0 to {MAX_DEPTH}, got {args.depth}")
+    if args.depth and "depth" not in reports:
+        reports = reports + ("depth",)
+    if args.reports and "depth" in reports and not args.depth:
+        raise InputError("--reports depth: the depth table needs --depth N (the levels to sample)")
+    if args.every == "change":
+        if not change:
+            raise InputError("--every change: not for this replay; give an interval of receive time (100ms, 1s, 5m)")
+        return reports, args.depth, 0
+    return reports, args.depth, _duration_ns(args.every)
+
+
 def itch_replay_config(args):
     """The ReplayConfig of `itch replay` and `itch replay-many` (add_itch_replay_options)."""
     from .itch.replay import ALL_REPORTS, ReplayConfig
@@ -245,15 +261,10 @@ def itch_replay_config(args):
         raise InputError(f"--headroom: expected a fraction of the price range >= 0 (0.2: 20 %), got {args.headroom}")
     if not 1 <= args.chunk_mb <= MAX_CHUNK_MB:  # (the C framer takes less than 4 GiB at once)
         raise InputError(f"--chunk-mb: expected a chunk size of 1 to {MAX_CHUNK_MB} (MiB), got {args.chunk_mb}")
-    if not 0 <= args.depth <= MAX_DEPTH:  # (each event's row holds 2 x N levels: 100 is ~1 KB an event)
-        raise InputError(f"--depth: expected a number of levels of 0 to {MAX_DEPTH}, got {args.depth}")
-    if args.depth and "depth" not in reports:
-        reports = reports + ("depth",)
-    if args.reports and "depth" in reports and not args.depth:
-        raise InputError("--reports depth: the depth table needs --depth N (the levels to sample)")
+    reports, depth, every = depth_options(args, reports)
     return ReplayConfig(symbols=parse_symbols(args.symbols),
-                        depth_levels=args.depth,
-                        depth_every_ns=0 if args.every == "change" else _duration_ns(args.every),
+                        depth_levels=depth,
+                        depth_every_ns=every,
                         headroom=args.headroom, allow_truncated=args.allow_truncated, reports=reports,
                         status_tables=bool(reports), timing=not args.no_timing,
                         progress=not getattr(args, "no_progress", True) and sys.stderr.isatty(),

@@ -43,12 +43,15 @@ def cmd_check(args) -> int:
 
 def lobc_replay_config(args):
     """The L2ReplayConfig of `lobc replay` and `lobc replay-many` (replay_options)."""
+    from .cli import depth_options
     from .l2replay import ALL_REPORTS, L2ReplayConfig
     from .reports import parse_report_list, parse_symbols
 
     reports = parse_report_list(getattr(args, "no_reports", False), args.reports, ALL_REPORTS)
+    reports, depth, every = depth_options(args, reports, change=False)
     return L2ReplayConfig(symbols=parse_symbols(args.symbols), reports=reports, timing=not args.no_timing,
-                          price_mode=args.price_mode, allow_corrupt=args.allow_corrupt,
+                          price_mode=args.price_mode, allow_corrupt=args.allow_corrupt, depth_levels=depth,
+                          depth_every_ns=every,
                           progress=not getattr(args, "no_progress", True) and sys.stderr.isatty())
 
 
@@ -109,7 +112,10 @@ def replay_options(rp) -> None:
     """The options `lobc replay` and `lobc replay-many` share (lobc_replay_config reads them)."""
     rp.add_argument("--symbols", help="comma-separated symbols to replay (default: all)")
     rp.add_argument("--reports", help="comma-separated: " + ",".join(
-        ("bbo", "desyncs", "trades", "latency", "ticker_mismatches")) + " (default: all)")
+        ("bbo", "desyncs", "trades", "latency", "ticker_mismatches", "depth")) + " (default: all; depth with --depth N)")
+    rp.add_argument("--depth", type=int, default=0, metavar="N",
+                    help="also sample the N best levels (at most 100) of every book that changed (depth.parquet)")
+    rp.add_argument("--every", default="1s", help="depth sample interval of receive time (100ms, 1s, 5m)")
     rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
     rp.add_argument("--price-mode", choices=("auto", "grid", "ladder"), default="auto",
                     help="core prices: the feed's on a tick grid, or ranks of the prices seen (default auto)")

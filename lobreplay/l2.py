@@ -204,13 +204,20 @@ class L2Replay:
     levels(symbol) and best(symbol) give the book in feed units."""
 
     def __init__(self, sizing: dict[int, BookSizing], symbols: list[str], *, timing: bool = False,
-                 ticker_history: int = 1 << 16, compare_tickers: bool = True, market: str | None = None):
+                 ticker_history: int = 1 << 16, compare_tickers: bool = True, market: str | None = None,
+                 depth_levels: int = 0, depth_every_ns: int = 0):
         """market: "spot" or "usdm" checks that each diff message follows the last one by that
         market's update-id rule (a .lobc file's `market`; docs/l2.md "Update ids"); None: not
-        checked."""
+        checked. depth_levels > 0 with depth_every_ns > 0: a "depth" row of the N best levels
+        of each book that changed, at each multiple of depth_every_ns of receive time
+        (docs/l2.md "Depth samples")."""
         if market not in SEQUENCE_RULES:
             raise ValueError(f"market {market!r}: expected one of {', '.join(map(repr, SEQUENCE_RULES))}")
+        if (depth_levels > 0) != (depth_every_ns > 0) or depth_levels < 0 or depth_every_ns < 0:
+            raise ValueError(f"depth samples need levels > 0 and an interval > 0 (got {depth_levels} levels "
+                             f"every {depth_every_ns} ns)")
         self.market = market
+        self.depth_levels, self.depth_every_ns = int(depth_levels), int(depth_every_ns)
         self.sizing = sizing
         self.symbols = list(symbols)
         if any(not 0 <= s < len(symbols) for s in sizing):
@@ -245,6 +252,7 @@ class L2Replay:
                               core=self.g_core, order_id=self.g_id, has_book=has_book, ladder=ladder,
                               band_low=band_low, tick=tick, ticker_history=ticker_history,
                               compare_tickers=compare_tickers, sequence=SEQUENCE_RULES[market],
+                              depth_levels=self.depth_levels, depth_every_ns=self.depth_every_ns,
                               desync_rows=3 * max([z.capacity for z in sizing.values()], default=0) + 4096)
         self.counters = Counters()
         self.session.set_timing(timing)
@@ -356,11 +364,7 @@ class L2Replay:
             parts.append(self._rows(self._timed(lambda: self._c.feed(r, self.next_index - len(r)))))
         parts.append(self._rows(self._timed(self._c.finish)))
         self._sync()
-        out = {}
-        for p in parts:
-            for k, v in p.items():
-                out[k] = _cat([out[k], v]) if k in out else v
-        return out
+        return _merge_rows(parts)
 
     def _process(self, rec: np.ndarray, first: int) -> dict[str, dict]:
         rec = np.ascontiguousarray(rec)
@@ -405,6 +409,15 @@ class L2Replay:
             out["trades"] = {"record": t["record"], "recv_ns": t["recv_ns"], "exch_ns": t["exch_ns"],
                              "symbol": t["symbol"].astype(np.uint16), "trade_id": t["trade_id"], "price": t["price"],
                              "qty": t["qty"], "side": t["side"]}
+        dp = raw["depth"]
+        if len(dp):
+            n, book = self.depth_levels, raw["depth_book"]
+            out["depth"] = {"record": dp["record"], "recv_ns": dp["recv_ns"], "symbol": dp["symbol"].astype(np.uint16),
+                            "update_id": dp["update_id"], "synced": dp["synced"].astype(bool)}
+            for i in range(n):
+                for side, key in ((0, "bid"), (1, "ask")):
+                    out["depth"][f"{key}_price_{i + 1}"] = book[:, (2 * side) * n + i]
+                    out["depth"][f"{key}_qty_{i + 1}"] = book[:, (2 * side + 1) * n + i]
         m = raw["mismatches"]
         if len(m):
             out["ticker_mismatches"] = {
@@ -414,14 +427,7 @@ class L2Replay:
                 "book_ask_price": m["book"][:, 2], "book_ask_qty": m["book"][:, 3],
                 "ticker_bid_price": m["ticker"][:, 0], "ticker_bid_qty": m["ticker"][:, 1],
                 "ticker_ask_price": m["ticker"][:, 2], "ticker_ask_qty": m["ticker"][:, 3]}
-        for k, v in out.items():
-            r = v["record"]
-            if len(r) > 1 and (r[1:] < r[:-1]).any():
-                o = np.argsort(r, kind="stable")
-                out[k] = {c: a[o] for c, a in v.items()}
-            else:
-                out[k] = {c: np.ascontiguousarray(a) for c, a in v.items()}
-        return out
+        return _by_record(out)
 
     def _sync(self) -> None:
         """The counters from the C replay's."""
@@ -444,6 +450,27 @@ class L2Replay:
         st["not_comparable"] = {n: v for n, v in (("no_ticker", c["no_ticker"]),
                                                   ("unresolved_at_gap", c["unresolved_at_gap"]),
                                                   ("unresolved_at_end", c["unresolved_at_end"])) if v}
+
+
+def _by_record(out: dict[str, dict]) -> dict[str, dict]:
+    """Each table's rows sorted by record (stable), contiguous."""
+    for k, v in out.items():
+        r = v["record"]
+        if len(r) > 1 and (r[1:] < r[:-1]).any():
+            o = np.argsort(r, kind="stable")
+            out[k] = {c: a[o] for c, a in v.items()}
+        else:
+            out[k] = {c: np.ascontiguousarray(a) for c, a in v.items()}
+    return out
+
+
+def _merge_rows(parts: list[dict[str, dict]]) -> dict[str, dict]:
+    """The rows of several steps as one output, each table's in the order of the steps."""
+    tables: dict[str, list] = {}
+    for p in parts:
+        for k, v in p.items():
+            tables.setdefault(k, []).append(v)
+    return {k: _cat(v) if len(v) > 1 else v[0] for k, v in tables.items()}
 
 
 def _open_tail(rec: np.ndarray, nsym: int, held: int = 0) -> int:

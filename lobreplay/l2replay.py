@@ -30,7 +30,7 @@ from .events import Kind
 from .latency import histogram_table, report_rows
 from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256
 
-ALL_REPORTS = ("bbo", "desyncs", "trades", "latency", "ticker_mismatches")
+ALL_REPORTS = ("bbo", "desyncs", "trades", "latency", "ticker_mismatches", "depth")  # depth: with depth_levels
 _TS = pa.timestamp("ns", tz="UTC")
 SYMBOL = pa.dictionary(pa.int32(), pa.string())
 
@@ -72,12 +72,19 @@ class L2ReplayConfig:
     chunk_records: int = 1 << 18
     progress: bool = False                # a progress bar per pass on stderr (records)
     allow_corrupt: bool = False           # replay up to a corrupt block inside the file (else an error)
+    depth_levels: int = 0                 # > 0: depth.parquet, the N best levels of each book that changed ...
+    depth_every_ns: int = 1_000_000_000   # ... at each multiple of this much receive time
 
     def __post_init__(self):
         from .reports import config_names
         self.symbols = config_names(self.symbols, "symbols")
         self.symbols = list(self.symbols) if self.symbols is not None else None
         self.reports = ALL_REPORTS if self.reports is None else config_names(self.reports, "reports", ALL_REPORTS)
+        if not 0 <= self.depth_levels <= 100 or (self.depth_levels and self.depth_every_ns <= 0):
+            raise ValueError(f"depth samples: 0 to 100 levels every > 0 ns, got {self.depth_levels} every "
+                             f"{self.depth_every_ns} ns")
+        if not self.depth_levels:
+            self.reports = tuple(r for r in self.reports if r != "depth")
 
 
 def _symbols_of(names: list[str], sym: np.ndarray) -> pa.DictionaryArray:
@@ -134,8 +141,9 @@ class LobcReplay:
                 # the tables take the SHA-256 (a Future) when they open their files
                 run.reports = ReportSet(self.out_dir, [], {**meta, "source_sha256": sha})
                 for name in self.cfg.reports:
+                    schema = depth_schema(self.cfg.depth_levels) if name == "depth" else L2_SCHEMAS[name]
                     run.reports.writers[name] = TableWriter(os.path.join(self.out_dir, f"{name}.parquet"),
-                                                            L2_SCHEMAS[name], run.reports.metadata)
+                                                            schema, run.reports.metadata)
                 res = self._replay(src, run.reports, keep)
             except BaseException:
                 with contextlib.suppress(Exception):
@@ -204,7 +212,9 @@ class LobcReplay:
         has_tickers = bool(kinds[lobc.TICKER_BID])
         market = src.meta.get("market") if src.meta.get("venue", "binance") == "binance" else None
         market = market if market in SEQUENCE_RULES else None  # (update ids of another kind: not checked)
-        rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers, market=market)
+        depth = cfg.depth_levels if "depth" in reports else 0
+        rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers, market=market,
+                      depth_levels=depth, depth_every_ns=cfg.depth_every_ns if depth else 0)
         t1 = time.perf_counter()
         self._done = (2, 0)
         self._map = None if keep is None else _RecordMap()
@@ -277,6 +287,9 @@ class LobcReplay:
             r = rows["trades"]
             reports.write("trades", {**common(r), "exch_ns": r["exch_ns"], "trade_id": r["trade_id"],
                                      "price": r["price"], "qty": r["qty"], "side": _side_str(r["side"])})
+        if "depth" in rows and "depth" in reports:
+            r = rows["depth"]
+            reports.write("depth", {**common(r), **{k: r[k] for k in r if k not in ("recv_ns", "record", "symbol")}})
         if "ticker_mismatches" in rows and "ticker_mismatches" in reports:
             r = rows["ticker_mismatches"]
             reports.write("ticker_mismatches", {**common(r), **{k: r[k] for k in r if k not in (
@@ -292,6 +305,15 @@ class LobcReplay:
             hists = {k.name: rp.session.histogram(k) for k in Kind}
             hists["ALL"] = sum(hists.values())
             reports.write_table("latency_histograms", histogram_table(hists))
+
+
+def depth_schema(n: int) -> pa.Schema:
+    """depth.parquet of a .lobc replay: the sample time, the last record it holds, the book's
+    last update id and sync state, then the N best levels of each side (docs/l2.md)."""
+    return pa.schema([("recv_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
+                      ("update_id", pa.uint64()), ("synced", pa.bool_())]
+                     + [(f"{side}_{f}_{i}", pa.int64()) for i in range(1, n + 1) for side in ("bid", "ask")
+                        for f in ("price", "qty")])
 
 
 class _RecordMap:

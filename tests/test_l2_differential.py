@@ -354,16 +354,17 @@ def test_any_records_in_any_chunks_give_the_same_replay(pieces, sizes, mode, mar
     """docs/l2.md: the result is the same whatever the chunk size. Any records (cut messages,
     orphans, unknown-symbol records inside messages and between a TICKER_BID and its
     TICKER_ASK, gaps, resyncs, update ids that follow or break the market's rule), fed whole
-    and in batches of the drawn sizes: the same rows, counters and books, and the same as the
-    reference implementation's batch by batch; and no core reject: pass 1's capacity bounds
-    the book whatever the records."""
+    and in batches of the drawn sizes: the same rows (depth samples too), counters and books,
+    and the same as the reference implementation's batch by batch; and no core reject: pass
+    1's capacity bounds the book whatever the records."""
     recs = _stream(pieces)
     syms = ["AAA", "BBB"][:NSYM]
-    whole = L2Replay(scan(recs, syms, mode=mode), syms, market=market)
+    depth = {"depth_levels": 2, "depth_every_ns": 3}  # (receive times 1 ns apart: samples every few records)
+    whole = L2Replay(scan(recs, syms, mode=mode), syms, market=market, **depth)
     want = _sorted_rows([whole.feed(recs), whole.finish()])
     sizes = (sizes * (len(recs) // len(sizes) + 1))[:len(recs)]
     new, _ = replay_in_batches(recs, syms, sizes, mode, market=market)  # (the reference, batch by batch)
-    parts = L2Replay(scan(recs, syms, mode=mode), syms, market=market)
+    parts = L2Replay(scan(recs, syms, mode=mode), syms, market=market, **depth)
     cuts = np.cumsum(sizes)[:-1]
     got = _sorted_rows([parts.feed(c) for c in np.split(recs, cuts)] + [parts.finish()])
     assert_rows_equal(got, want, f"batches {sizes}")

@@ -655,13 +655,13 @@ def write_lobc(path, records, symbols=("AAA", "BBB", "CCC"), flush_records=500):
 
 
 def test_replay_writes_valid_parquet_with_provenance(tmp_path):
-    from lobreplay.l2replay import ALL_REPORTS, replay_lobc
+    from lobreplay.l2replay import ALL_REPORTS, L2ReplayConfig, replay_lobc
 
     recs, truth = synth_stream(61, n_messages=800, n_symbols=3, ticker_error=0.01)
     src = tmp_path / "feed.lobc"
     write_lobc(src, recs)
     out = tmp_path / "out"
-    s = replay_lobc(src, str(out))
+    s = replay_lobc(src, str(out), L2ReplayConfig(depth_levels=3, depth_every_ns=50_000))  # (every table)
     assert s["status"] == "ok"
     on_disk = json.loads((out / "summary.json").read_text())
     assert on_disk["status"] == "ok" and on_disk["records"] == len(recs)
@@ -1075,3 +1075,135 @@ def test_chosen_symbols_keep_the_file_record_index(tmp_path, chunk):
         b["symbol"] = b["symbol"].astype(str)
         a["symbol"] = a["symbol"].astype(str)
         assert a.equals(b), name
+
+
+# ---------------------------------------------------------------- depth samples
+
+def _depth_oracle(recs: np.ndarray, syms: list[str], every: int, n: int) -> dict[str, np.ndarray]:
+    """The depth rows of docs/l2.md "Depth samples", from their definition, with the Python
+    reference replay (tests/l2_reference.py) fed each sample's records whole, afresh: sample
+    times are the multiples of `every` that follow a record's receive time (times that go
+    back count as the latest before them); the sample at T holds every record before the
+    first that arrives at T or later, less a message (or a TICKER_BID) that it cuts; a row
+    for each symbol whose count of applied messages changed since the sample before."""
+    import l2_reference as ref
+
+    t = np.maximum.accumulate(recs["recv_ns"])
+    kinds = recs["kind"]
+    rows, before = [], None
+    times = np.unique((t // every + 1) * every)
+    for T in times.tolist():
+        at = int(np.searchsorted(t, T, side="left"))
+        cut = at
+        marks = np.flatnonzero(np.isin(kinds[:at], [lobc.SNAPSHOT_BEGIN, lobc.SNAPSHOT_END, lobc.DIFF_BEGIN,
+                                                       lobc.DIFF_END]))
+        if len(marks) and kinds[marks[-1]] in (lobc.SNAPSHOT_BEGIN, lobc.DIFF_BEGIN) and \
+                (kinds[marks[-1] + 1:at] == kinds[marks[-1]] + 1).all():
+            cut = int(marks[-1])  # a message still open at the cut: after the sample
+        elif at and kinds[at - 1] == lobc.TICKER_BID:
+            cut = at - 1
+        rp = ref.L2Replay(ref.scan(recs, syms), syms)
+        rp.feed(recs[:cut])
+        if at == len(recs):
+            rp.finish()
+        msgs = np.array([rp.per_symbol[s]["messages"] for s in range(len(syms))])
+        changed = msgs != (before if before is not None else 0)
+        before = msgs
+        for s in np.flatnonzero(changed).tolist():
+            bids, asks = rp.levels(s)
+            row = {"record": (cut if at < len(recs) else len(recs)) - 1, "recv_ns": T, "symbol": s,
+                   "update_id": int(rp.last_u[s]), "synced": bool(rp.state[s] == 1)}
+            for i in range(n):
+                for key, side in (("bid", bids), ("ask", asks)):
+                    row[f"{key}_price_{i + 1}"], row[f"{key}_qty_{i + 1}"] = side[i] if i < len(side) else (0, 0)
+            rows.append(row)
+    return {k: np.array([r[k] for r in rows]) for k in rows[0]} if rows else {}
+
+
+@pytest.mark.parametrize("seed", [3, 8])
+def test_depth_samples_are_the_book_at_each_sample_time_whatever_the_chunks(seed):
+    """Depth samples every `every` ns of receive time (a message counts once all of it has
+    arrived): the same rows as the definition computed from scratch with the reference replay
+    at each sample time, whole, in random batches and through feed_from."""
+    rng = np.random.default_rng(seed)
+    recs, _ = synth_stream(seed, n_messages=500, n_symbols=3, gap_rate=0.03, cross_rate=0.05)
+    recs["recv_ns"][rng.random(len(recs)) < 0.02] -= 5_000  # a clock that steps back at times
+    syms = ["AAA", "BBB", "CCC"]
+    every, n = 40_000, 3
+    want = _depth_oracle(recs, syms, every, n)
+    assert 10 < len(want["record"]) and want["synced"].any() and not want["synced"].all()
+
+    def run(feeds):
+        rp = L2Replay(scan(recs, syms), syms, depth_levels=n, depth_every_ns=every)
+        outs = [rp.feed(x) for x in feeds] + [rp.finish()]
+        got = [o["depth"] for o in outs if "depth" in o]
+        return {k: np.concatenate([g[k] for g in got]) for k in got[0]}
+
+    cuts = np.cumsum(rng.integers(1, 90, size=len(recs)))
+    cuts = cuts[cuts < len(recs)]
+    for got in (run([recs]), run(np.split(recs, cuts))):
+        assert sorted(got) == sorted(want)
+        for k in want:
+            assert got[k].tolist() == want[k].tolist(), k
+    rp = L2Replay(scan(recs, syms), syms, depth_levels=n, depth_every_ns=every)
+    pos = 0
+
+    def read(out):
+        nonlocal pos
+        k = min(len(out), len(recs) - pos)
+        out[:k] = recs[pos:pos + k]
+        pos += k
+        return k
+
+    outs = list(rp.feed_from(read, 64)) + [rp.finish()]
+    got = [o["depth"] for o in outs if "depth" in o]
+    assert np.concatenate([g["record"] for g in got]).tolist() == want["record"].tolist()
+    assert np.concatenate([g["bid_price_1"] for g in got]).tolist() == want["bid_price_1"].tolist()
+
+
+@pytest.mark.parametrize("market", ["spot", "usdm"])
+def test_depth_samples_of_a_real_recording_agree_with_its_bbo_rows(converted, tmp_path, market):
+    """`lobc replay --depth 5 --every 1s` on the real recordings: depth.parquet's best levels
+    at each sample are the bbo row of the last top-of-book change at or before the sample's
+    last record; levels strictly ordered on each side; every sample after the first snapshot
+    synced; the symbol's `--symbols` replay gives the same rows (record: the file's index)."""
+    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+
+    src = converted / f"{market}.lobc"
+    cfg = L2ReplayConfig(depth_levels=5, depth_every_ns=1_000_000_000, reports=("bbo", "depth"))
+    s = replay_lobc(src, str(tmp_path / "a"), cfg)
+    d = pq.read_table(tmp_path / "a" / "depth.parquet").to_pandas()
+    b = pq.read_table(tmp_path / "a" / "bbo.parquet").to_pandas()
+    assert s["report_rows"]["depth"] == len(d) > 100 and d["synced"].all()
+    assert (d["recv_ns"] % 1_000_000_000 == 0).all() and d["recv_ns"].is_monotonic_increasing
+    j = np.searchsorted(b["record"].to_numpy(), d["record"].to_numpy(), side="right") - 1
+    assert (j >= 0).all()
+    for k in ("bid_price", "bid_qty", "ask_price", "ask_qty"):
+        assert (d[f"{k}_1"].to_numpy() == b[k].to_numpy()[j]).all(), k
+    bids = d[[f"bid_price_{i}" for i in range(1, 6)]].to_numpy()
+    asks = d[[f"ask_price_{i}" for i in range(1, 6)]].to_numpy()
+    assert (np.diff(bids, axis=1) < 0).all() and (np.diff(asks, axis=1) > 0).all() and (bids[:, 0] < asks[:, 0]).all()
+    one = replay_lobc(src, str(tmp_path / "b"), L2ReplayConfig(depth_levels=5, depth_every_ns=1_000_000_000,
+                                                               reports=("depth",), symbols=["BTCUSDT"]))
+    assert one["report_rows"]["depth"] == len(d)
+    assert pq.read_table(tmp_path / "b" / "depth.parquet").to_pandas().equals(d)
+
+
+def test_depth_options_of_the_command_line(tmp_path, capsys):
+    from lobreplay.cli import main
+
+    recs, _ = synth_stream(5, n_messages=100, n_symbols=1)
+    src = tmp_path / "feed.lobc"
+    write_lobc(src, recs)
+    for argv, msg in ((["--depth", "101"], "--depth: expected a number of levels of 0 to 100"),
+                      (["--depth", "3", "--every", "change"], "--every change: not for this replay"),
+                      (["--reports", "depth"], "the depth table needs --depth N"),
+                      (["--depth", "3", "--every", "soon"], "--every: expected a duration")):
+        assert main(["replay", str(src), "-o", str(tmp_path / "o"), *argv]) == 1
+        assert msg in capsys.readouterr().err
+        assert not (tmp_path / "o").exists()  # (refused before the output directory is made)
+    assert main(["replay", str(src), "-o", str(tmp_path / "o"), "--depth", "2", "--every", "10us",
+                 "--reports", "depth"]) == 0
+    t = pq.read_table(tmp_path / "o" / "depth.parquet")
+    assert t.num_rows > 0 and t.column_names[-4:] == ["bid_price_2", "bid_qty_2", "ask_price_2", "ask_qty_2"]
+    assert sorted(os.listdir(tmp_path / "o")) == ["depth.parquet", "summary.json"]
