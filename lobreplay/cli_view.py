@@ -30,7 +30,7 @@ def cmd_view(args) -> int:
 def add_commands(subparsers) -> None:
     """Add `view` to an argparse subparsers object."""
     v = subparsers.add_parser("view", help="one static HTML page animating a symbol's book, tape and latency")
-    v.add_argument("report_dir", metavar="REPORT_DIR", help="the output directory of `lobreplay itch replay`")
+    v.add_argument("report_dir", metavar="REPORT_DIR", help="the output directory of `lobreplay itch replay` or `lobreplay replay FILE.lobc`")
     v.add_argument("-o", "--output", required=True, help="the HTML file to write, e.g. book.html")
     v.add_argument("--symbol", help="the symbol to show (default: the most active, by messages)")
     v.add_argument("--max-frames", type=int, default=2000, metavar="N",

@@ -1,10 +1,13 @@
 """A static HTML book viewer for a replay's reports (`lobreplay view REPORT_DIR -o book.html`).
 
 build_view() reads the Parquet reports of one symbol (depth.parquet, or bbo.parquet as a
-1-level ladder when there is no depth.parquet; executions.parquet; latency.parquet;
-symbols.parquet) and writes one self-contained page: inline vanilla JavaScript and SVG, no
-network, no server. The page animates the depth ladder frame by frame with the trade tape
-(the feed's executions up to the frame's time) and shows the core's latency percentiles.
+1-level ladder when there is no depth.parquet; executions.parquet, or a .lobc replay's
+trades.parquet; latency.parquet; symbols.parquet) and writes one self-contained page: inline
+vanilla JavaScript and SVG, no network, no server. The page animates the depth ladder frame
+by frame with the trade tape (the trades up to the frame's time) and shows the core's
+latency percentiles. An ITCH replay's times are ns since midnight (US Eastern); a .lobc
+replay's are receive times since the epoch, shown as the UTC time of day, and its
+quantities are scaled (qty_scale).
 
 It stays light on a full day: at most `max_frames` frames (taken evenly from the symbol's
 samples), at most `tape_per_frame` tape rows per frame (only the executions some frame shows
@@ -40,12 +43,12 @@ def _read(path: str, columns=None, symbol: str | None = None):
     return pq.read_table(path, columns=columns, filters=filters)
 
 
-def _symbol_rows(path: str, sym: str, columns: list[str], max_frames: int):
+def _symbol_rows(path: str, sym: str, columns: list[str], max_frames: int, time_col: str = "time_ns"):
     """The rows of one symbol, in time order, downsampled evenly to max_frames: (table, rows
     available). Reads the symbol and time columns first, then only the row groups that hold a
     picked row (a report written sample by sample has many small row groups)."""
     f = pq.ParquetFile(path)
-    key = f.read(columns=["time_ns", "symbol"])
+    key = f.read(columns=[time_col, "symbol"])
     mask_parts = []
     for chunk in key.column("symbol").chunks:
         if isinstance(chunk, pa.DictionaryArray):
@@ -59,7 +62,7 @@ def _symbol_rows(path: str, sym: str, columns: list[str], max_frames: int):
     n_avail = len(rows)
     if not n_avail:
         return None, 0
-    times = key.column("time_ns").to_numpy()[rows]
+    times = key.column(time_col).to_numpy()[rows]
     rows = rows[np.argsort(times, kind="stable")]
     picked = rows[_even(n_avail, max_frames)]
     nr = np.array([f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)], np.int64)
@@ -124,6 +127,16 @@ def fmt_price(p: int, scale: int, decimals: int) -> str:
     return f"{sign}{whole}" + (f".{digits}" if decimals else "")
 
 
+def fmt_qty(q: int, qty_scale: int) -> str:
+    """A quantity as the page shows it: with thousands separators, and for a scaled quantity
+    (a .lobc replay's, qty_scale units per 1) its decimals without trailing zeros."""
+    whole, frac = divmod(int(q), qty_scale)
+    text = f"{whole:,}"
+    if qty_scale > 1 and frac:
+        text += "." + str(frac).rjust(round(math.log10(qty_scale)), "0").rstrip("0")
+    return text
+
+
 def fmt_time(ns: int) -> str:
     """ns since midnight as HH:MM:SS.mmm, as the page shows it."""
     s, rem = divmod(int(ns), 1_000_000_000)
@@ -140,8 +153,10 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
     if max_frames < 1:
         raise InputError(f"max_frames must be at least 1 (got {max_frames})")
     if not os.path.isdir(report_dir):
-        raise InputError(f"{report_dir}: not a directory (expected the reports of `lobreplay itch replay`)")
-    have = {n: os.path.join(report_dir, f"{n}.parquet") for n in ("depth", "bbo", "executions", "latency", "symbols")}
+        raise InputError(f"{report_dir}: not a directory (expected the reports of `lobreplay itch replay` or "
+                         "`lobreplay replay FILE.lobc`)")
+    have = {n: os.path.join(report_dir, f"{n}.parquet")
+            for n in ("depth", "bbo", "executions", "trades", "latency", "symbols")}
     have = {n: p for n, p in have.items() if os.path.exists(p)}
     for p in have.values():  # a file cut short or not Parquet at all: say which, before reading any
         try:
@@ -163,29 +178,44 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
                 notes.append(f"This replay did not finish (status {run.get('status')}: {run.get('error')}"
                              f"{'; stopped at ' + where if where else ''}): the page shows what it wrote.")
     source = "depth" if "depth" in have else "bbo"
-    if "time_ns" not in pq.read_schema(have[source]).names:
-        raise InputError(f"{report_dir}: {source}.parquet has no time_ns column: not the reports of "
-                         "`lobreplay itch replay` (the viewer does not show a .lobc replay's yet)")
+    names = pq.read_schema(have[source]).names
+    # an ITCH replay's tables carry time_ns (ns since midnight, US Eastern), a .lobc replay's
+    # recv_ns (ns since the Unix epoch): the page shows the UTC time of day, the date beside it
+    l2 = "time_ns" not in names
+    if l2 and "recv_ns" not in names:
+        raise InputError(f"{report_dir}: {source}.parquet has neither time_ns nor recv_ns: not the reports of "
+                         "`lobreplay itch replay` or `lobreplay replay FILE.lobc`")
+    time_col = "recv_ns" if l2 else "time_ns"
     if source == "bbo":
         notes.append("No depth.parquet in the report directory: the ladder is the best bid and offer only "
                      "(bbo.parquet, one level). Replay with --depth N --every 1s for N levels.")
     meta = _meta(have[source])
     scale = int(meta.get("price_scale") or 10000)
+    qscale = int(meta.get("qty_scale") or 1) if l2 else 1
     sym = symbol if symbol is not None else _most_active(report_dir, have)
 
-    # Frames: the symbol's rows of the frame source, downsampled evenly.
+    # Frames: the symbol's rows of the frame source, downsampled evenly. (A .lobc replay's book
+    # holds one synthetic order per level: no order counts to show.)
+    fields = ("price", "qty") if l2 else ("price", "qty", "count")
     if source == "depth":
-        names = pq.read_schema(have["depth"]).names
         levels = sum(1 for n in names if re.fullmatch(r"bid_price_\d+", n))
-        cols = [f"{s}_{f}_{i}" for i in range(1, levels + 1) for s in ("bid", "ask") for f in ("price", "qty", "count")]
+        cols = [f"{s}_{f}_{i}" for i in range(1, levels + 1) for s in ("bid", "ask") for f in fields]
     else:
         levels = 1
-        cols = [f"{s}_{f}" for s in ("bid", "ask") for f in ("price", "qty", "count")]
-    t, n_avail = _symbol_rows(have[source], sym, ["time_ns"] + cols, max_frames)
+        cols = [f"{s}_{f}" for s in ("bid", "ask") for f in fields]
+    t, n_avail = _symbol_rows(have[source], sym, [time_col] + cols, max_frames, time_col)
     if not n_avail:
         raise InputError(f"{sym}: no rows in {os.path.basename(have[source])} (is the symbol in this replay?)")
-    times = t.column("time_ns").to_numpy().astype(np.int64)
+    times = t.column(time_col).to_numpy().astype(np.int64)
+    day0 = 0
+    if l2:  # the UTC time of day, from midnight of the first frame's day
+        day0 = int(times[0]) // 86_400_000_000_000 * 86_400_000_000_000
+        meta.setdefault("session_date", str(np.datetime64(day0, "ns").astype("datetime64[D]")))
+        times = times - day0
     arr = {c: t.column(c).to_numpy().astype(np.int64) for c in cols}
+    if l2:
+        for c in [c for c in cols if "_price" in c]:
+            arr[c.replace("_price", "_count")] = (arr[c] != 0).astype(np.int64)
     if source == "depth":
         def side(s, f):
             return np.stack([arr[f"{s}_{f}_{i}"] for i in range(1, levels + 1)], axis=1)
@@ -203,7 +233,26 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
     tape_end: list[int] = []
     feed_total = 0
     prices_for_dec = [lad["bp"].ravel(), lad["ap"].ravel()]
-    if "executions" in have:
+    if l2 and "trades" in have:
+        tr = _read(have["trades"], ["recv_ns", "record", "qty", "price", "side"], sym).to_pandas()
+        tr = tr.sort_values(["recv_ns", "record"], kind="stable")
+        feed_total = len(tr)
+        ft = tr["recv_ns"].to_numpy().astype(np.int64) - day0
+        end = np.searchsorted(ft, times, side="left" if source == "depth" else "right")
+        keep = np.zeros(len(tr), bool)
+        for a, b in zip(np.maximum(end - tape_per_frame, 0), end):
+            keep[a:b] = True
+        new_pos = np.cumsum(keep) - 1
+        tape_end = [int(new_pos[e - 1] + 1) if e > 0 else 0 for e in end]
+        kt = tr[keep]
+        tape = {"t": (kt["recv_ns"].to_numpy().astype(np.int64) - day0).tolist(),
+                "ty": [{"B": "buy", "S": "sell"}.get(x, x) for x in kt["side"].astype(str).tolist()],
+                "q": kt["qty"].astype(np.int64).tolist(), "p": kt["price"].astype(np.int64).tolist(),
+                "m": kt["record"].astype(np.int64).tolist()}
+        prices_for_dec.append(kt["price"].to_numpy().astype(np.int64))
+    elif l2:
+        notes.append("No trades.parquet: no trade tape.")
+    elif "executions" in have:
         ex = _read(have["executions"], ["time_ns", "message", "source", "msg_type", "qty", "price"], sym).to_pandas()
         core = ex[ex["source"] == "core"]
         feed = ex[ex["source"] == "feed"].sort_values(["time_ns", "message"], kind="stable")
@@ -245,6 +294,7 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
 
     sampled = {
         "symbol": sym, "source": source, "levels": levels, "price_scale": scale, "decimals": decimals,
+        "qty_scale": qscale, "feed": "lobc" if l2 else "itch",
         "frames": len(times), "frames_available": int(n_avail), "frames_dropped": int(n_avail - len(times)),
         "tape_rows": len(tape["t"]), "tape_rows_available": int(feed_total),
         "tape_rows_dropped": int(feed_total - len(tape["t"])), "tape_per_frame": tape_per_frame,
@@ -256,7 +306,9 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
                      f"({sampled['frames_dropped']:,} dropped).")
     data = {
         "symbol": sym, "date": meta.get("session_date") or "", "source_file": meta.get("source_file") or "",
-        "version": meta.get("lobreplay_version") or "", "scale": scale, "dec": decimals,
+        "version": meta.get("lobreplay_version") or "", "scale": scale, "dec": decimals, "qscale": qscale,
+        "tz": "UTC" if l2 else "ET", "counts": not l2,
+        "tapeWhat": "trades (the aggressor's side)" if l2 else "feed executions",
         "source": source, "levels": levels, "frames": frames, "tape": tape, "tapeEnd": tape_end,
         "tapePerFrame": tape_per_frame, "lat": lat_rows, "latCols": list(LAT_COLS), "notes": notes,
         "sampled": sampled,
@@ -336,14 +388,14 @@ small{color:#56607a}
 <ul id="notes"></ul>
 <main>
 <section id="ladder-box"><h2>Depth ladder <small id="ladder-src"></small></h2>
-<table id="ladder"><thead><tr><th>orders</th><th>bid size</th><th style="text-align:center">price ($)</th><th>ask size</th><th>orders</th></tr></thead>
+<table id="ladder"><thead><tr><th class="cnt">orders</th><th>bid size</th><th style="text-align:center">price</th><th>ask size</th><th class="cnt">orders</th></tr></thead>
 <tbody id="ladder-body"></tbody></table>
 <h2 style="margin-top:10px">Best bid / ask over the frames <small>(click to seek)</small></h2>
 <svg id="chart" viewBox="0 0 600 150" preserveAspectRatio="none" height="150"></svg>
 </section>
 <div>
 <section><h2>Trade tape <small id="tape-info"></small></h2>
-<table><thead><tr><th>time (ET)</th><th>type</th><th>shares</th><th>price ($)</th></tr></thead>
+<table><thead><tr><th id="tape-time">time</th><th>type</th><th>size</th><th>price</th></tr></thead>
 <tbody id="tape"></tbody></table></section>
 <section style="margin-top:12px"><h2>Latency of the replay <small>(core service time per event, ns)</small></h2>
 <svg id="latchart" viewBox="0 0 600 170" height="170"></svg>
@@ -357,8 +409,8 @@ small{color:#56607a}
 "use strict";
 (function () {
   var D = JSON.parse(document.getElementById("data").textContent);
-  var F = D.frames, T = D.tape, N = F.t.length, SC = D.scale, DEC = D.dec;
-  var FULL = Math.round(Math.log10(SC));
+  var F = D.frames, T = D.tape, N = F.t.length, SC = D.scale, DEC = D.dec, QSC = D.qscale || 1;
+  var FULL = Math.round(Math.log10(SC)), QFULL = Math.round(Math.log10(QSC));
   var SVGNS = "http://www.w3.org/2000/svg";
   function $(id) { return document.getElementById(id); }
   function el(tag, attrs, text) {
@@ -376,6 +428,13 @@ small{color:#56607a}
     return (neg ? "-" : "") + w + (DEC ? "." + f.slice(0, DEC) : "");
   }
   function num(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
+  function qn(q) {              // a quantity: whole units with separators, a scaled one's decimals
+    if (QSC === 1) return num(q);
+    var f = String(q % QSC);
+    while (f.length < QFULL) f = "0" + f;
+    f = f.replace(/0+$/, "");
+    return num(Math.floor(q / QSC)) + (f ? "." + f : "");
+  }
   function tm(ns) {
     var s = Math.floor(ns / 1e9), ms = Math.floor((ns % 1e9) / 1e6);
     function two(x) { return (x < 10 ? "0" : "") + x; }
@@ -387,7 +446,9 @@ small{color:#56607a}
     num(N) + " frames", "lobreplay " + D.version].filter(Boolean).join(" · ");
   $("ladder-src").textContent = D.source === "depth" ? "(depth.parquet, " + D.levels + " levels)" : "(bbo.parquet: best bid and offer only)";
   D.notes.forEach(function (n) { $("notes").appendChild(el("li", {}, n)); });
-  $("tape-info").textContent = "(feed executions before the frame's time, last " + D.tapePerFrame + ")";
+  $("tape-info").textContent = "(" + D.tapeWhat + " before the frame's time, last " + D.tapePerFrame + ")";
+  $("tape-time").textContent = "time (" + D.tz + ")";
+  if (!D.counts) Array.prototype.forEach.call(document.querySelectorAll("#ladder th.cnt"), function (t) { t.textContent = ""; });
 
   // ---- ladder rows, made once, filled per frame
   var body = $("ladder-body"), L = D.levels, rows = { ask: [], bid: [] };
@@ -418,7 +479,7 @@ small{color:#56607a}
         if (p || q) {
           r.tr.setAttribute("data-price", p); r.tr.setAttribute("data-qty", q); r.tr.setAttribute("data-count", s.C[j] || 0);
           r.tr.classList.remove("empty");
-          r.px.textContent = px(p); r.q.textContent = num(q); r.c.textContent = num(s.C[j] || 0);
+          r.px.textContent = px(p); r.q.textContent = qn(q); r.c.textContent = D.counts ? num(s.C[j] || 0) : "";
           r.bar.style.width = (100 * q / mx).toFixed(1) + "%";
         } else {
           r.tr.removeAttribute("data-price"); r.tr.removeAttribute("data-qty"); r.tr.removeAttribute("data-count");
@@ -439,7 +500,7 @@ small{color:#56607a}
     for (var j = end - 1; j >= start; j--) {
       var tr = el("tr", { "class": "trade" + (prevEnd >= 0 && j >= prevEnd ? " new" : ""), "data-message": T.m[j], "data-qty": T.q[j], "data-price": T.p[j], "data-time-ns": T.t[j] });
       tr.appendChild(el("td", {}, tm(T.t[j]))); tr.appendChild(el("td", {}, T.ty[j]));
-      tr.appendChild(el("td", {}, num(T.q[j]))); tr.appendChild(el("td", {}, T.p[j] ? px(T.p[j]) : "—"));
+      tr.appendChild(el("td", {}, qn(T.q[j]))); tr.appendChild(el("td", {}, T.p[j] ? px(T.p[j]) : "—"));
       tapeBody.appendChild(tr);
     }
     if (end === start) { var e = el("tr", { "class": "no-trades" }); e.appendChild(el("td", { colspan: 4, style: "text-align:center;color:#888" }, "no executions yet")); tapeBody.appendChild(e); }
@@ -512,7 +573,7 @@ small{color:#56607a}
     k = Math.max(0, Math.min(N - 1, k | 0)); cur = k;
     renderLadder(k); renderTape(k);
     slider.value = k;
-    $("time").textContent = tm(F.t[k]) + " ET";
+    $("time").textContent = tm(F.t[k]) + " " + D.tz;
     $("time").setAttribute("data-time-ns", F.t[k]);
     $("frame-info").textContent = "frame " + (k + 1) + " / " + N;
     document.body.setAttribute("data-frame", k);

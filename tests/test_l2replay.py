@@ -844,19 +844,25 @@ def test_malformed_structure_is_reported_not_applied():
                                      "unpaired_ticker", "resync_id_mismatch", "incomplete_message"])
 
 
-def test_the_viewer_refuses_a_lobc_replays_reports_in_one_line(tmp_path):
-    """`lobreplay view` shows ITCH replays: on a .lobc replay's reports it says so (it was a
-    KeyError traceback on the missing time_ns column)."""
+def test_the_viewer_shows_a_lobc_replay_without_depth_from_its_bbo_rows(tmp_path):
+    """`lobreplay view` on a .lobc replay without --depth: one level a side from bbo.parquet
+    (it was a one-line refusal; before that a KeyError on the missing time_ns column). A
+    table with neither time column is still one line naming it."""
     from lobreplay.l2replay import replay_lobc
     from lobreplay.viewer import build_view
 
     recs, _ = synth_stream(94, n_messages=200, n_symbols=2)
     write_lobc(tmp_path / "feed.lobc", recs)
     replay_lobc(tmp_path / "feed.lobc", str(tmp_path / "out"))
-    with pytest.raises(InputError, match=r"out: bbo\.parquet has no time_ns column: not the reports of "
-                                         r"`lobreplay itch replay`"):
-        build_view(tmp_path / "out", tmp_path / "v.html")
-    assert not (tmp_path / "v.html").exists()
+    s = build_view(tmp_path / "out", tmp_path / "v.html", symbol="BBB")
+    bbo = pq.read_table(tmp_path / "out" / "bbo.parquet").to_pandas()
+    assert s["source"] == "bbo" and s["levels"] == 1 and s["feed"] == "lobc"
+    assert s["frames"] == (bbo["symbol"] == "BBB").sum() and s["tape_rows_available"] > 0
+    t = pq.read_table(tmp_path / "out" / "bbo.parquet").drop(["recv_ns"])
+    pq.write_table(t, tmp_path / "out" / "bbo.parquet")
+    with pytest.raises(InputError, match=r"out: bbo\.parquet has neither time_ns nor recv_ns"):
+        build_view(tmp_path / "out", tmp_path / "w.html")
+    assert not (tmp_path / "w.html").exists()
 
 
 def test_peak_rss_is_the_replays_own_when_started_from_a_big_process(tmp_path):

@@ -19,7 +19,7 @@ import pytest
 from lobreplay.cli_view import add_commands
 from lobreplay.errors import InputError, LobError
 from lobreplay.itch.replay import ReplayConfig, replay_itch
-from lobreplay.viewer import build_view, fmt_price, fmt_time
+from lobreplay.viewer import build_view, fmt_price, fmt_qty, fmt_time
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample_day.itch.gz"
@@ -412,3 +412,81 @@ def test_view_in_chromium(depth_day, tmp_path):
         values.update(rows[y][::97])
     assert len(values) > 20, "the screenshot is blank"
     print(f"screenshot: {png}")
+
+
+# ---------------------------------------------------------------- a .lobc replay's reports
+
+USDM = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest" / "usdm" / "btcusdt_20240808.gz"
+
+
+@pytest.fixture(scope="module")
+def lobc_day(tmp_path_factory):
+    """The real USD-M recording converted and replayed with depth samples every second."""
+    from lobreplay.binance.convert import convert
+    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+
+    d = tmp_path_factory.mktemp("viewer_lobc")
+    convert(USDM, d / "usdm.lobc")
+    replay_lobc(d / "usdm.lobc", str(d / "rep"), L2ReplayConfig(depth_levels=10, depth_every_ns=10**9))
+    return d / "rep"
+
+
+def test_fmt_qty():
+    assert fmt_qty(1_895_900_000, 10**8) == "18.959"
+    assert fmt_qty(123_400_000_000, 10**8) == "1,234"
+    assert fmt_qty(1, 10**8) == "0.00000001"
+    assert fmt_qty(12_345, 1) == "12,345"
+
+
+def test_build_view_of_a_lobc_replay(lobc_day, tmp_path):
+    """A .lobc replay's reports (recv_ns since the epoch, scaled quantities, no order counts,
+    trades.parquet for the tape): frames at the UTC time of day of the depth samples, the
+    date beside them, quantities with their scale, the tape the trades before each frame."""
+    s = build_view(lobc_day, tmp_path / "book.html", max_frames=300)
+    d = embedded(tmp_path / "book.html")
+    depth = pd.read_parquet(lobc_day / "depth.parquet")
+    trades = pd.read_parquet(lobc_day / "trades.parquet").sort_values(["recv_ns", "record"], kind="stable")
+    assert s["symbol"] == d["symbol"] == "BTCUSDT" and s["feed"] == "lobc" and s["levels"] == 10
+    assert (d["tz"], d["qscale"], d["counts"], d["date"]) == ("UTC", 10**8, False, "2024-08-08")
+    assert s["frames_available"] == len(depth) and s["frames"] == 300 and s["decimals"] == 2
+    day0 = np.datetime64("2024-08-08", "ns").astype(np.int64)
+    picked = depth.set_index("recv_ns").loc[[t + day0 for t in d["frames"]["t"]]]
+    assert d["frames"]["bp"] == [[int(x) for x in r if x] for r in picked[[f"bid_price_{i}" for i in range(1, 11)]]
+                                 .to_numpy()]
+    assert d["frames"]["aq"] == [[int(x) for x in r if x] or [] for r in picked[[f"ask_qty_{i}" for i in range(1, 11)]]
+                                 .to_numpy()]
+    k = 150
+    t = d["frames"]["t"][k] + day0
+    before = trades[trades["recv_ns"] < t].tail(s["tape_per_frame"])
+    end = d["tapeEnd"][k]
+    assert d["tape"]["m"][end - len(before):end] == before["record"].tolist()
+    assert d["tape"]["ty"][end - 1] == {"B": "buy", "S": "sell"}[before["side"].iloc[-1]]
+    assert d["tape"]["t"][end - 1] == int(before["recv_ns"].iloc[-1]) - day0
+
+
+@pytest.mark.browser
+def test_view_of_a_lobc_replay_in_chromium(lobc_day, tmp_path):
+    out = tmp_path / "book.html"
+    s = build_view(lobc_day, out, max_frames=200)
+    d = embedded(out)
+    k = 120
+    dom = _chromium(["--dump-dom"], f"{out.as_uri()}#paused&frame={k}").stdout
+    body = _attrs(re.search(r"<body[^>]*>", dom).group(0))
+    assert body.get("data-ready") == "1" and body["data-frame"] == str(k)
+    t = d["frames"]["t"][k]
+    assert re.search(rf'<span id="time" data-time-ns="{t}">{fmt_time(t)} UTC</span>', dom)
+    for side, key in (("bid", "b"), ("ask", "a")):
+        prices, qtys = d["frames"][key + "p"][k], d["frames"][key + "q"][k]
+        assert len(prices) == 10
+        for i, (p, q) in enumerate(zip(prices, qtys), start=1):
+            m = re.search(rf'<tr class="{side} lvl[^"]*"[^>]*data-level="{i}"[^>]*>(.*?)</tr>', dom, re.S)
+            cells = re.findall(r"<td[^>]*>(?:<span[^>]*></span><span[^>]*>)?([^<]*)", m.group(1))
+            assert fmt_price(p, s["price_scale"], s["decimals"]) in cells and fmt_qty(q, 10**8) in cells
+            assert cells[0] == cells[4] == ""  # no order counts for one synthetic order per level
+    rows = re.findall(r'<tr class="trade[^"]*"[^>]*><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td>'
+                      r'<td>([^<]*)</td>', dom)
+    end = d["tapeEnd"][k]
+    assert len(rows) == 12 and rows[0] == (fmt_time(d["tape"]["t"][end - 1]), d["tape"]["ty"][end - 1],
+                                           fmt_qty(d["tape"]["q"][end - 1], 10**8),
+                                           fmt_price(d["tape"]["p"][end - 1], s["price_scale"], s["decimals"]))
+    assert "time (UTC)" in dom and "trades (the aggressor's side)" in dom
