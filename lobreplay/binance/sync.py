@@ -149,13 +149,6 @@ _POW10 = np.array([10**i for i in range(19)], dtype=np.int64)
 _HAVE_NP_STRINGS = hasattr(np, "strings")
 
 
-def _digits(scale: int) -> int:
-    d = len(str(scale)) - 1
-    if scale < 1 or 10**d != scale:
-        raise ValueError(f"scale must be a power of ten, got {scale!r}")
-    return d
-
-
 class Levels:
     """Validates [[price, qty], ...] lists and turns them into records in bulk.
 
@@ -166,7 +159,7 @@ class Levels:
 
     def __init__(self, price_scale: int, qty_scale: int):
         self.price_scale, self.qty_scale = price_scale, qty_scale
-        dp, dq = _digits(price_scale), _digits(qty_scale)
+        dp, dq = lobc._scale_digits(price_scale), lobc._scale_digits(qty_scale)
         self.dp, self.dq = dp, dq
 
         def num(d):
