@@ -200,7 +200,8 @@ class L2Replay:
     feed(records) takes records in file order, in batches of any size (a
     message cut by the batch end waits for the next batch), and returns the
     report rows it produced: dict name -> dict of columns ("bbo", "desyncs",
-    "trades", "ticker_mismatches"), each sorted by record. finish() at the end.
+    "trades", "ticker_mismatches", and "depth" with depth samples), each sorted by
+    record. finish() at the end.
     levels(symbol) and best(symbol) give the book in feed units."""
 
     def __init__(self, sizing: dict[int, BookSizing], symbols: list[str], *, timing: bool = False,
