@@ -1139,15 +1139,18 @@ def test_depth_samples_are_the_book_at_each_sample_time_whatever_the_chunks(seed
     want = _depth_oracle(recs, syms, every, n)
     assert 10 < len(want["record"]) and want["synced"].any() and not want["synced"].all()
 
-    def run(feeds):
+    def run(feeds, tiny=False):
         rp = L2Replay(scan(recs, syms), syms, depth_levels=n, depth_every_ns=every)
+        if tiny:  # every output array of one row: the C replay stops for room and resumes often
+            for name in rp._c._FIELDS:
+                rp._c._grow(name, 1)
         outs = [rp.feed(x) for x in feeds] + [rp.finish()]
         got = [o["depth"] for o in outs if "depth" in o]
         return {k: np.concatenate([g[k] for g in got]) for k in got[0]}
 
     cuts = np.cumsum(rng.integers(1, 90, size=len(recs)))
     cuts = cuts[cuts < len(recs)]
-    for got in (run([recs]), run(np.split(recs, cuts))):
+    for got in (run([recs]), run(np.split(recs, cuts)), run([recs], tiny=True)):
         assert sorted(got) == sorted(want)
         for k in want:
             assert got[k].tolist() == want[k].tolist(), k
@@ -1213,3 +1216,43 @@ def test_depth_options_of_the_command_line(tmp_path, capsys):
     t = pq.read_table(tmp_path / "o" / "depth.parquet")
     assert t.num_rows > 0 and t.column_names[-4:] == ["bid_price_2", "bid_qty_2", "ask_price_2", "ask_qty_2"]
     assert sorted(os.listdir(tmp_path / "o")) == ["depth.parquet", "summary.json"]
+
+
+@pytest.mark.parametrize("market", [None, "spot", "usdm"])
+def test_l2_paths_whole_batched_and_with_tiny_outputs(market):
+    """Depth samples, update-id checks and malformed structure through the C replay fed whole,
+    record by record, and with every output array one row long (each row a stop for room and
+    a resume): the same rows and books. Fast enough for `make asan`, which runs it under the
+    sanitizers (the reference comparisons above are too slow there)."""
+    import l2_golden
+
+    rng = np.random.default_rng(7)
+    synth, _ = synth_stream(12, n_messages=400, n_symbols=3, gap_rate=0.03, cross_rate=0.05)
+    for recs, syms, every in ((synth, ["A", "B", "C"], 20_000), (l2_golden.malformed_records(), ["X", "Y", "Z"], 3)):
+        def run(sizes, tiny=False):
+            rp = L2Replay(scan(recs, syms), syms, market=market, depth_levels=4, depth_every_ns=every)
+            if tiny:
+                for name in rp._c._FIELDS:
+                    rp._c._grow(name, 1)
+            parts, i = [], 0
+            for k in sizes:
+                parts.append(rp.feed(recs[i:i + k]))
+                i += k
+            parts.append(rp.finish())
+            for s in rp.sizing:
+                rp.session.book(s).validate()
+            rows = {}
+            for p in parts:
+                for t, cols in p.items():
+                    rows.setdefault(t, []).append(cols)
+            out = {t: {c: np.concatenate([x[c] for x in v]) for c in v[0]} for t, v in rows.items()}
+            for t, cols in out.items():  # (a ticker comparison resolves in a later batch: by record)
+                o = np.argsort(cols["record"], kind="stable")
+                out[t] = {c: a[o].tolist() for c, a in cols.items()}
+            return out, [rp.levels(s) for s in range(len(syms))]
+
+        want = run([len(recs)])
+        assert "depth" in want[0]
+        for sizes, tiny in (([1] * len(recs), False), ([len(recs)], True),
+                            (rng.integers(1, 50, size=len(recs)).tolist(), True)):
+            assert run(sizes, tiny) == want, (sizes[:3], tiny)
