@@ -16,9 +16,9 @@ what the reports hold, and says so in its title or axis labels:
   to plot those.
 * `plot_desyncs`: cumulative desyncs over time by cause.
 * `plot_bbo`: best bid and ask and the spread over the session.
-* `plot_depth_heatmap`: time-weighted resting quantity over time and price, from the ITCH
-  replay's N-level samples (`depth.parquet`, `--depth N`) when present, else from `bbo`:
-  then the top of book only.
+* `plot_depth_heatmap`: time-weighted resting quantity over time and price, from the
+  replay's N-level samples (`depth.parquet`, `--depth N`, ITCH or .lobc) when present, else
+  from `bbo`: then the top of book only.
 * `plot_tape`: the trade tape (ITCH: the feed's executions; .lobc: the trades).
 """
 from __future__ import annotations
@@ -52,6 +52,7 @@ _PRICE8_COLS = {"level1", "level2", "level3"}  # MWCB decline levels: ITCH Price
 _LEVEL_PRICE = re.compile(r"^(bid|ask)_price_[0-9]+$")   # depth.parquet's levels
 _L2_QTY_COLS = {"qty", "bid_qty", "ask_qty", "other_qty", "book_bid_qty", "book_ask_qty", "ticker_bid_qty",
                 "ticker_ask_qty"}
+_LEVEL_QTY = re.compile(r"^(bid|ask)_qty_[0-9]+$")       # depth.parquet's levels (a .lobc replay's: scaled)
 
 
 @dataclass
@@ -153,7 +154,7 @@ def load(report_dir, *, scale_prices: bool = False, scale_qty: bool = False) -> 
                     df[c] = df[c].astype("float64") / scale
                 elif scale_prices and is_price and str(df[c].dtype)[:1] in "IU":  # nullable
                     df[c] = df[c].astype("Float64") / scale
-                elif scale_qty and is_lobc and c in _L2_QTY_COLS and df[c].dtype.kind in "iu":
+                elif scale_qty and is_lobc and (c in _L2_QTY_COLS or _LEVEL_QTY.match(c)) and df[c].dtype.kind in "iu":
                     df[c] = df[c].astype("float64") / qty_scale
     return Reports(path=d, source="lobc" if is_lobc else "itch", tables=tables, summary=summary,
                    provenance=provenance, price_scale=price_scale, qty_scale=qty_scale,
@@ -340,11 +341,11 @@ def plot_depth_heatmap(r: Reports, symbol: str, *, source: str = "auto", time_bi
     at prices in that bin weighted by how long it rested (qty x seconds, or x hours for ITCH
     without a date).
 
-    source "depth" (the default "auto" when the ITCH replay wrote `depth.parquet`, `--depth N`):
+    source "depth" (the default "auto" when the replay wrote `depth.parquet`, `--depth N`):
     the N-level book samples; a row holds until the symbol's next row (a symbol without events
     has no row), the last one for one sampling interval. Only N levels per side, at the sample
-    times. Source "bbo" (the default otherwise, and for a .lobc replay): the top of book only,
-    each change holding until the next; levels behind the touch are not in that report."""
+    times. Source "bbo" (the default otherwise): the top of book only, each change holding
+    until the next; levels behind the touch are not in that report."""
     for name, v in (("time_bins", time_bins), ("price_bins", price_bins)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name}: expected a number of bins >= 1, got {v!r}")

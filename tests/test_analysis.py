@@ -226,6 +226,30 @@ def test_plots_lobc(lobc_dir):
         A.plot_depth_heatmap(r, "AAA", source="depth")
 
 
+def test_lobc_depth_samples_load_scaled_and_make_the_heatmap(tmp_path):
+    """A .lobc replay with --depth: depth.parquet loads with its level quantities scaled by
+    qty_scale (scale_qty) like the other quantities, and the heatmap takes its levels; the
+    time-weighted total is that of the samples (each holding until the next, the last one
+    for one interval)."""
+    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    _write_small_lobc(tmp_path / "small.lobc")
+    replay_lobc(tmp_path / "small.lobc", str(tmp_path / "out"), L2ReplayConfig(depth_levels=2, depth_every_ns=2_000_000))
+    raw = A.load(tmp_path / "out")
+    r = A.load(tmp_path / "out", scale_prices=True, scale_qty=True)
+    d, dr = r.tables["depth"], raw.tables["depth"]
+    assert len(d) >= 2 and d["synced"].all()
+    assert (d["bid_qty_1"].to_numpy() == dr["bid_qty_1"].to_numpy() / S).all()
+    assert (d["ask_price_1"].to_numpy() == dr["ask_price_1"].to_numpy() / S).all()
+    assert d["bid_price_1"].iloc[-1] == 100.5 and d["ask_qty_1"].iloc[-1] == 3.0
+    f = A.plot_depth_heatmap(r, "AAA")
+    assert "2 levels per side" in f.axes[0].get_title()
+    mesh = next(c for c in _artists(f)["collections"] if isinstance(c, QuadMesh))
+    t = (d["recv_ns"].to_numpy() - d["recv_ns"].iloc[0]) / 1e9
+    dur = np.diff(t, append=t[-1] + 0.002)
+    total = sum((d[f"{side}_qty_{i}"].to_numpy() * dur).sum() for side in ("bid", "ask") for i in (1, 2))
+    assert np.isclose(np.nansum(mesh.get_array()), total)
+
+
 def test_plot_latency_with_histograms():
     from lobreplay.synth import generate_flow
     flow = generate_flow(5_000, n_instruments=2, seed=3)
