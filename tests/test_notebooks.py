@@ -80,7 +80,9 @@ def test_binance_notebook(monkeypatch):
     rate, matches, comparable = float(m.group(1)), int(m.group(2).replace(",", "")), int(m.group(3).replace(",", ""))
     assert rate >= 99.9 and comparable > 6000 and comparable - matches == 2  # the two misses of docs/l2.md
     assert "ok - 6493 messages applied, 0 desyncs" in text
-    assert images == 3
+    assert "update ids checked by the spot rule; 651 depth samples" in text
+    assert "651 samples; all in sync: True" in text
+    assert images == 4  # bbo, tape, latency, depth heatmap
 
 
 def test_binance_notebook_stops_clearly_without_data(monkeypatch, tmp_path):
