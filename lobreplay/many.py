@@ -146,7 +146,7 @@ def _lobc_options(cfg) -> dict:
 FORMATS = {
     "itch": Format("itch", "day", frozenset({"executions", "bbo", "desyncs", "depth"}), None,
                    _itch_replay, _itch_date, _itch_describe, _itch_options),
-    "lobc": Format("lobc", "capture", frozenset({"bbo", "desyncs", "trades", "ticker_mismatches"}), "recv_ns",
+    "lobc": Format("lobc", "capture", frozenset({"bbo", "desyncs", "trades", "ticker_mismatches", "depth"}), "recv_ns",
                    _lobc_replay, _lobc_date, _lobc_describe, _lobc_options),
 }
 

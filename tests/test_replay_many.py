@@ -230,7 +230,8 @@ def test_lobc_captures_equal_the_single_replays(scheduler, tmp_path, capsys):
     (src / "broken.lobc").write_bytes(b"PK\x03\x04" + b"\0" * 600)
     files = sorted(str(p) for p in src.iterdir())
     out = tmp_path / "ds"
-    assert main(["lobc", "replay-many", *files, "-o", str(out), "--scheduler", scheduler]) == 1
+    assert main(["lobc", "replay-many", *files, "-o", str(out), "--scheduler", scheduler,
+                 "--depth", "3", "--every", "100us"]) == 1
     text = capsys.readouterr().out
     assert "4 captures: 3 done, 0 skipped (already done), 1 failed" in text
     rec = json.loads((out / "_failures" / "broken.json").read_text())
@@ -246,8 +247,9 @@ def test_lobc_captures_equal_the_single_replays(scheduler, tmp_path, capsys):
     by_symbol = many.FORMATS["lobc"].by_symbol
     for name, date in dates.items():
         single = tmp_path / "single" / name
-        assert replay_lobc(src / f"{name}.lobc", str(single), L2ReplayConfig())["status"] == "ok"
-        for kind in ("bbo", "desyncs", "trades", "ticker_mismatches", "latency"):
+        cfg = L2ReplayConfig(depth_levels=3, depth_every_ns=100_000)
+        assert replay_lobc(src / f"{name}.lobc", str(single), cfg)["status"] == "ok"
+        for kind in ("bbo", "desyncs", "trades", "ticker_mismatches", "latency", "depth"):
             want = pd.read_parquet(single / f"{kind}.parquet")
             want["date"] = (_utc_dates(want["recv_ns"]) if kind in by_symbol and len(want) else date)
             want = _norm(want)
@@ -264,7 +266,7 @@ def test_lobc_captures_equal_the_single_replays(scheduler, tmp_path, capsys):
                 want, got = (x[["date", "scope", "kind", "count"]] for x in (want, got))
             pd.testing.assert_frame_equal(got, want, obj=f"{kind} {name}")
     # and the whole dataset reads as one table per report
-    for kind in ("bbo", "trades"):
+    for kind in ("bbo", "trades", "depth"):
         whole = _actual(out, kind)
         assert len(whole) == sum(len(_rows_of(out / kind, n)) for n in dates) > 50
         assert set(whole["symbol"]) == {"AAA", "BBB", "CCC"} and set(whole["date"]) == {"2023-11-14"}
