@@ -240,10 +240,11 @@ def _norm(obj):
     return json.loads(json.dumps(obj, default=str))
 
 
-def open_dataset(dataset: str, fmt: str, options: dict) -> None:
+def open_dataset(dataset: str, fmt: str, options: dict, defaults: dict | None = None) -> None:
     """Create DATASET and its manifest, or check that an existing one was made
     with the same format and options (a resumed run must not mix days replayed
-    differently)."""
+    differently). defaults: the options' default values, which an option the
+    manifest does not name had (it was written by a version without it)."""
     try:
         os.makedirs(dataset, exist_ok=True)
     except OSError as e:
@@ -254,8 +255,9 @@ def open_dataset(dataset: str, fmt: str, options: dict) -> None:
         have = _read_json(path)
         if have.get("format") != fmt:
             raise InputError(f"{dataset}: holds a {have.get('format')} dataset, not {fmt}: use another directory")
-        diff = sorted(k for k in set(want["options"]) | set(have.get("options", {}))
-                      if want["options"].get(k) != have.get("options", {}).get(k))
+        have["options"] = {**_norm(defaults or {}), **have.get("options", {})}
+        diff = sorted(k for k in set(want["options"]) | set(have["options"])
+                      if want["options"].get(k) != have["options"].get(k))
         if diff:
             shown = "; ".join(f"{k}: {have.get('options', {}).get(k)!r} there, {want['options'].get(k)!r} now"
                               for k in diff)
@@ -647,7 +649,7 @@ def run_many(fmt: str, files: list[str], dataset: str, config, *, scheduler: str
     f = FORMATS[fmt]
     dataset = os.path.abspath(dataset)
     tasks = plan(fmt, files, dataset, config, dates, max_rows)
-    open_dataset(dataset, fmt, f.options(config))
+    open_dataset(dataset, fmt, f.options(config), f.options(type(config)()))
     report = {"format": fmt, "unit": f.unit, "dataset": dataset, "files": len(tasks), "ok": [], "failed": [],
               "skipped": [], "recovered": {}, "where": None}
     with _lock(dataset):

@@ -418,6 +418,13 @@ def test_plan_dates_keys_and_refusals(itch_days, tmp_path):
     many.open_dataset(str(tmp_path / "f"), "itch", {"a": 1})
     with pytest.raises(InputError, match="holds a itch dataset, not lobc"):
         many.open_dataset(str(tmp_path / "f"), "lobc", {"a": 1})
+    # an option the manifest does not name (a dataset from a version without it) had its
+    # default: a resume with the default goes on, with another value it is refused
+    many.open_dataset(str(tmp_path / "f"), "itch", {"a": 1, "b": 0}, {"a": 5, "b": 0})
+    with pytest.raises(InputError, match=r"b: 0 there, 2 now"):
+        many.open_dataset(str(tmp_path / "f"), "itch", {"a": 1, "b": 2}, {"a": 5, "b": 0})
+    with pytest.raises(InputError, match=r"b: None there, 0 now"):
+        many.open_dataset(str(tmp_path / "f"), "itch", {"a": 1, "b": 0})
 
 
 def test_workers_must_see_the_dataset(scheduler, tmp_path):
