@@ -26,6 +26,11 @@ def cmd_check(args) -> int:
           f"price scale {m['price_scale']}, qty scale {m['qty_scale']}")
     if s["torn"]:
         print(torn_text(s["torn"]))
+    if s["after_damage"]:
+        a = s["after_damage"]
+        print(f"after the damage, from offset {a['offset']:,}: {a['blocks']:,} sound block(s), {a['records']:,} "
+              f"records (headers only; not read, not counted below), "
+              + ("to the end of the file" if a["to_the_end"] else "up to more damage"))
     print(f"receive time {_utc(s['recv_ns']['first'])} .. {_utc(s['recv_ns']['last'])}; "
           f"exchange time {_utc(s['exch_ns']['first'])} .. {_utc(s['exch_ns']['last'])} (earliest .. latest)")
     if s["recv_ns"]["backwards"]:

@@ -496,13 +496,13 @@ class BlockReader:
         self.blocks = 0
         self.records = 0
 
-    def headers(self):
+    def headers(self, start: int | None = None, seq: int = 0):
         """(seq, offset, n, crc, recv_ns) of each block whose header and length are sound, in
         order, up to the first that is not (then `torn` is set); the CRCs are not checked.
-        Read with pread: a file cut while it is read ends the walk there (a torn tail)."""
+        Read with pread: a file cut while it is read ends the walk there (a torn tail).
+        start, seq: walk from the block at offset start, numbered seq (default: the first)."""
         size = self.size
-        off = self.header_length
-        seq = 0
+        off = self.header_length if start is None else start
         with open(self.path, "rb", buffering=0) as f:
             while off < size:
                 if size - off < UNIT:
@@ -739,7 +739,9 @@ def check(path) -> dict:
     """A summary of a .lobc file without loading it whole: whether it is whole
     (else the torn tail), records and blocks, records by kind and by symbol,
     the receive and exchange time spans (earliest, latest; `recv_ns["backwards"]`: records
-    received before the one before them), the GAP records and RESYNCs."""
+    received before the one before them), the GAP records and RESYNCs; for a corrupt file,
+    `after_damage`: the sound blocks from where they resume (their headers: CRCs unchecked),
+    up to the end or the next damage (`to_the_end`)."""
     r = ChunkReader(path)  # (read with preadv: a file cut while it is checked is a torn tail, not a SIGBUS)
     symbols = r.meta["symbols"]
     by_kind = np.zeros(256, np.int64)
@@ -772,8 +774,17 @@ def check(path) -> dict:
         rs = rec["symbol"][rec["kind"] == RESYNC]
         if len(rs):
             np.add.at(resyncs, rs, 1)
+    after = None
+    if r.torn is not None and r.torn.corrupt:  # what the sound blocks after the damage hold
+        w = BlockReader(path)
+        with open(r.path, "rb", buffering=0) as f:
+            first = int(np.frombuffer(os.pread(f.fileno(), UNIT, r.torn.next_block), BLOCK_DTYPE)[0]["seq"])
+        heads = list(w.headers(r.torn.next_block, first))
+        after = {"offset": r.torn.next_block, "blocks": len(heads), "records": sum(h[2] for h in heads),
+                 "to_the_end": w.torn is None}
     return {
         "path": r.path, "whole": r.torn is None, "torn": r.torn.as_dict() if r.torn else None,
+        "after_damage": after,
         "bytes": r.size, "blocks": r.blocks, "records": r.records,
         "meta": r.meta,
         "records_by_kind": {KIND_NAMES.get(k, f"unknown_{k}"): int(by_kind[k]) for k in np.flatnonzero(by_kind)},

@@ -226,6 +226,27 @@ def _readers_say(p) -> lobc.Torn | None:
     return d.torn
 
 
+def test_check_says_what_the_sound_blocks_after_the_damage_hold(tmp_path):
+    """lobc check of a corrupt file: the sound blocks after the damage (how many, their
+    records), up to the end of the file or to more damage."""
+    p = tmp_path / "x.lobc"
+    write(p, sample_records(40), flush_records=3)     # 13 blocks of 3 records, then 1
+    raw = bytearray(p.read_bytes())
+    size = 64 + 3 * 64
+
+    def at(block):
+        return 512 + block * size
+
+    raw[at(2) + 64 + 5] ^= 1                           # block 2's records
+    p.write_bytes(bytes(raw))
+    c = lobc.check(p)
+    assert c["records"] == 6 and c["torn"]["corrupt"]
+    assert c["after_damage"] == {"offset": at(3), "blocks": 11, "records": 31, "to_the_end": True}
+    raw[at(7):at(7) + 4] = b"XXXX"                     # and block 7's magic
+    p.write_bytes(bytes(raw))
+    assert lobc.check(p)["after_damage"] == {"offset": at(3), "blocks": 4, "records": 12, "to_the_end": False}
+
+
 def test_a_bad_block_inside_the_file_is_corrupt_and_at_its_end_torn(tmp_path):
     """A crash or kill -9 leaves at worst a partial last block, so a bad block with a sound
     block after it is damage inside the file: every reader stops there alike, and says
@@ -278,6 +299,7 @@ def test_a_bad_block_inside_the_file_is_corrupt_and_at_its_end_torn(tmp_path):
     p.write_bytes(raw + b"\0" * 64)  # zeros after the last block (a preallocated tail)
     t = _readers_say(p)
     assert (t.offset, t.bytes, t.corrupt) == (len(raw), 64, False)
+    assert lobc.check(p)["after_damage"] is None
     p.write_bytes(raw + bytes(raw[second:third]))  # a copy of block 1 after the end: its number is not higher
     assert _readers_say(p).next_block is None
 
