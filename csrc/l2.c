@@ -321,6 +321,7 @@ typedef struct tick {
 typedef struct symstate {
     uint8_t state, has_book, ladder, touched;
     uint8_t changed;         /* applied a message since the last depth sample */
+    int64_t *shown;          /* --every change: the levels of its last depth row (NULL: none yet) */
     uint32_t count;          /* levels of the book */
     size_t base;             /* its first level g */
     int64_t band_low, tick;
@@ -389,7 +390,7 @@ struct lob_l2 {
     size_t dcap;
     int owner;               /* the last BEGIN/END so far (across ranges: a cut changes nothing): OWN_* */
     uint32_t depth_n;        /* depth samples: levels per side (0: none) ... */
-    int64_t depth_every;     /* ... every this many ns of receive time */
+    int64_t depth_every;     /* ... every this many ns of receive time (0: after every change) */
     int64_t next_sample;     /* the next sample time (INT64_MIN: no record yet) */
     int64_t t_max;           /* the latest receive time so far */
     int64_t last_record;     /* the index of the last record fed */
@@ -408,6 +409,7 @@ void lob_l2_free(lob_l2 *r)
         for (uint32_t s = 0; s < r->nsym; s++) {
             free(r->sym[s].pts);
             free(r->sym[s].hist);
+            free(r->sym[s].shown);
         }
     }
     free(r->sym);
@@ -431,7 +433,7 @@ lob_l2 *lob_l2_new(lob_session *session, const lob_l2_config *cfg, int *status)
 {
     int st = LOB_ENOMEM;
     if (!session || !cfg || cfg->n_symbols > NSYM || cfg->n_levels >= (UINT64_C(1) << 31) ||
-        cfg->sequence > LOB_L2_SEQ_USDM || (cfg->depth_levels > 0) != (cfg->depth_every_ns > 0) ||
+        cfg->sequence > LOB_L2_SEQ_USDM || cfg->depth_every_ns < 0 || (!cfg->depth_levels && cfg->depth_every_ns) ||
         cfg->depth_levels > 100000 ||
         (cfg->n_levels && (!cfg->symbol || !cfg->real || !cfg->core || !cfg->id)) || !cfg->has_book ||
         !cfg->ladder || !cfg->band_low || !cfg->tick) {
@@ -906,7 +908,7 @@ static int apply_message(ctx *x, size_t begin, size_t end, int snapshot)
     S->last_u = u;
     S->after_snapshot = snapshot;
     S->messages++;
-    if (r->depth_n && !S->changed) {
+    if (r->depth_n && r->depth_every && !S->changed) {
         S->changed = 1;
         r->changed[r->nchanged++] = s;
     }
@@ -1018,12 +1020,63 @@ static int depth_room(lob_l2_outputs *o, size_t rows)
     return 0;
 }
 
+/* The N best levels of both sides of the book of s into lv[4N] (l2.h, lob_l2_depth). */
+static void fill_levels(lob_l2 *r, uint16_t s, int64_t *lv)
+{
+    const symstate *S = &r->sym[s];
+    uint32_t L = r->depth_n;
+    lob_book *b = lob_session_book(r->session, s);
+    for (int side = 0; side < 2; side++) {
+        uint32_t k = b ? lob_book_depth(b, side ? LOB_SELL : LOB_BUY, L, r->dp, r->dq, NULL) : 0;
+        int64_t *px = lv + (size_t)side * 2 * L, *qx = px + L;
+        for (uint32_t m = 0; m < L; m++) {
+            int64_t p = m < k ? r->dp[m] : 0, q = m < k ? r->dq[m] : 0;
+            if (m < k && S->ladder) p = S->count ? r->lv[S->base + (size_t)(p < 0 ? 0 : p >= (int64_t)S->count
+                                                                               ? S->count - 1 : p)].real : 0;
+            px[m] = p;
+            qx[m] = q;
+        }
+    }
+}
+
+/* A depth row of s in the next slot (room checked): its fields, its levels in lv. */
+static lob_l2_depth *depth_row(ctx *x, uint16_t s, int64_t when, int64_t record, int64_t **lv)
+{
+    lob_l2_outputs *o = x->out;
+    const symstate *S = &x->r->sym[s];
+    lob_l2_depth *d = &o->depth[o->n_depth];
+    *lv = o->depth_book + o->n_depth * 4 * (size_t)x->r->depth_n;
+    o->n_depth++;
+    memset(d, 0, sizeof *d);
+    d->record = record;
+    d->recv_ns = when;
+    d->update_id = S->last_u;
+    d->symbol = s;
+    d->synced = S->state == ST_SYNCED;
+    return d;
+}
+
+/* --every change: after a message applied to s (BEGIN at i, END at j), a row if its N best
+ * levels are not those of its last row (room for one checked). 0: out of memory. */
+static int change_row(ctx *x, uint16_t s, size_t i, size_t j)
+{
+    lob_l2 *r = x->r;
+    symstate *S = &r->sym[s];
+    size_t w = 4 * (size_t)r->depth_n;
+    if (!S->shown && !(S->shown = calloc(w, sizeof *S->shown))) return 0;
+    int64_t *lv;
+    depth_row(x, s, x->rec[i].recv_ns, x->first + (int64_t)j, &lv);
+    fill_levels(r, s, lv);
+    if (!memcmp(lv, S->shown, w * sizeof *lv)) x->out->n_depth--; /* no change: the row goes */
+    else memcpy(S->shown, lv, w * sizeof *lv);
+    return 1;
+}
+
 /* One row per book changed since the last sample, in symbol order (room checked). */
 static void sample(ctx *x, int64_t when, int64_t record)
 {
     lob_l2 *r = x->r;
-    lob_l2_outputs *o = x->out;
-    uint32_t *c = r->changed, L = r->depth_n;
+    uint32_t *c = r->changed;
     for (size_t a = 1; a < r->nchanged; a++) /* (a few symbols: insertion sort) */
         for (size_t b = a; b > 0 && c[b - 1] > c[b]; b--) {
             uint32_t t = c[b - 1];
@@ -1032,29 +1085,10 @@ static void sample(ctx *x, int64_t when, int64_t record)
         }
     for (size_t a = 0; a < r->nchanged; a++) {
         uint16_t s = (uint16_t)c[a];
-        symstate *S = &r->sym[s];
-        S->changed = 0;
-        lob_l2_depth *d = &o->depth[o->n_depth];
-        int64_t *lv = o->depth_book + o->n_depth * 4 * (size_t)L;
-        o->n_depth++;
-        memset(d, 0, sizeof *d);
-        d->record = record;
-        d->recv_ns = when;
-        d->update_id = S->last_u;
-        d->symbol = s;
-        d->synced = S->state == ST_SYNCED;
-        lob_book *b = lob_session_book(r->session, s);
-        for (int side = 0; side < 2; side++) {
-            uint32_t k = b ? lob_book_depth(b, side ? LOB_SELL : LOB_BUY, L, r->dp, r->dq, NULL) : 0;
-            int64_t *px = lv + (size_t)side * 2 * L, *qx = px + L;
-            for (uint32_t m = 0; m < L; m++) {
-                int64_t p = m < k ? r->dp[m] : 0, q = m < k ? r->dq[m] : 0;
-                if (m < k && S->ladder) p = S->count ? r->lv[S->base + (size_t)(p < 0 ? 0 : p >= (int64_t)S->count
-                                                                                   ? S->count - 1 : p)].real : 0;
-                px[m] = p;
-                qx[m] = q;
-            }
-        }
+        int64_t *lv;
+        r->sym[s].changed = 0;
+        depth_row(x, s, when, record, &lv);
+        fill_levels(r, s, lv);
     }
     r->nchanged = 0;
 }
@@ -1173,7 +1207,7 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
         const lob_l2_record *y = &rec[i];
         uint16_t s = y->symbol;
         uint8_t k = y->kind;
-        if (r->depth_n && !sample_before(&x, n, i)) goto full;
+        if (r->depth_every && !sample_before(&x, n, i)) goto full;
         if (s >= nsym) {
             if (!room(out, 0, 1, 0, 0)) goto full;
             desync_row(&x, i++, LOB_L2D_UNKNOWN_SYMBOL);
@@ -1192,14 +1226,21 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
                 continue;
             }
             size_t glen = j - i + 1, live = live_of(r, s);
+            int by_change = r->depth_n && !r->depth_every;
+            if (by_change && !depth_room(out, 1)) goto full;
             if (k == LOB_L2_SNAPSHOT_BEGIN || breaks_sequence(r, y)) { /* a control: points resolved first */
                 if (!room(out, 1, 5 * glen + 3 * live + 8, 0, r->total_pts + 1)) goto full;
                 resolve_touched(&x);
             } else if (!room(out, 1, 5 * glen + 3 * live + 8, 0, 0)) {
                 goto full;
             }
+            uint64_t applied = r->sym[s].messages;
             rc = group(&x, i, j);
             if (rc != LOB_OK) goto done;
+            if (by_change && r->sym[s].messages != applied && !change_row(&x, s, i, j)) {
+                rc = LOB_ENOMEM;
+                goto done;
+            }
             r->owner = OWN_END;
             i = j + 1;
             continue;
@@ -1292,7 +1333,7 @@ int lob_l2_finish(lob_l2 *r, lob_l2_outputs *out)
     out->need_bbo = out->need_desync = out->need_trade = out->need_mismatch = out->need_depth = 0;
     if (!room(out, 0, 0, 0, r->total_pts)) return LOB_EEXECFULL;
     ctx x = {r, NULL, 0, out};
-    if (r->depth_n && r->nchanged) { /* the last sample: after the last record */
+    if (r->depth_every && r->nchanged) { /* the last sample: after the last record */
         if (!depth_room(out, r->nchanged)) return LOB_EEXECFULL;
         sample(&x, r->next_sample, r->last_record);
     }

@@ -235,9 +235,9 @@ def _duration_ns(text: str) -> int:
 MAX_CHUNK_MB, MAX_DEPTH = 1024, 100
 
 
-def depth_options(args, reports: tuple[str, ...], *, change: bool = True) -> tuple[tuple[str, ...], int, int]:
+def depth_options(args, reports: tuple[str, ...]) -> tuple[tuple[str, ...], int, int]:
     """--depth N and --every of a replay command: (the reports, with depth added when N > 0; N;
-    the interval in ns, 0 for 'change', which only `change=True` commands take)."""
+    the interval in ns, 0 for 'change')."""
     if not 0 <= args.depth <= MAX_DEPTH:  # (each sample holds 2 x N levels per book: 100 is ~1 KB a row)
         raise InputError(f"--depth: expected a number of levels of 0 to {MAX_DEPTH}, got {args.depth}")
     if args.depth and "depth" not in reports:
@@ -245,8 +245,6 @@ def depth_options(args, reports: tuple[str, ...], *, change: bool = True) -> tup
     if args.reports and "depth" in reports and not args.depth:
         raise InputError("--reports depth: the depth table needs --depth N (the levels to sample)")
     if args.every == "change":
-        if not change:
-            raise InputError("--every change: not for this replay; give an interval of receive time (100ms, 1s, 5m)")
         return reports, args.depth, 0
     return reports, args.depth, _duration_ns(args.every)
 

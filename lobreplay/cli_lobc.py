@@ -53,7 +53,7 @@ def lobc_replay_config(args):
     from .reports import parse_report_list, parse_symbols
 
     reports = parse_report_list(getattr(args, "no_reports", False), args.reports, ALL_REPORTS)
-    reports, depth, every = depth_options(args, reports, change=False)
+    reports, depth, every = depth_options(args, reports)
     return L2ReplayConfig(symbols=parse_symbols(args.symbols), reports=reports, timing=not args.no_timing,
                           price_mode=args.price_mode, allow_corrupt=args.allow_corrupt, depth_levels=depth,
                           depth_every_ns=every,
@@ -120,7 +120,8 @@ def replay_options(rp) -> None:
         ("bbo", "desyncs", "trades", "latency", "ticker_mismatches", "depth")) + " (default: all; depth with --depth N)")
     rp.add_argument("--depth", type=int, default=0, metavar="N",
                     help="also sample the N best levels (at most 100) of every book that changed (depth.parquet)")
-    rp.add_argument("--every", default="1s", help="depth sample interval of receive time (100ms, 1s, 5m)")
+    rp.add_argument("--every", default="1s",
+                    help="depth sample interval of receive time (100ms, 1s, 5m), or 'change': after every change")
     rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
     rp.add_argument("--price-mode", choices=("auto", "grid", "ladder"), default="auto",
                     help="core prices: the feed's on a tick grid, or ranks of the prices seen (default auto)")

@@ -209,14 +209,14 @@ class L2Replay:
                  depth_levels: int = 0, depth_every_ns: int = 0):
         """market: "spot" or "usdm" checks that each diff message follows the last one by that
         market's update-id rule (a .lobc file's `market`; docs/l2.md "Update ids"); None: not
-        checked. depth_levels > 0 with depth_every_ns > 0: a "depth" row of the N best levels
-        of each book that changed, at each multiple of depth_every_ns of receive time
-        (docs/l2.md "Depth samples")."""
+        checked. depth_levels > 0: a "depth" row of the N best levels of each book that
+        changed, at each multiple of depth_every_ns of receive time, or with depth_every_ns 0
+        after every message that changed them (docs/l2.md "Depth samples")."""
         if market not in SEQUENCE_RULES:
             raise ValueError(f"market {market!r}: expected one of {', '.join(map(repr, SEQUENCE_RULES))}")
-        if (depth_levels > 0) != (depth_every_ns > 0) or depth_levels < 0 or depth_every_ns < 0:
-            raise ValueError(f"depth samples need levels > 0 and an interval > 0 (got {depth_levels} levels "
-                             f"every {depth_every_ns} ns)")
+        if depth_levels < 0 or depth_every_ns < 0 or (depth_every_ns and not depth_levels):
+            raise ValueError(f"depth samples need levels > 0 and an interval >= 0 (0: after every change; got "
+                             f"{depth_levels} levels every {depth_every_ns} ns)")
         self.market = market
         self.depth_levels, self.depth_every_ns = int(depth_levels), int(depth_every_ns)
         self.sizing = sizing

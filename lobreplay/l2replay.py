@@ -73,16 +73,16 @@ class L2ReplayConfig:
     progress: bool = False                # a progress bar per pass on stderr (records)
     allow_corrupt: bool = False           # replay up to a corrupt block inside the file (else an error)
     depth_levels: int = 0                 # > 0: depth.parquet, the N best levels of each book that changed ...
-    depth_every_ns: int = 1_000_000_000   # ... at each multiple of this much receive time
+    depth_every_ns: int = 1_000_000_000   # ... at each multiple of this much receive time (0: after every change)
 
     def __post_init__(self):
         from .reports import config_names
         self.symbols = config_names(self.symbols, "symbols")
         self.symbols = list(self.symbols) if self.symbols is not None else None
         self.reports = ALL_REPORTS if self.reports is None else config_names(self.reports, "reports", ALL_REPORTS)
-        if not 0 <= self.depth_levels <= 100 or (self.depth_levels and self.depth_every_ns <= 0):
-            raise ValueError(f"depth samples: 0 to 100 levels every > 0 ns, got {self.depth_levels} every "
-                             f"{self.depth_every_ns} ns")
+        if not 0 <= self.depth_levels <= 100 or self.depth_every_ns < 0:
+            raise ValueError(f"depth samples: 0 to 100 levels every >= 0 ns (0: after every change), got "
+                             f"{self.depth_levels} every {self.depth_every_ns} ns")
         if not self.depth_levels:
             self.reports = tuple(r for r in self.reports if r != "depth")
 

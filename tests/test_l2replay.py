@@ -1208,12 +1208,16 @@ def test_depth_options_of_the_command_line(tmp_path, capsys):
     src = tmp_path / "feed.lobc"
     write_lobc(src, recs)
     for argv, msg in ((["--depth", "101"], "--depth: expected a number of levels of 0 to 100"),
-                      (["--depth", "3", "--every", "change"], "--every change: not for this replay"),
                       (["--reports", "depth"], "the depth table needs --depth N"),
                       (["--depth", "3", "--every", "soon"], "--every: expected a duration")):
         assert main(["replay", str(src), "-o", str(tmp_path / "o"), *argv]) == 1
         assert msg in capsys.readouterr().err
         assert not (tmp_path / "o").exists()  # (refused before the output directory is made)
+    assert main(["replay", str(src), "-o", str(tmp_path / "c"), "--depth", "2", "--every", "change",
+                 "--reports", "depth"]) == 0
+    c = pq.read_table(tmp_path / "c" / "depth.parquet").to_pandas()
+    assert len(c) > 10 and not (c.drop(columns=["recv_ns", "ts", "record", "update_id"])
+                                .groupby("symbol", observed=True).diff().dropna().eq(0).all(axis=1).any())
     assert main(["replay", str(src), "-o", str(tmp_path / "o"), "--depth", "2", "--every", "10us",
                  "--reports", "depth"]) == 0
     t = pq.read_table(tmp_path / "o" / "depth.parquet")
@@ -1231,7 +1235,8 @@ def test_l2_paths_whole_batched_and_with_tiny_outputs(market):
 
     rng = np.random.default_rng(7)
     synth, _ = synth_stream(12, n_messages=400, n_symbols=3, gap_rate=0.03, cross_rate=0.05)
-    for recs, syms, every in ((synth, ["A", "B", "C"], 20_000), (l2_golden.malformed_records(), ["X", "Y", "Z"], 3)):
+    cases = [(synth, ["A", "B", "C"], 20_000), (l2_golden.malformed_records(), ["X", "Y", "Z"], 3)]
+    for recs, syms, every in cases + [(r, y, 0) for r, y, _ in cases]:  # (0: a row after every change)
         def run(sizes, tiny=False):
             rp = L2Replay(scan(recs, syms), syms, market=market, depth_levels=4, depth_every_ns=every)
             if tiny:
@@ -1259,3 +1264,54 @@ def test_l2_paths_whole_batched_and_with_tiny_outputs(market):
         for sizes, tiny in (([1] * len(recs), False), ([len(recs)], True),
                             (rng.integers(1, 50, size=len(recs)).tolist(), True)):
             assert run(sizes, tiny) == want, (sizes[:3], tiny)
+
+
+@pytest.mark.parametrize("seed", [4, 9])
+def test_depth_rows_after_every_change_are_the_books_after_each_message(seed):
+    """--every change (depth_every_ns 0): a row after every applied message that changed its
+    book's N best levels (record: the message's END, recv_ns: its BEGIN's), the same as the
+    Python reference replay fed record by record shows, whole, in batches and with one-row
+    outputs."""
+    import l2_reference as ref
+
+    recs, _ = synth_stream(seed, n_messages=300, n_symbols=2, gap_rate=0.03, cross_rate=0.05)
+    syms, n = ["AAA", "BBB"], 3
+    rp = ref.L2Replay(ref.scan(recs, syms), syms)
+    shown, begin, want = {}, {}, []
+    for i in range(len(recs)):
+        k, s = int(recs["kind"][i]), int(recs["symbol"][i])
+        if k in (lobc.SNAPSHOT_BEGIN, lobc.DIFF_BEGIN):
+            begin[s] = i
+        before = [rp.per_symbol[x]["messages"] for x in range(len(syms))]
+        rp.feed(recs[i:i + 1])
+        for x in range(len(syms)):
+            if rp.per_symbol[x]["messages"] == before[x]:
+                continue
+            bids, asks = rp.levels(x)
+            top = [(bids + [(0, 0)] * n)[:n], (asks + [(0, 0)] * n)[:n]]
+            if top != shown.get(x, [[(0, 0)] * n] * 2):
+                shown[x] = top
+                want.append((i, int(recs["recv_ns"][begin[x]]), x, int(rp.last_u[x]), bool(rp.state[x] == 1),
+                             [p for p, _ in top[0]], [q for _, q in top[0]], [p for p, _ in top[1]],
+                             [q for _, q in top[1]]))
+    assert len(want) > 50
+
+    def run(sizes, tiny=False):
+        c = L2Replay(scan(recs, syms), syms, depth_levels=n, depth_every_ns=0)
+        if tiny:
+            for name in c._c._FIELDS:
+                c._c._grow(name, 1)
+        rows, i = [], 0
+        for k in sizes:
+            rows.append(c.feed(recs[i:i + k]).get("depth"))
+            i += k
+        rows.append(c.finish().get("depth"))
+        d = {f: np.concatenate([r[f] for r in rows if r]) for f in rows[0] or next(r for r in rows if r)}
+        return [(int(d["record"][j]), int(d["recv_ns"][j]), int(d["symbol"][j]), int(d["update_id"][j]),
+                 bool(d["synced"][j]), *([int(d[f"{side}_{f}_{m}"][j]) for m in range(1, n + 1)]
+                                         for side in ("bid", "ask") for f in ("price", "qty")))
+                for j in range(len(d["record"]))]
+
+    rng = np.random.default_rng(seed)
+    for got in (run([len(recs)]), run(rng.integers(1, 40, size=len(recs)).tolist()), run([len(recs)], tiny=True)):
+        assert got == [tuple(w) for w in want]
