@@ -337,8 +337,9 @@ def _header_fault(h, off: int, size: int, seq: int) -> str | None:
     """Why the block header h (a BLOCK_DTYPE row) at offset off is not sound as block number
     seq of a file of size bytes, or None."""
     n = int(h["n"])
-    if bytes(h["magic"]) != BLOCK_MAGIC:
-        return f"bad block magic {bytes(h['magic'])!r}"
+    magic = h.tobytes()[:4]  # (not h["magic"]: numpy drops an S4's trailing NULs)
+    if magic != BLOCK_MAGIC:
+        return f"bad block magic {magic!r}"
     if n == 0:
         return "block of 0 records"
     if off + UNIT + n * UNIT > size:

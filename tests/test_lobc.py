@@ -299,6 +299,7 @@ def test_a_bad_block_inside_the_file_is_corrupt_and_at_its_end_torn(tmp_path):
     p.write_bytes(raw + b"\0" * 64)  # zeros after the last block (a preallocated tail)
     t = _readers_say(p)
     assert (t.offset, t.bytes, t.corrupt) == (len(raw), 64, False)
+    assert t.reason == "bad block magic b'\\x00\\x00\\x00\\x00'"
     assert lobc.check(p)["after_damage"] is None
     p.write_bytes(raw + bytes(raw[second:third]))  # a copy of block 1 after the end: its number is not higher
     assert _readers_say(p).next_block is None
