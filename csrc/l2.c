@@ -43,6 +43,33 @@ static inline int valid_level(const lob_l2_record *x)
     return (x->side == 'B' || x->side == 'S') && x->price > 0 && x->qty >= 0;
 }
 
+/* How pass 2 groups records (lob_l2_feed; pass 1 and the depth samples follow it). A BEGIN
+ * rec[i]'s levels are the records after it of its level kind, or of a symbol index >= nsym,
+ * up to the first other record: its END if that is one of its symbol (the message is whole),
+ * else the message is incomplete. group_stop returns that record's index (n: none yet). */
+static inline size_t group_stop(const lob_l2_record *rec, size_t n, size_t i, uint32_t nsym)
+{
+    uint8_t lk = (uint8_t)(rec[i].kind + 1);
+    size_t j = i + 1;
+    while (j < n && (rec[j].symbol >= nsym || rec[j].kind == lk)) j++;
+    return j;
+}
+
+static inline int group_whole(const lob_l2_record *rec, size_t n, size_t i, size_t j)
+{
+    return j < n && rec[j].kind == rec[i].kind + 2 && rec[j].symbol == rec[i].symbol;
+}
+
+/* The TICKER_ASK that pairs with the TICKER_BID rec[i] (the first record after it of a symbol
+ * index < nsym, if it is an ask of the same symbol and id), or 0. */
+static inline size_t ticker_pair(const lob_l2_record *rec, size_t n, size_t i, uint32_t nsym)
+{
+    size_t j = i + 1;
+    while (j < n && rec[j].symbol >= nsym) j++;
+    return j < n && rec[j].kind == LOB_L2_TICKER_ASK && rec[j].symbol == rec[i].symbol &&
+                   rec[j].first_id == rec[i].first_id ? j : 0;
+}
+
 /* Grow *p (of *cap elements of size sz) to at least need elements. 0 on failure. */
 static int grow(void **p, size_t *cap, size_t need, size_t sz)
 {
@@ -239,16 +266,14 @@ int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n)
             s->sym[sym].has_book = 1;
             /* the record that decides the message, as lob_l2_feed finds it: when it is in this
              * chunk, the levels are applied from the records at once (no copy to `pend`) */
-            uint8_t lk = (uint8_t)(k + 1);
-            size_t j = i + 1;
-            while (j < n && (rec[j].symbol >= s->nsym || rec[j].kind == lk)) j++;
+            size_t j = group_stop(rec, n, i, s->nsym);
             if (j == n) { /* the chunk ends first: its levels wait for the next chunk */
                 s->open = 1;
                 s->osym = sym;
                 s->okind = k;
                 break;
             }
-            int whole = rec[j].kind == k + 2 && rec[j].symbol == sym;
+            int whole = group_whole(rec, n, i, j);
             int applied = scan_decide(s, sym, k, whole);
             for (size_t q = i + 1; q < j; q++) {
                 const lob_l2_record *z = &rec[q];
@@ -993,17 +1018,12 @@ static size_t unit_end(const lob_l2 *r, const lob_l2_record *rec, size_t n, size
 {
     const lob_l2_record *y = &rec[i];
     if (y->symbol >= r->nsym) return i;
-    size_t j = i + 1;
     if (y->kind == LOB_L2_SNAPSHOT_BEGIN || y->kind == LOB_L2_DIFF_BEGIN) {
-        while (j < n && (rec[j].symbol >= r->nsym || rec[j].kind == y->kind + 1)) j++;
-        return j < n && rec[j].kind == y->kind + 2 && rec[j].symbol == y->symbol ? j : j - 1;
+        size_t j = group_stop(rec, n, i, r->nsym);
+        return group_whole(rec, n, i, j) ? j : j - 1;
     }
-    if (y->kind == LOB_L2_TICKER_BID) {
-        while (j < n && rec[j].symbol >= r->nsym) j++;
-        return j < n && rec[j].kind == LOB_L2_TICKER_ASK && rec[j].symbol == y->symbol &&
-                       rec[j].first_id == y->first_id ? j : i;
-    }
-    return i;
+    size_t j = y->kind == LOB_L2_TICKER_BID ? ticker_pair(rec, n, i, r->nsym) : 0;
+    return j ? j : i;
 }
 
 /* The first sample time after receive time t. */
@@ -1216,10 +1236,8 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
         switch (k) {
         case LOB_L2_SNAPSHOT_BEGIN:
         case LOB_L2_DIFF_BEGIN: {
-            uint8_t lk = (uint8_t)(k + 1);
-            size_t j = i + 1;
-            while (j < n && (rec[j].symbol >= nsym || rec[j].kind == lk)) j++;
-            if (!(j < n && rec[j].kind == k + 2 && rec[j].symbol == s)) {
+            size_t j = group_stop(rec, n, i, nsym);
+            if (!group_whole(rec, n, i, j)) {
                 if (!room(out, 0, 1, 0, 0)) goto full;
                 desync_row(&x, i++, LOB_L2D_INCOMPLETE_MESSAGE);
                 r->owner = OWN_BAD_BEGIN;
@@ -1279,9 +1297,8 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
             continue;
         }
         case LOB_L2_TICKER_BID: {
-            size_t j = i + 1;
-            while (j < n && rec[j].symbol >= nsym) j++;
-            if (j < n && rec[j].kind == LOB_L2_TICKER_ASK && rec[j].symbol == s && rec[j].first_id == y->first_id) {
+            size_t j = ticker_pair(rec, n, i, nsym);
+            if (j) {
                 if (!room(out, 0, j - i, 0, 0)) goto full;
                 for (size_t p = i + 1; p < j; p++) desync_row(&x, p, LOB_L2D_UNKNOWN_SYMBOL);
                 int64_t top[4] = {y->price, y->qty, rec[j].price, rec[j].qty};
