@@ -365,7 +365,11 @@ class L2Replay:
             parts.append(self._rows(self._timed(lambda: self._c.feed(r, self.next_index - len(r)))))
         parts.append(self._rows(self._timed(self._c.finish)))
         self._sync()
-        return _merge_rows(parts)
+        out = {}
+        for p in parts:
+            for k, v in p.items():
+                out[k] = _cat([out[k], v]) if k in out else v
+        return out
 
     def _process(self, rec: np.ndarray, first: int) -> dict[str, dict]:
         rec = np.ascontiguousarray(rec)
@@ -428,7 +432,14 @@ class L2Replay:
                 "book_ask_price": m["book"][:, 2], "book_ask_qty": m["book"][:, 3],
                 "ticker_bid_price": m["ticker"][:, 0], "ticker_bid_qty": m["ticker"][:, 1],
                 "ticker_ask_price": m["ticker"][:, 2], "ticker_ask_qty": m["ticker"][:, 3]}
-        return _by_record(out)
+        for k, v in out.items():
+            r = v["record"]
+            if len(r) > 1 and (r[1:] < r[:-1]).any():
+                o = np.argsort(r, kind="stable")
+                out[k] = {c: a[o] for c, a in v.items()}
+            else:
+                out[k] = {c: np.ascontiguousarray(a) for c, a in v.items()}
+        return out
 
     def _sync(self) -> None:
         """The counters from the C replay's."""
@@ -451,27 +462,6 @@ class L2Replay:
         st["not_comparable"] = {n: v for n, v in (("no_ticker", c["no_ticker"]),
                                                   ("unresolved_at_gap", c["unresolved_at_gap"]),
                                                   ("unresolved_at_end", c["unresolved_at_end"])) if v}
-
-
-def _by_record(out: dict[str, dict]) -> dict[str, dict]:
-    """Each table's rows sorted by record (stable), contiguous."""
-    for k, v in out.items():
-        r = v["record"]
-        if len(r) > 1 and (r[1:] < r[:-1]).any():
-            o = np.argsort(r, kind="stable")
-            out[k] = {c: a[o] for c, a in v.items()}
-        else:
-            out[k] = {c: np.ascontiguousarray(a) for c, a in v.items()}
-    return out
-
-
-def _merge_rows(parts: list[dict[str, dict]]) -> dict[str, dict]:
-    """The rows of several steps as one output, each table's in the order of the steps."""
-    tables: dict[str, list] = {}
-    for p in parts:
-        for k, v in p.items():
-            tables.setdefault(k, []).append(v)
-    return {k: _cat(v) if len(v) > 1 else v[0] for k, v in tables.items()}
 
 
 def _open_tail(rec: np.ndarray, nsym: int, held: int = 0) -> int:

@@ -322,7 +322,6 @@ class Torn:
                 "next_block": self.next_block}
 
 
-
 def torn_text(t: dict) -> str:
     """A Torn's as_dict() (as summaries hold it) in one line for a person: where, how much,
     why, and whether it is a torn tail or damage inside the file."""

@@ -127,6 +127,18 @@ def fmt_price(p: int, scale: int, decimals: int) -> str:
     return f"{sign}{whole}" + (f".{digits}" if decimals else "")
 
 
+def _tape_window(tape_times: np.ndarray, frame_times: np.ndarray, before: bool, per_frame: int):
+    """Which tape rows (sorted by time) some frame shows: the last per_frame up to the frame's
+    time (before: strictly before it, as a depth sample; else up to and including it, as a
+    bbo change). Returns (the rows kept: a mask, each frame's end in the kept rows)."""
+    end = np.searchsorted(tape_times, frame_times, side="left" if before else "right")
+    keep = np.zeros(len(tape_times), bool)
+    for a, b in zip(np.maximum(end - per_frame, 0), end):
+        keep[a:b] = True
+    new_pos = np.cumsum(keep) - 1  # position of each kept row in the embedded tape
+    return keep, [int(new_pos[e - 1] + 1) if e > 0 else 0 for e in end]
+
+
 def fmt_qty(q: int, qty_scale: int) -> str:
     """A quantity as the page shows it: with thousands separators, and for a scaled quantity
     (a .lobc replay's, qty_scale units per 1) its decimals without trailing zeros."""
@@ -237,13 +249,8 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
         tr = _read(have["trades"], ["recv_ns", "record", "qty", "price", "side"], sym).to_pandas()
         tr = tr.sort_values(["recv_ns", "record"], kind="stable")
         feed_total = len(tr)
-        ft = tr["recv_ns"].to_numpy().astype(np.int64) - day0
-        end = np.searchsorted(ft, times, side="left" if source == "depth" else "right")
-        keep = np.zeros(len(tr), bool)
-        for a, b in zip(np.maximum(end - tape_per_frame, 0), end):
-            keep[a:b] = True
-        new_pos = np.cumsum(keep) - 1
-        tape_end = [int(new_pos[e - 1] + 1) if e > 0 else 0 for e in end]
+        keep, tape_end = _tape_window(tr["recv_ns"].to_numpy().astype(np.int64) - day0, times, source == "depth",
+                                      tape_per_frame)
         kt = tr[keep]
         tape = {"t": (kt["recv_ns"].to_numpy().astype(np.int64) - day0).tolist(),
                 "ty": [{"B": "buy", "S": "sell"}.get(x, x) for x in kt["side"].astype(str).tolist()],
@@ -257,16 +264,9 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
         core = ex[ex["source"] == "core"]
         feed = ex[ex["source"] == "feed"].sort_values(["time_ns", "message"], kind="stable")
         feed_total = len(feed)
-        ft = feed["time_ns"].to_numpy().astype(np.int64)
-        end = np.searchsorted(ft, times, side="left" if source == "depth" else "right")
-        start = np.maximum(end - tape_per_frame, 0)
-        keep = np.zeros(len(feed), bool)
-        for a, b in zip(start, end):
-            keep[a:b] = True
-        idx = np.flatnonzero(keep)
-        new_pos = np.cumsum(keep) - 1  # position of each kept row in the embedded tape
-        tape_end = [int(new_pos[e - 1] + 1) if e > 0 else 0 for e in end]
-        kf = feed.iloc[idx]
+        keep, tape_end = _tape_window(feed["time_ns"].to_numpy().astype(np.int64), times, source == "depth",
+                                      tape_per_frame)
+        kf = feed[keep]
         price = kf["price"].to_numpy().astype(np.int64)
         # An E carries no price (the order's own applies): take the core's level for the same message.
         core_price = dict(zip(core["message"].tolist(), core["price"].tolist()))

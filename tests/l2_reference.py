@@ -474,6 +474,11 @@ class L2Replay:
         self._desync(rec, self._idx, [c], "sequence_break", first_id=want, last_id=got)
         self.counters.messages_skipped["sequence_break"] = self.counters.messages_skipped.get("sequence_break", 0) + 1
         self.per_symbol[s]["skipped"] += 1
+        self._lose_sync(s)
+
+    def _lose_sync(self, s: int) -> None:
+        """The book of s is not known from here (a GAP, a sequence break): unsynced until a
+        RESYNC; its pending comparison points and ticker history go."""
         self.state[s] = GAPPED
         self.snapshot_id[s] = -1
         self._drop_points(s, "unresolved_at_gap")
@@ -546,10 +551,7 @@ class L2Replay:
         if kind == lobc.GAP:
             reason = lobc.GAP_REASONS.get(int(r["flags"]), f"unknown_{int(r['flags'])}")
             self._desync(rec, idx, [c], f"gap_{reason}")
-            self.state[s] = GAPPED
-            self.snapshot_id[s] = -1
-            self._drop_points(s, "unresolved_at_gap")
-            self._tick[s] = self._tick[s][:0]
+            self._lose_sync(s)
         elif kind == lobc.RESYNC:
             if self.snapshot_id[s] < 0:
                 self._desync(rec, idx, [c], "resync_without_snapshot")

@@ -15,7 +15,7 @@ import l2_golden
 import l2_reference as ref
 from lobreplay import lobc
 from lobreplay.l2 import L2Replay, scan
-from test_l2replay import synth_stream
+from test_l2replay import sorted_rows, synth_stream
 
 # ---------------------------------------------------------------- helpers
 
@@ -332,21 +332,6 @@ def _stream(pieces) -> np.ndarray:
     return np.array(rows, lobc.RECORD_DTYPE) if rows else np.zeros(0, lobc.RECORD_DTYPE)
 
 
-def _sorted_rows(parts: list[dict]) -> dict:
-    """The rows of several feed() calls as one output: concatenated, then (stable) by record
-    (a comparison point is resolved when its ticker comes, which a later chunk can hold)."""
-    out = {}
-    for p in parts:
-        for t, cols in p.items():
-            out.setdefault(t, []).append(cols)
-    res = {}
-    for t, v in out.items():
-        cols = {c: np.concatenate([x[c] for x in v]) for c in v[0]}
-        o = np.argsort(cols["record"], kind="stable")
-        res[t] = {c: a[o] for c, a in cols.items()}
-    return res
-
-
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_PIECE, max_size=40), st.lists(st.integers(1, 9), min_size=1, max_size=30),
        st.sampled_from(["auto", "ladder"]), st.sampled_from([None, "spot", "usdm"]))
@@ -361,12 +346,12 @@ def test_any_records_in_any_chunks_give_the_same_replay(pieces, sizes, mode, mar
     syms = ["AAA", "BBB"][:NSYM]
     depth = {"depth_levels": 2, "depth_every_ns": 3}  # (receive times 1 ns apart: samples every few records)
     whole = L2Replay(scan(recs, syms, mode=mode), syms, market=market, **depth)
-    want = _sorted_rows([whole.feed(recs), whole.finish()])
+    want = sorted_rows([whole.feed(recs), whole.finish()])
     sizes = (sizes * (len(recs) // len(sizes) + 1))[:len(recs)]
     new, _ = replay_in_batches(recs, syms, sizes, mode, market=market)  # (the reference, batch by batch)
     parts = L2Replay(scan(recs, syms, mode=mode), syms, market=market, **depth)
     cuts = np.cumsum(sizes)[:-1]
-    got = _sorted_rows([parts.feed(c) for c in np.split(recs, cuts)] + [parts.finish()])
+    got = sorted_rows([parts.feed(c) for c in np.split(recs, cuts)] + [parts.finish()])
     assert_rows_equal(got, want, f"batches {sizes}")
     assert_same_state(parts, whole, "batches")
     for rp in (whole, parts, new):

@@ -198,6 +198,21 @@ def synth_stream(seed: int, n_messages: int = 300, n_symbols: int = 2, *, cross_
     return np.array(out, lobc.RECORD_DTYPE), truth
 
 
+def sorted_rows(parts: list[dict]) -> dict:
+    """The rows of several feed() calls as one output: concatenated, then (stable) by record
+    (a comparison point is resolved when its ticker comes, which a later chunk can hold)."""
+    out = {}
+    for p in parts:
+        for t, cols in p.items():
+            out.setdefault(t, []).append(cols)
+    res = {}
+    for t, v in out.items():
+        cols = {c: np.concatenate([x[c] for x in v]) for c in v[0]}
+        o = np.argsort(cols["record"], kind="stable")
+        res[t] = {c: a[o] for c, a in cols.items()}
+    return res
+
+
 def replay_of(records, symbols=("AAA", "BBB", "CCC"), mode="auto", **kw):
     sizing = scan(records, list(symbols), mode=mode)
     return L2Replay(sizing, list(symbols), **kw)
@@ -1147,9 +1162,7 @@ def test_depth_samples_are_the_book_at_each_sample_time_whatever_the_chunks(seed
         if tiny:  # every output array of one row: the C replay stops for room and resumes often
             for name in rp._c._FIELDS:
                 rp._c._grow(name, 1)
-        outs = [rp.feed(x) for x in feeds] + [rp.finish()]
-        got = [o["depth"] for o in outs if "depth" in o]
-        return {k: np.concatenate([g[k] for g in got]) for k in got[0]}
+        return sorted_rows([rp.feed(x) for x in feeds] + [rp.finish()])["depth"]
 
     cuts = np.cumsum(rng.integers(1, 90, size=len(recs)))
     cuts = cuts[cuts < len(recs)]
@@ -1167,10 +1180,9 @@ def test_depth_samples_are_the_book_at_each_sample_time_whatever_the_chunks(seed
         pos += k
         return k
 
-    outs = list(rp.feed_from(read, 64)) + [rp.finish()]
-    got = [o["depth"] for o in outs if "depth" in o]
-    assert np.concatenate([g["record"] for g in got]).tolist() == want["record"].tolist()
-    assert np.concatenate([g["bid_price_1"] for g in got]).tolist() == want["bid_price_1"].tolist()
+    got = sorted_rows(list(rp.feed_from(read, 64)) + [rp.finish()])["depth"]
+    assert got["record"].tolist() == want["record"].tolist()
+    assert got["bid_price_1"].tolist() == want["bid_price_1"].tolist()
 
 
 @pytest.mark.parametrize("market", ["spot", "usdm"])
@@ -1249,14 +1261,7 @@ def test_l2_paths_whole_batched_and_with_tiny_outputs(market):
             parts.append(rp.finish())
             for s in rp.sizing:
                 rp.session.book(s).validate()
-            rows = {}
-            for p in parts:
-                for t, cols in p.items():
-                    rows.setdefault(t, []).append(cols)
-            out = {t: {c: np.concatenate([x[c] for x in v]) for c in v[0]} for t, v in rows.items()}
-            for t, cols in out.items():  # (a ticker comparison resolves in a later batch: by record)
-                o = np.argsort(cols["record"], kind="stable")
-                out[t] = {c: a[o].tolist() for c, a in cols.items()}
+            out = {t: {c: a.tolist() for c, a in cols.items()} for t, cols in sorted_rows(parts).items()}
             return out, [rp.levels(s) for s in range(len(syms))]
 
         want = run([len(recs)])
@@ -1301,12 +1306,11 @@ def test_depth_rows_after_every_change_are_the_books_after_each_message(seed):
         if tiny:
             for name in c._c._FIELDS:
                 c._c._grow(name, 1)
-        rows, i = [], 0
+        parts, i = [], 0
         for k in sizes:
-            rows.append(c.feed(recs[i:i + k]).get("depth"))
+            parts.append(c.feed(recs[i:i + k]))
             i += k
-        rows.append(c.finish().get("depth"))
-        d = {f: np.concatenate([r[f] for r in rows if r]) for f in rows[0] or next(r for r in rows if r)}
+        d = sorted_rows(parts + [c.finish()])["depth"]
         return [(int(d["record"][j]), int(d["recv_ns"][j]), int(d["symbol"][j]), int(d["update_id"][j]),
                  bool(d["synced"][j]), *([int(d[f"{side}_{f}_{m}"][j]) for m in range(1, n + 1)]
                                          for side in ("bid", "ask") for f in ("price", "qty")))
