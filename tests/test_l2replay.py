@@ -213,6 +213,22 @@ def sorted_rows(parts: list[dict]) -> dict:
     return res
 
 
+def feed_in_batches(rp: L2Replay, recs: np.ndarray, sizes, tiny: bool = False) -> dict:
+    """rp fed recs in batches of `sizes` records, then finished: its rows as one output
+    (sorted_rows). tiny: every output array one row long first (the C replay then stops for
+    room and resumes at nearly every row)."""
+    if tiny:
+        for name in rp._c._FIELDS:
+            rp._c._grow(name, 1)
+    parts, i = [], 0
+    for k in sizes:
+        if i >= len(recs):
+            break
+        parts.append(rp.feed(recs[i:i + k]))
+        i += k
+    return sorted_rows(parts + [rp.feed(recs[i:]), rp.finish()])
+
+
 def replay_of(records, symbols=("AAA", "BBB", "CCC"), mode="auto", **kw):
     sizing = scan(records, list(symbols), mode=mode)
     return L2Replay(sizing, list(symbols), **kw)
@@ -1157,16 +1173,11 @@ def test_depth_samples_are_the_book_at_each_sample_time_whatever_the_chunks(seed
     want = _depth_oracle(recs, syms, every, n)
     assert 10 < len(want["record"]) and want["synced"].any() and not want["synced"].all()
 
-    def run(feeds, tiny=False):
+    def run(sizes, tiny=False):
         rp = L2Replay(scan(recs, syms), syms, depth_levels=n, depth_every_ns=every)
-        if tiny:  # every output array of one row: the C replay stops for room and resumes often
-            for name in rp._c._FIELDS:
-                rp._c._grow(name, 1)
-        return sorted_rows([rp.feed(x) for x in feeds] + [rp.finish()])["depth"]
+        return feed_in_batches(rp, recs, sizes, tiny)["depth"]
 
-    cuts = np.cumsum(rng.integers(1, 90, size=len(recs)))
-    cuts = cuts[cuts < len(recs)]
-    for got in (run([recs]), run(np.split(recs, cuts)), run([recs], tiny=True)):
+    for got in (run([len(recs)]), run(rng.integers(1, 90, size=len(recs)).tolist()), run([len(recs)], tiny=True)):
         assert sorted(got) == sorted(want)
         for k in want:
             assert got[k].tolist() == want[k].tolist(), k
@@ -1251,17 +1262,10 @@ def test_l2_paths_whole_batched_and_with_tiny_outputs(market):
     for recs, syms, every in cases + [(r, y, 0) for r, y, _ in cases]:  # (0: a row after every change)
         def run(sizes, tiny=False):
             rp = L2Replay(scan(recs, syms), syms, market=market, depth_levels=4, depth_every_ns=every)
-            if tiny:
-                for name in rp._c._FIELDS:
-                    rp._c._grow(name, 1)
-            parts, i = [], 0
-            for k in sizes:
-                parts.append(rp.feed(recs[i:i + k]))
-                i += k
-            parts.append(rp.finish())
+            rows = feed_in_batches(rp, recs, sizes, tiny)
             for s in rp.sizing:
                 rp.session.book(s).validate()
-            out = {t: {c: a.tolist() for c, a in cols.items()} for t, cols in sorted_rows(parts).items()}
+            out = {t: {c: a.tolist() for c, a in cols.items()} for t, cols in rows.items()}
             return out, [rp.levels(s) for s in range(len(syms))]
 
         want = run([len(recs)])
@@ -1302,15 +1306,8 @@ def test_depth_rows_after_every_change_are_the_books_after_each_message(seed):
     assert len(want) > 50
 
     def run(sizes, tiny=False):
-        c = L2Replay(scan(recs, syms), syms, depth_levels=n, depth_every_ns=0)
-        if tiny:
-            for name in c._c._FIELDS:
-                c._c._grow(name, 1)
-        parts, i = [], 0
-        for k in sizes:
-            parts.append(c.feed(recs[i:i + k]))
-            i += k
-        d = sorted_rows(parts + [c.finish()])["depth"]
+        d = feed_in_batches(L2Replay(scan(recs, syms), syms, depth_levels=n, depth_every_ns=0), recs, sizes,
+                            tiny)["depth"]
         return [(int(d["record"][j]), int(d["recv_ns"][j]), int(d["symbol"][j]), int(d["update_id"][j]),
                  bool(d["synced"][j]), *([int(d[f"{side}_{f}_{m}"][j]) for m in range(1, n + 1)]
                                          for side in ("bid", "ask") for f in ("price", "qty")))
