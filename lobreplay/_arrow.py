@@ -37,11 +37,7 @@ def array(values, type=None):
                 return pa.array(values)
             if not valid.any():
                 return pa.nulls(len(values), type)
-            # the values there, then spread out by a take whose index is null where None is
-            dense = array([v for v in values if v is not None], type)
-            index = np.cumsum(valid) - 1
-            bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-            return dense.take(pa.Array.from_buffers(pa.int64(), len(values), [bitmap, pa.py_buffer(index)]))
+            return _with_nulls(values, valid, type)
         if all(isinstance(v, str) for v in values):
             return strings(values, type or pa.string())
         if all(isinstance(v, (bool, int, float, np.generic)) for v in values):
@@ -62,6 +58,31 @@ def array(values, type=None):
     if kind in "iuf":
         return _from_numbers(values, type if type is not None else pa.from_numpy_dtype(values.dtype))
     return pa.array(values, type=type)
+
+
+def _with_nulls(values: list, valid: np.ndarray, type):
+    """values (a list with None where valid is False) as an Arrow array of `type`: the values
+    there, spread out under a validity bitmap (a take would import pyarrow.compute, 60-75 ms)."""
+    dense = array([v for v in values if v is not None], type)
+    n, bitmap = len(values), pa.py_buffer(np.packbits(valid, bitorder="little"))
+    where = np.flatnonzero(valid)
+    if str(type) in _NUMPY or pa.types.is_timestamp(type) or pa.types.is_duration(type):
+        d = to_numpy(dense)
+        spread = np.zeros(n, d.dtype)
+        spread[where] = d
+        return pa.Array.from_buffers(type, n, [bitmap, pa.py_buffer(spread)], null_count=n - len(where))
+    if type in (pa.string(), pa.binary(), pa.large_string(), pa.large_binary()):
+        offsets, data = dense.buffers()[1:]
+        wide = type in (pa.large_string(), pa.large_binary())
+        o = np.frombuffer(offsets, np.int64 if wide else np.int32, count=len(dense) + 1)
+        spread = np.zeros(n, np.int64)
+        spread[where] = np.diff(o)
+        out = _with_offsets(type, n, spread, np.frombuffer(data, np.uint8, count=int(o[-1])) if data else
+                            np.empty(0, np.uint8))
+        return pa.Array.from_buffers(type, n, [bitmap] + out.buffers()[1:], null_count=n - len(where))
+    # another type: spread out by a take whose index is null where None is
+    index = np.cumsum(valid) - 1
+    return dense.take(pa.Array.from_buffers(pa.int64(), n, [bitmap, pa.py_buffer(index)]))
 
 
 def _from_numbers(values: np.ndarray, type):
@@ -89,7 +110,15 @@ def _from_bytes(values: np.ndarray, type):
     raw = np.ascontiguousarray(values).view(np.uint8).reshape(n, width)
     nonzero = raw != 0  # a value ends after its last non-NUL byte
     lengths = np.where(nonzero.any(axis=1), width - np.argmax(nonzero[:, ::-1], axis=1), 0)
-    binary = _with_offsets(pa.binary(), n, lengths, raw[np.arange(width) < lengths[:, None]])
+    data = raw[np.arange(width) < lengths[:, None]]
+    if type == pa.string():
+        # built as strings directly: a cast would import pyarrow.compute (60-75 ms here);
+        # ASCII is UTF-8, anything else is checked as the cast would
+        out = _with_offsets(type, n, lengths, data)
+        if len(data) and data.max() >= 0x80:
+            out.validate(full=True)
+        return out
+    binary = _with_offsets(pa.binary(), n, lengths, data)
     return binary if type == pa.binary() else binary.cast(type)
 
 

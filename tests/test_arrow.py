@@ -53,6 +53,18 @@ def test_fixed_width_bytes_as_binary_and_string(items):
 def test_bytes_that_are_not_utf8_are_refused_as_strings():
     with pytest.raises(pa.ArrowInvalid):
         _arrow.array(np.array([b"\xff\xfe"], "S2"), pa.string())
+    with pytest.raises(pa.ArrowInvalid):  # a cut multi-byte character
+        _arrow.array(np.array([b"ok", "é".encode()[:1]], "S2"), pa.string())
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=st.lists(st.text(max_size=3).map(lambda t: t.replace("\x00", "") or "A"), max_size=20))
+def test_fixed_width_utf8_bytes_as_strings(items):
+    """Bytes beyond ASCII (valid UTF-8) as strings, as a cast of the binary array makes them."""
+    values = np.array([t.encode() for t in items] or [b""], np.bytes_)[: len(items)]
+    got = _arrow.array(values, pa.string())
+    assert got.equals(pa.array(values, type=pa.binary()).cast(pa.string()))
+    assert got.to_pylist() == items
 
 
 @settings(max_examples=60, deadline=None)
@@ -69,6 +81,21 @@ def test_lists_of_strings_with_nulls(items):
        target=st.sampled_from(["uint16", "int64", "uint32"]))
 def test_lists_of_integers_with_nulls(items, target):
     typ = pa.type_for_alias(target)
+    assert _arrow.array(items, typ).equals(pa.array(items, type=typ))
+
+
+@settings(max_examples=40, deadline=None)
+@given(items=st.lists(st.one_of(st.none(), st.integers(0, 2**62)), max_size=12),
+       target=st.sampled_from(["large_string", "binary", "timestamp_utc", "float64"]))
+def test_lists_of_other_types_with_nulls(items, target):
+    """Strings of the other widths, timestamps and floats, with None among them."""
+    if target == "timestamp_utc":
+        typ = pa.timestamp("ns", tz="UTC")
+    elif target == "float64":
+        typ, items = pa.float64(), [None if v is None else float(v % 1000) for v in items]
+    else:
+        typ = pa.type_for_alias(target)
+        items = [None if v is None else (str(v) if target == "large_string" else str(v).encode()) for v in items]
     assert _arrow.array(items, typ).equals(pa.array(items, type=typ))
 
 

@@ -396,7 +396,8 @@ class ItchReplay:
             mask[0] = 1
         self.feed_select = self._share(mask)  # (after the symbols: each part writes locate 0 once over)
         # (pyarrow: not without reports)
-        symtab = _arrow.strings([p1.symbols.get(i, "") for i in range(65536)]) if cfg.reports else None
+        symtab = (np.array([p1.symbols.get(i, "").encode() for i in range(65536)], np.bytes_)
+                  if cfg.reports else None)
         want_bbo = "bbo" in reports
         desync_per_locate = np.zeros(65536, np.int64)
         n_events = 0
@@ -714,7 +715,7 @@ class ItchReplay:
 
     def _latency(self, sess, sizing, symtab, reports) -> None:
         """Overall (the session's fine histograms) and per symbol (each book's coarse ones)."""
-        reports.write("latency", report_rows(sess, [(symtab[z.locate].as_py() or str(z.locate), z.locate)
+        reports.write("latency", report_rows(sess, [(symtab[z.locate].decode() or str(z.locate), z.locate)
                                                     for z in sizing]))
 
     def _symbols(self, p1: _Pass1, sizing, per_locate, residual, stream: bool) -> None:
@@ -776,9 +777,10 @@ def desync_rate(desyncs: int, by_cause: dict, executions: int) -> float | None:
     return (desyncs - by_cause.get("residual_order", 0)) / executions
 
 
-def symbols_of(symtab: pa.Array, locates: np.ndarray) -> pa.DictionaryArray:
-    """The symbol of each locate, dictionary-encoded with only the symbols present."""
-    return _arrow.dictionary(locates, lambda present: symtab.take(_arrow.array(present)))
+def symbols_of(symtab: np.ndarray, locates: np.ndarray) -> pa.DictionaryArray:
+    """The symbol of each locate (symtab: the names by locate, as bytes), dictionary-encoded
+    with only the symbols present."""
+    return _arrow.dictionary(locates, lambda present: _arrow.array(symtab[present], pa.string()))
 
 
 def replay_itch(path: str, out_dir: str, cfg: ReplayConfig | None = None, *, force: bool = False) -> dict:
