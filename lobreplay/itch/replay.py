@@ -396,8 +396,7 @@ class ItchReplay:
             mask[0] = 1
         self.feed_select = self._share(mask)  # (after the symbols: each part writes locate 0 once over)
         # (pyarrow: not without reports)
-        symtab = (np.array([p1.symbols.get(i, "").encode() for i in range(65536)], np.bytes_)
-                  if cfg.reports else None)
+        symtab = _symbol_table(p1.symbols) if cfg.reports else None
         want_bbo = "bbo" in reports
         desync_per_locate = np.zeros(65536, np.int64)
         n_events = 0
@@ -775,6 +774,14 @@ def desync_rate(desyncs: int, by_cause: dict, executions: int) -> float | None:
     if not executions:
         return None
     return (desyncs - by_cause.get("residual_order", 0)) / executions
+
+
+def _symbol_table(symbols: dict[int, str]) -> np.ndarray:
+    """The names by locate (0 .. 65535) as bytes, b"" where the directory has none."""
+    names = [symbols[k].encode() for k in symbols]
+    table = np.zeros(65536, f"S{max([1] + [len(n) for n in names])}")
+    table[np.fromiter(symbols, np.int64, len(symbols))] = names
+    return table
 
 
 def symbols_of(symtab: np.ndarray, locates: np.ndarray) -> pa.DictionaryArray:
