@@ -1619,6 +1619,18 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
                 sk.n_desync = s->ext.sink.n_desync;
                 goto done;
             }
+            if (e->kind == LOB_REPLACE && e->new_id == e->id) {
+                order_t *o = &b->orders[p.old];
+                if (o->level == (uint32_t)p.lim && o->next == NIL) {
+                    /* same id, same price, already the last of its level: where a REPLACE
+                     * would put it back (an L2 level's one order always is). Resized in
+                     * place; it rests, so it crosses nothing. */
+                    b->levels[o->level].total += e->qty - o->qty;
+                    o->qty = e->qty;
+                    r.resting = e->qty;
+                    goto done;
+                }
+            }
             int trades = crosses(b, p.side, p.lim);
             int feed = (e->flags & LOB_F_FEED) != 0;
             int fok = e->kind == LOB_NEW && e->tif == LOB_FOK;

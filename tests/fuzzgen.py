@@ -771,6 +771,9 @@ class StreamGen:
         else:
             new_id = self._not_live_id(st)
         price = self._chaos_price(st)
+        o = st.book.orders.get(oid)
+        if o is not None and R.random() < 0.15:  # the price it has (the core resizes a last order in place)
+            price = o.price
         if R.random() < 0.12:
             flags |= FEED
             o = st.book.orders.get(oid)
