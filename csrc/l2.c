@@ -405,8 +405,10 @@ struct lob_l2 {
     size_t total_pts;
     entry *ent;
     size_t ent_cap;
-    uint32_t *order;
+    uint32_t *order;         /* the entries in the order they are applied */
     size_t order_cap;
+    uint32_t *later;         /* scratch: the entries that add or grow a level */
+    size_t later_cap;
     lob_event *ev;
     lob_result *res;
     uint32_t *ev_entry;
@@ -447,6 +449,7 @@ void lob_l2_free(lob_l2 *r)
     free(r->dq);
     free(r->ent);
     free(r->order);
+    free(r->later);
     free(r->ev);
     free(r->res);
     free(r->ev_entry);
@@ -780,18 +783,24 @@ static size_t build_events(lob_l2 *r, size_t k0, size_t nord, uint16_t s)
     return ne;
 }
 
+static void event_rejected(ctx *x, size_t i, size_t begin, const entry *e);
+
 /* After event i of the batch was applied (or rejected). */
-static void event_done(ctx *x, size_t i, size_t begin)
+static inline void event_done(ctx *x, size_t i, size_t begin)
+{
+    lob_l2 *r = x->r;
+    const entry *e = &r->ent[r->order[r->ev_entry[i]]];
+    r->c.events[r->ev[i].kind]++;
+    if (__builtin_expect(r->res[i].status == LOB_OK, 1)) r->ki[e->key].mq = e->q;
+    else event_rejected(x, i, begin, e);
+}
+
+/* Event i was rejected: a row, and the mirror takes what the book has. */
+static __attribute__((noinline)) void event_rejected(ctx *x, size_t i, size_t begin, const entry *e)
 {
     lob_l2 *r = x->r;
     const lob_event *ev = &r->ev[i];
-    const entry *e = &r->ent[r->order[r->ev_entry[i]]];
-    r->c.events[ev->kind]++;
     int st = r->res[i].status;
-    if (st == LOB_OK) {
-        r->ki[e->key].mq = e->q;
-        return;
-    }
     lob_l2_desync *d = desync_row(x, begin, LOB_L2D_REJECTED);
     d->detail = (uint32_t)st;
     uint8_t side;
@@ -825,8 +834,9 @@ static void crossed_rows(ctx *x, size_t nd, size_t begin, int snapshot)
     }
 }
 
-/* Apply the whole message rec[begin .. end] (END at end) of symbol s. */
-static int apply_message(ctx *x, size_t begin, size_t end, int snapshot)
+/* Apply the whole message rec[begin .. end] (END at end) of symbol s; clean: every record
+ * between is a valid level of s (the caller's check found nothing to report). */
+static int apply_message(ctx *x, size_t begin, size_t end, int snapshot, int clean)
 {
     lob_l2 *r = x->r;
     const lob_l2_record *rec = x->rec;
@@ -840,12 +850,13 @@ static int apply_message(ctx *x, size_t begin, size_t end, int snapshot)
     uint32_t serial = r->serial;
     size_t zeros = snapshot ? S->count * 2 : 0;
     if (!grow((void **)&r->ent, &r->ent_cap, end - begin + zeros, sizeof *r->ent) ||
-        !grow((void **)&r->order, &r->order_cap, end - begin + zeros, sizeof *r->order))
+        !grow((void **)&r->order, &r->order_cap, end - begin + zeros, sizeof *r->order) ||
+        !grow((void **)&r->later, &r->later_cap, end - begin, sizeof *r->later))
         return LOB_ENOMEM;
     size_t ne = 0;
     for (size_t p = begin + 1; p < end; p++) {
         const lob_l2_record *y = &rec[p];
-        if (y->symbol != s || y->kind != lk || !valid_level(y)) continue; /* reported by the caller */
+        if (!clean && (y->symbol != s || y->kind != lk || !valid_level(y))) continue; /* reported by the caller */
         long g = level_of(r, s, y->price);
         if (g < 0) {
             desync_row(x, p, LOB_L2D_PRICE_NOT_IN_BOOK);
@@ -867,21 +878,23 @@ static int apply_message(ctx *x, size_t begin, size_t end, int snapshot)
             }
         }
     }
-    size_t nz = nord;
-    for (int phase = 0; phase < 2; phase++) {
-        for (size_t i = 0; i < ne - nz; i++) {
-            const entry *e = &r->ent[i];
-            if (e->dead) continue;
-            int ph = e->q > 0 && e->q >= e->prev0;
-            if (ph == phase) r->order[nord++] = (uint32_t)i;
+    /* then the entries that remove or shrink a level, then those that add or grow one (the
+     * latter gathered in later[] meanwhile), each in record order */
+    size_t nz = nord, nlater = 0;
+    for (size_t i = 0; i < ne - nz; i++) {
+        const entry *e = &r->ent[i];
+        if (e->dead) continue;
+        if (e->q > 0 && e->q >= e->prev0) {
+            r->later[nlater++] = (uint32_t)i;
+            r->c.unchanged_levels += e->q == e->prev0;
+        } else {
+            r->order[nord++] = (uint32_t)i;
+            r->c.zero_qty_unknown_level += e->q == 0 && e->prev0 == 0;
         }
     }
-    for (size_t k = 0; k < nord; k++) {
-        const entry *e = &r->ent[r->order[k]];
-        r->c.levels_applied++;
-        if (e->q == e->prev0 && e->q > 0) r->c.unchanged_levels++;
-        if (e->q == 0 && e->prev0 == 0) r->c.zero_qty_unknown_level++;
-    }
+    memcpy(&r->order[nord], r->later, nlater * sizeof *r->later);
+    nord += nlater;
+    r->c.levels_applied += nord;
     if (!ensure_events(r, nord)) return LOB_ENOMEM;
     size_t k0 = 0;
     while (k0 < nord) {
@@ -1142,6 +1155,7 @@ static int group(ctx *x, size_t i, size_t j)
     const lob_l2_record *rec = x->rec;
     uint16_t s = rec[i].symbol;
     int snapshot = rec[i].kind == LOB_L2_SNAPSHOT_BEGIN;
+    size_t desyncs = x->out->n_desync;
     for (size_t p = i + 1; p < j; p++) {
         const lob_l2_record *y = &rec[p];
         if (y->symbol >= r->nsym) {
@@ -1153,6 +1167,7 @@ static int group(ctx *x, size_t i, size_t j)
             desync_row(x, p, LOB_L2D_MALFORMED_LEVEL);
         }
     }
+    int clean = x->out->n_desync == desyncs; /* every level is one of s, and valid */
     if (rec[j].first_id != rec[i].first_id) desync_row(x, j, LOB_L2D_END_ID_MISMATCH);
     symstate *S = &r->sym[s];
     if (snapshot) {
@@ -1160,7 +1175,7 @@ static int group(ctx *x, size_t i, size_t j)
             desync_row(x, i, LOB_L2D_NO_BOOK);
             return LOB_OK;
         }
-        int rc = apply_message(x, i, j, 1);
+        int rc = apply_message(x, i, j, 1, clean);
         if (rc != LOB_OK) return rc;
         S->has_snapshot = 1;
         S->snapshot_id = rec[i].first_id;
@@ -1172,7 +1187,7 @@ static int group(ctx *x, size_t i, size_t j)
     if (S->state == ST_SYNCED && S->has_book) {
         uint64_t expected, received;
         if (!r->sequence || in_sequence(r->sequence, S, &rec[i], &expected, &received))
-            return apply_message(x, i, j, 0);
+            return apply_message(x, i, j, 0, clean);
         lob_l2_desync *d = desync_row(x, i, LOB_L2D_SEQUENCE_BREAK);
         d->first_id = expected;
         d->last_id = received;
