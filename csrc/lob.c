@@ -1073,6 +1073,11 @@ uint64_t lob_hist_lowest(uint32_t idx)
     return (uint64_t)(HALF + k % HALF) << e;
 }
 
+void lob_hist_lows(uint64_t *lows)
+{
+    for (uint32_t i = 0; i < LOB_HIST_BUCKETS; i++) lows[i] = lob_hist_lowest(i);
+}
+
 int lob_session_set_timing(lob_session *s, int on)
 {
     if (on) /* per-book histograms, allocated here and never during apply */

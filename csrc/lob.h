@@ -383,6 +383,8 @@ void lob_session_reset_histograms(lob_session *s);
 /* Bucket index of a value and the lowest value of a bucket. Can't fail. */
 uint32_t lob_hist_index(uint64_t value_ns);
 uint64_t lob_hist_lowest(uint32_t index);
+/* lob_hist_lowest of every bucket into lows[LOB_HIST_BUCKETS]. Can't fail. */
+void lob_hist_lows(uint64_t *lows);
 /* Probe the clock used for timing: mean cost of one reading (ns, over
  * `iterations` back-to-back readings), the smallest non-zero step seen
  * between readings (ns), and the resolution the OS reports (ns). */

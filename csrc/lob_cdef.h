@@ -161,6 +161,7 @@ int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts);
 void lob_session_reset_histograms(lob_session *s);
 uint32_t lob_hist_index(uint64_t value_ns);
 uint64_t lob_hist_lowest(uint32_t index);
+void lob_hist_lows(uint64_t *lows);
 void lob_clock_probe(uint32_t iterations, double *cost_ns, int64_t *min_step_ns, int64_t *os_resolution_ns);
 int64_t lob_clock_ns(void);
 enum { LOB_CLOCK_MONOTONIC = 0, LOB_CLOCK_TSC = 1 };

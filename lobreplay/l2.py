@@ -475,8 +475,12 @@ def _open_tail(rec: np.ndarray, nsym: int, held: int = 0) -> int:
     if not n:
         return 0
     k, sym = rec["kind"], rec["symbol"]
-    if held and ((sym[held:] >= nsym) | (k[held:] == _LEVEL[int(k[0])])).all():
-        return 0
+    if held:  # (in blocks: the message usually ends a few records on, not at the chunk's end)
+        lo, lk = held, _LEVEL[int(k[0])]
+        while lo < n and ((sym[lo:lo + 4096] >= nsym) | (k[lo:lo + 4096] == lk)).all():
+            lo += 4096
+        if lo >= n:
+            return 0
     # the last record of a known symbol that is not a level: the group's start, if what follows is its own
     hi = n
     while hi > 0:

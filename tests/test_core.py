@@ -632,6 +632,8 @@ def test_histogram_buckets():
         assert lows[i] <= v < lows[i + 1]
         assert (int(lows[i + 1]) - int(lows[i])) <= max(1, int(lows[i]) >> 10)  # 3 significant figures
     assert _coreapi.hist_index(2**50) == _coreapi.hist_index(2**40 - 1)  # clamped
+    # the table the core fills in one call is the bucket-by-bucket one
+    assert lows.tolist() == [_coreapi.lib.lob_hist_lowest(i) for i in range(_coreapi.HIST_BUCKETS)]
 
 
 def test_timing_counts_every_event_by_kind():

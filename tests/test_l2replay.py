@@ -1316,3 +1316,26 @@ def test_depth_rows_after_every_change_are_the_books_after_each_message(seed):
     rng = np.random.default_rng(seed)
     for got in (run([len(recs)]), run(rng.integers(1, 40, size=len(recs)).tolist()), run([len(recs)], tiny=True)):
         assert got == [tuple(w) for w in want]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_held_message_is_found_open_or_ended_as_a_fresh_search_finds_it(seed):
+    """feed_from's held records (a message known to be unfinished, BEGIN first) only shorten
+    the search for where the chunk's unfinished group starts: the answer is the one found
+    from scratch, however long the message (the records after it are looked at in blocks)."""
+    from lobreplay.l2 import _open_tail
+    rng = np.random.default_rng(seed)
+    for _ in range(30):
+        m = int(rng.choice([3, 100, 4095, 4096, 4097, 9000]))
+        kind = int(rng.choice([lobc.SNAPSHOT_BEGIN, lobc.DIFF_BEGIN]))
+        rec = np.zeros(1 + m + 3, lobc.RECORD_DTYPE)
+        rec["kind"][0], rec["kind"][1:] = kind, kind + 1
+        rec["symbol"][rng.random(len(rec)) < 0.05] = 9  # an unknown symbol among the levels
+        rec["symbol"][0] = 0
+        tail = rng.integers(0, 4)  # the message goes on, or ends with its END, a ticker, a trade
+        if tail:
+            at = int(rng.integers(1 + m // 2, len(rec)))
+            rec["kind"][at] = (kind + 2, lobc.TICKER_BID, lobc.TRADE)[tail - 1]
+            rec["symbol"][at] = 0
+        held = int(rng.integers(1, 1 + m // 2))
+        assert _open_tail(rec, 1, held) == _open_tail(rec, 1), (m, tail, held)
