@@ -18,17 +18,19 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
 
 from . import __version__, _arrow, lobc
+from ._ahead import read_ahead
 from .errors import InputError
 from .itch.replay import _NoBar, prepare_output
 from .l2 import MAX_GRID_LEVELS, SEQUENCE_RULES, L2Replay, scan_counts
 from .events import Kind
 from .latency import histogram_table, report_rows
-from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256
+from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256, usable_cpus
 
 ALL_REPORTS = ("bbo", "desyncs", "trades", "latency", "ticker_mismatches", "depth")  # depth: with depth_levels
 _TS = pa.timestamp("ns", tz="UTC")
@@ -133,7 +135,9 @@ class LobcReplay:
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-hash") as helper:
             src = lobc.ChunkReader(self.path, self.cfg.chunk_records)
             self._records = src.records
-            sha = helper.submit(file_sha256, self.path, size=src.size)
+            # (at the lowest priority: pass 1's reader thread has the other core first; a table
+            # waits for it only at its first row group or its close, in pass 2 or after)
+            sha = helper.submit(file_sha256, self.path, size=src.size, background=True)
             meta = self.src_meta(src)
             run.summary["source"] = meta
             try:
@@ -184,9 +188,12 @@ class LobcReplay:
         names = [str(s) for s in src.meta["symbols"]]
         n = 0
 
+        # the next chunk read and its CRCs checked on a thread while the scan takes this one
+        verified = SimpleNamespace(chunks=lambda buffers=1: src.chunks(verify=True, buffers=buffers))
+
         def pass1_chunks(bar):
             nonlocal n
-            for c in src.chunks(verify=True):
+            for c, _ in read_ahead(verified, thread=usable_cpus() > 1):
                 bar.update(len(c))
                 self._done = (1, bar.n)
                 c = c if keep is None else c[np.isin(c["symbol"], keep)]

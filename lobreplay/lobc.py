@@ -551,7 +551,9 @@ class ChunkReader:
     The block headers are read when it opens (`torn`: where they stop being sound).
     `chunks(verify=True)` also checks each block's CRC and ends the file at the first that
     does not match (`torn` then names it; later passes read only the blocks before it).
-    Each chunk is a view of the buffer, valid until the next one is read."""
+    Each chunk is a view of the buffer, valid until the next one is read (with
+    `chunks(buffers=k)`, k buffers in turn: valid until k more are read; lobreplay's
+    read_ahead keeps chunks in flight so)."""
 
     def __init__(self, path, chunk_records: int = 1 << 18):
         r = BlockReader(path)
@@ -559,7 +561,7 @@ class ChunkReader:
         self.heads = list(r.headers())  # (seq, offset, n, crc, recv_ns)
         self.torn: Torn | None = r.torn
         self.chunk_records = max(1, int(chunk_records))
-        self._buf: np.ndarray | None = None
+        self._bufs: list[np.ndarray] = []
 
     @property
     def blocks(self) -> int:
@@ -569,18 +571,21 @@ class ChunkReader:
     def records(self) -> int:
         return sum(h[2] for h in self.heads)
 
-    def chunks(self, *, verify: bool = False):
+    def chunks(self, *, verify: bool = False, buffers: int = 1):
         heads = self.heads
         if not heads:
             return
-        biggest = max(h[2] for h in heads)
-        if self._buf is None or len(self._buf) < max(biggest, min(self.chunk_records, self.records)):
-            self._buf = np.empty(max(biggest, min(self.chunk_records, self.records)), RECORD_DTYPE)
-        raw = self._buf.view(np.uint8)
+        room = max(max(h[2] for h in heads), min(self.chunk_records, self.records))
+        self._bufs = [b for b in self._bufs if len(b) >= room][:buffers]
+        self._bufs += [np.empty(room, RECORD_DTYPE) for _ in range(buffers - len(self._bufs))]
+        turn = 0
         scratch = bytearray(UNIT)  # the block headers land here
         with open(self.path, "rb", buffering=0) as f:
             i = 0
             while i < len(heads):
+                buf = self._bufs[turn % buffers]
+                raw = buf.view(np.uint8)
+                turn += 1
                 j, n = i + 1, heads[i][2]
                 while j < len(heads) and n + heads[j][2] <= self.chunk_records:
                     n += heads[j][2]
@@ -604,7 +609,7 @@ class ChunkReader:
                     keep += 1
                     lo += k
                 if lo:
-                    yield self._buf[:lo]
+                    yield buf[:lo]
                 if got < want or keep < j:
                     return
                 i = j

@@ -126,7 +126,9 @@ class TableWriter:
     ROW_GROUP = 1 << 17  # rows gathered before they are written (a Parquet row group, a stream batch)
 
     def __init__(self, path: str, schema: pa.Schema, metadata: Mapping[str, object], *, stream: bool = False):
-        """metadata values are strings, or Futures of strings resolved when the file opens."""
+        """metadata values are strings, or Futures of strings resolved when the file opens:
+        at its first row group, or when it closes (rows are held until then), so a value
+        computed beside the replay (the input's SHA-256) has that long to arrive."""
         self.path = path
         self.stream = stream
         self._held: list[pa.Table] = []  # written together once they reach ROW_GROUP rows
@@ -159,17 +161,14 @@ class TableWriter:
         """Append rows. They are written in row groups of about ROW_GROUP rows, whatever
         the size of each call's batch (a replay's chunks are small)."""
         n = len(next(iter(columns.values()))) if columns else 0
-        if n == 0 and self._w is not None:
-            return
-        self._hold(self.table(columns))
+        if n:
+            self._hold(self.table(columns))
 
     def write_arrow(self, table: pa.Table) -> None:
         """Append the rows of a table of this writer's schema (gathered as write() does)."""
         self._hold(table.replace_schema_metadata(self.schema.metadata))
 
     def _hold(self, table: pa.Table) -> None:
-        if self._w is None:
-            self._open()
         if table.num_rows:
             self._held.append(table)
             self._held_rows += table.num_rows
@@ -178,14 +177,14 @@ class TableWriter:
         self.rows += table.num_rows
 
     def _flush(self) -> None:
+        if self._w is None:
+            self._open()
         if self._held:
             self._w.write_table(pa.concat_tables(self._held) if len(self._held) > 1 else self._held[0])
             self._held, self._held_rows = [], 0
 
     def close(self) -> None:
-        if self._w is None:  # nothing written: still leave a valid, empty table
-            self.write({f.name: [] for f in self.schema})
-        self._flush()
+        self._flush()  # (opens the file if no row group was written: an empty table is a valid one)
         self._w.close()
         if self._sink is not None:
             self._sink.close()
@@ -291,7 +290,7 @@ def file_sha256(path: str, stop=None, *, background: bool = False, size: int | N
     reused buffer; hashlib releases the GIL on each block, so it runs beside a replay on
     its own thread). None if `stop` (a threading.Event) was set before the end.
     background: at the lowest priority (see _background), for a hash that nothing waits
-    for until the end; not for one a report writer waits for when it opens its file.
+    for soon (a report writer waits for it at its first row group: TableWriter).
     size: the first `size` bytes only (the source_size a replay reports beside it: a file
     still being written has more by the time the hash gets there)."""
     if background:

@@ -149,15 +149,20 @@ def test_replay_options_out_of_range_are_named(capsys):
 
 def _replay_signalled(out, signame: str):
     """`itch replay` of the sample day in a subprocess that sends itself signal `signame`
-    after its first chunk of report rows (so that it lands mid-run every time)."""
+    after its first chunk of report rows (so that it lands mid-run every time; tables
+    write a row group every 1,000 rows, so that some are being written then)."""
     import os
     root = pathlib.Path(__file__).resolve().parent.parent
     script = (
         "import os, signal, sys\n"
         "from lobreplay.itch import replay\n"
+        "from lobreplay.reports import ReportSet, TableWriter\n"
+        "TableWriter.ROW_GROUP = 1000\n"
         "real = replay.ItchReplay._chunk_reports\n"
         "def once(self, *a, **k):\n"
         "    real(self, *a, **k)\n"
+        "    for r in [x for x in a if isinstance(x, ReportSet)]:  # its rows handed to the writers\n"
+        "        [f.result() for f in r._pending]\n"
         f"    os.kill(os.getpid(), signal.{signame})\n"
         "replay.ItchReplay._chunk_reports = once\n"
         "from lobreplay.cli import main\n"

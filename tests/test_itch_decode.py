@@ -431,7 +431,7 @@ def test_read_ahead_gives_the_chunks_in_order_and_keeps_them_valid(synthetic_day
     contract the replay relies on)."""
     import time
 
-    from lobreplay.itch.reader import read_ahead
+    from lobreplay._ahead import read_ahead
     plain = [_messages(c) for c in ItchFile(synthetic_day.path, chunk_bytes=1 << 17).chunks()]
     assert len(plain) > 4  # several chunks, so that buffers turn over
     f = ItchFile(synthetic_day.path, chunk_bytes=1 << 17)
@@ -451,7 +451,7 @@ def test_read_ahead_gives_the_chunks_in_order_and_keeps_them_valid(synthetic_day
 
 
 def test_read_ahead_raises_a_readers_error_after_the_chunks_before_it(synthetic_day, tmp_path):
-    from lobreplay.itch.reader import read_ahead
+    from lobreplay._ahead import read_ahead
     p = tmp_path / "cut.itch"
     p.write_bytes(open(synthetic_day.path, "rb").read()[:1_000_003])
     whole = sum(c.n for c in ItchFile(p, chunk_bytes=1 << 17, allow_truncated=True).chunks())
@@ -466,7 +466,7 @@ def test_read_ahead_stops_its_thread_when_the_caller_stops(synthetic_day):
     """A caller that stops early (an error of its own, a break) leaves no reader behind."""
     import threading
 
-    from lobreplay.itch.reader import read_ahead
+    from lobreplay._ahead import read_ahead
     before = set(threading.enumerate())
     it = read_ahead(ItchFile(synthetic_day.path, chunk_bytes=1 << 17), lambda c, s: c.n)
     next(it)

@@ -10,6 +10,7 @@ import textwrap
 import zlib
 from decimal import Decimal
 
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -329,7 +330,17 @@ def test_chunk_reader_streams_the_records_of_read(tmp_path, chunk):
         assert (r.blocks, r.records, r.torn) == (d.blocks, len(d.records), d.torn)
         again = np.concatenate([c.copy() for c in r.chunks()])  # pass 2: the blocks kept
         np.testing.assert_array_equal(again, d.records)
-        assert len(r._buf) <= max(chunk, 3)
+        assert len(r._bufs) == 1 and len(r._bufs[0]) <= max(chunk, 3)
+        # two buffers in turn (read_ahead): reading a chunk leaves the one before as it was
+        it = r.chunks(buffers=2)
+        prev = next(it)
+        seen, kept = [], prev.copy()
+        for c in it:
+            np.testing.assert_array_equal(prev, kept)
+            seen.append(kept)
+            prev, kept = c, c.copy()
+        np.testing.assert_array_equal(np.concatenate(seen + [kept]), d.records)
+        assert len(r._bufs) == 2 and len(seen) == len(got) - 1
         read, parts = r.reader(), []                    # reads cut anywhere, across blocks
         while True:
             out = np.zeros(chunk, lobc.RECORD_DTYPE)

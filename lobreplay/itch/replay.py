@@ -38,7 +38,8 @@ from .. import reports
 from .._lazy import Deferred, load
 from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
 from .decode import decode_type, non_ascii_bytes, positions_of, to_arrow
-from .reader import ItchFile, read_ahead
+from .._ahead import read_ahead
+from .reader import ItchFile
 from .spec import LAYOUTS, PRICE4_SCALE
 
 ALL_REPORTS = ("desyncs", "executions", "bbo", "latency", "symbols", "depth")  # depth: with depth_levels
