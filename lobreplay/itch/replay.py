@@ -324,10 +324,11 @@ class ItchReplay:
         with ReplayRun(self.out_dir, self.src_meta(), where=self.where) as run:
             if self.hash_file:
                 # on its own thread and its own reads, off the critical path: the report
-                # writers wait for it only when they open their files (sha256_later)
+                # writers wait for it only when they open their files (sha256_later), at their
+                # first row group or close; at the lowest priority, so that pass 1's reader
+                # thread has the other core first
                 pool = ThreadPoolExecutor(1, thread_name_prefix="sha256")
-                # (at the lowest priority when only summary.json, at the end, waits for it)
-                self._sha256 = pool.submit(file_sha256, self.path, self._stop_hash, background=not cfg.reports,
+                self._sha256 = pool.submit(file_sha256, self.path, self._stop_hash, background=True,
                                            size=self.src.size)
                 pool.shutdown(wait=False)
             p1 = self.pass1() if self._given_pass1 is None else self._given_pass1[0]
