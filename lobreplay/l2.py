@@ -23,6 +23,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from . import _coreapi as core
@@ -324,36 +326,56 @@ class L2Replay:
         self._carry = records[cut:].copy()
         return self._process(records[:cut], first) if cut else {}
 
-    def feed_from(self, read, chunk: int):
+    def feed_from(self, read, chunk: int, *, ahead: bool = False):
         """The same as feed() of each `chunk` records of a stream in turn, yielding what each
         returns: read(out) fills `out` with the stream's next records (fewer only at its end;
-        lobc.ChunkReader.reader() reads a file's straight into it), here a buffer that every
-        chunk reuses, behind the group the chunk before left unfinished. One C call per chunk."""
+        lobc.ChunkReader.reader() reads a file's straight into it). Two buffers take turns:
+        the group a chunk leaves unfinished is copied to the front of the other one and the
+        next records are read in behind it, before this chunk is replayed; with ahead=True
+        that read runs on a thread meanwhile (read must then be called from one thread at a
+        time, which it is). One C call per chunk."""
         if len(self._carry):
             raise ValueError("feed_from: records already pending from feed()")
+        R = lobc.RECORD_DTYPE.itemsize
         spare = max(4096, chunk // 8)  # room for the unfinished group a chunk leaves
-        buf = np.empty(chunk + spare, lobc.RECORD_DTYPE)
-        fill, first = 0, self.next_index  # records in buf; the index of buf[0]
-        held = 0  # records at buf's front known to be one unfinished message (its BEGIN, its levels)
-        while True:
-            if len(buf) < fill + chunk:  # (doubling: a message that goes on for chunks costs its length once)
-                buf = np.concatenate([buf[:fill], np.empty(max(chunk + spare, len(buf)), lobc.RECORD_DTYPE)])
-            got = read(buf[fill:fill + chunk])
-            if not got:
-                break
-            fill += got
-            self.next_index += got
-            cut = _open_tail(buf[:fill], self.nsym, held)
-            held = fill - cut if cut < fill and buf["kind"][cut] in _LEVEL else 0
-            yield self._process(buf[:cut], first) if cut else {}
-            if cut:  # the unfinished group to the front (as bytes: a structured copy goes field by field)
-                raw = buf.view(np.uint8)
-                R = lobc.RECORD_DTYPE.itemsize
-                raw[:(fill - cut) * R] = raw[cut * R:fill * R].copy()
-            first, fill = first + cut, fill - cut
-            if got < chunk:
-                break
-        self._carry = buf[:fill].copy()
+        bufs = [np.empty(chunk + spare, lobc.RECORD_DTYPE) for _ in range(2)]
+        pool = ThreadPoolExecutor(1, thread_name_prefix="lobreplay-read") if ahead else None
+
+        def start(buf: np.ndarray, at: int):  # the next records read into buf[at:], now or on the thread
+            if pool is None:
+                got = read(buf[at:at + chunk])
+                return lambda: got
+            return pool.submit(read, buf[at:at + chunk]).result
+
+        try:
+            turn, fill, first = 0, 0, self.next_index  # records in bufs[turn]; the index of its first
+            held = 0  # records at its front known to be one unfinished message (its BEGIN, its levels)
+            pending = start(bufs[0], 0)
+            while True:
+                buf = bufs[turn]
+                got = pending()
+                if not got:  # (the end: what is left is the group at the front)
+                    self._carry = buf[:fill].copy()
+                    return
+                fill += got
+                self.next_index += got
+                cut = _open_tail(buf[:fill], self.nsym, held)
+                held = fill - cut if cut < fill and buf["kind"][cut] in _LEVEL else 0
+                rest = fill - cut
+                if got == chunk:  # more may follow: the unfinished group, then the next records
+                    nxt = bufs[1 - turn]
+                    if len(nxt) < rest + chunk:  # (doubling: a message that goes on for chunks)
+                        nxt = bufs[1 - turn] = np.empty(max(rest + chunk, 2 * len(nxt)), lobc.RECORD_DTYPE)
+                    nxt.view(np.uint8)[:rest * R] = buf.view(np.uint8)[cut * R:fill * R]  # (as bytes: fast)
+                    pending = start(nxt, rest)
+                yield self._process(buf[:cut], first) if cut else {}
+                if got < chunk:  # (the end: what is left is the group behind this chunk's cut)
+                    self._carry = buf[cut:fill].copy()
+                    return
+                first, fill, turn = first + cut, rest, 1 - turn
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
 
     def finish(self) -> dict[str, dict]:
         """Ends the replay: an unfinished message at the end is dropped (counted); pending

@@ -227,7 +227,9 @@ class LobcReplay:
         self._map = None if keep is None else _RecordMap()
         read = src.reader() if keep is None else _filtered(src.chunks(), keep, self._map)
         with self._bar("pass 2 (replay)", n) as bar:
-            for rows in rp.feed_from(read, cfg.chunk_records):
+            # (the next records read on a thread while the core replays these; not through the
+            # --symbols filter, whose record map the rows' writer reads meanwhile)
+            for rows in rp.feed_from(read, cfg.chunk_records, ahead=keep is None and usable_cpus() > 1):
                 if rows:
                     self._write(rows, reports, names)
                 bar.update(rp.next_index - bar.n)

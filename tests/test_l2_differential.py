@@ -169,7 +169,8 @@ def test_update_ids_out_of_sequence(seed):
         assert new.counters.messages_skipped["sequence_break"] == new.counters.desyncs["sequence_break"]
 
 
-def test_feed_from_holds_a_long_unfinished_message_as_feed_does():
+@pytest.mark.parametrize("ahead", [False, True])
+def test_feed_from_holds_a_long_unfinished_message_as_feed_does(ahead):
     """feed_from keeps a message that runs on for several chunks at the buffer's front and looks
     only at the new records while they continue it (once each chunk rescanned it all: a
     message with no END took time in its square): the same rows and counters as feed() of
@@ -194,7 +195,7 @@ def test_feed_from_holds_a_long_unfinished_message_as_feed_does():
                 out[:k] = recs[pos[0]:pos[0] + k]
                 pos[0] += k
                 return k
-            rows_a = list(a.feed_from(read, chunk)) + [a.finish()]
+            rows_a = list(a.feed_from(read, chunk, ahead=ahead)) + [a.finish()]
             rows_b = [b.feed(recs[lo:lo + chunk]) for lo in range(0, len(recs), chunk)] + [b.finish()]
             for i, (x, y) in enumerate(zip(rows_a, rows_b)):
                 assert_rows_equal(x, y, f"chunk {chunk} part {i}")
@@ -237,7 +238,8 @@ def test_tickers_far_out_of_order():
         replay_in_batches(recs, SYMS, rng.integers(1, 400, size=len(recs)).tolist(), ticker_history=hist)
 
 
-def test_feed_from_is_feed_in_chunks():
+@pytest.mark.parametrize("ahead", [False, True])
+def test_feed_from_is_feed_in_chunks(ahead):
     """feed_from reads a stream into chunks of exactly `chunk` records: the same C calls, rows
     and counters as feed() of each chunk. The stream here: the records in blocks of random
     sizes through the --symbols reader (keeping every symbol, then one)."""
@@ -252,7 +254,7 @@ def test_feed_from_is_feed_in_chunks():
             mine = recs[np.isin(recs["symbol"], keep)]
             a = L2Replay(scan(mine, SYMS), SYMS)
             b = L2Replay(scan(mine, SYMS), SYMS)
-            rows_a = list(a.feed_from(_filtered(iter(blocks), keep, _RecordMap()), chunk)) + [a.finish()]
+            rows_a = list(a.feed_from(_filtered(iter(blocks), keep, _RecordMap()), chunk, ahead=ahead)) + [a.finish()]
             rows_b = [b.feed(mine[lo:lo + chunk]) for lo in range(0, len(mine), chunk)] + [b.finish()]
             assert len(rows_a) == len(rows_b) == -(-len(mine) // chunk) + 1
             for i, (x, y) in enumerate(zip(rows_a, rows_b)):
