@@ -170,7 +170,8 @@ static int scan_rehash(lob_l2_scan *s)
  * qty > 0, and not live if qty == 0 and `applied` (pass 2 applies the record). A zero that
  * pass 2 may not apply leaves the level as it was: the live levels here stay a superset of
  * pass 2's book, so their peak bounds the book's. */
-static int scan_level(lob_l2_scan *s, uint16_t sym, int64_t price, int64_t qty, uint8_t side, int applied)
+static inline __attribute__((always_inline)) int scan_level(lob_l2_scan *s, uint16_t sym, int64_t price, int64_t qty,
+                                                           uint8_t side, int applied)
 {
     if (2 * (s->used + 1) > s->mask + 1 && !scan_rehash(s)) return LOB_ENOMEM;
     size_t h = (size_t)level_hash(sym, price) & s->mask;
