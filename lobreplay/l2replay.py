@@ -63,6 +63,9 @@ L2_SCHEMAS: dict[str, pa.Schema] = {
 }
 
 
+DEPTH_LIMIT = 100_000  # levels per side in a depth sample: lob_l2_new's limit (csrc/l2.c)
+
+
 @dataclass
 class L2ReplayConfig:
     symbols: list[str] | None = None      # replay only these (default: all)
@@ -82,9 +85,10 @@ class L2ReplayConfig:
         self.symbols = config_names(self.symbols, "symbols")
         self.symbols = list(self.symbols) if self.symbols is not None else None
         self.reports = ALL_REPORTS if self.reports is None else config_names(self.reports, "reports", ALL_REPORTS)
-        if not 0 <= self.depth_levels <= 100 or self.depth_every_ns < 0:
-            raise ValueError(f"depth samples: 0 to 100 levels every >= 0 ns (0: after every change), got "
-                             f"{self.depth_levels} every {self.depth_every_ns} ns")
+        # (the command line allows 100 levels, cli.MAX_DEPTH; here the C replay's own limit)
+        if not 0 <= self.depth_levels <= DEPTH_LIMIT or self.depth_every_ns < 0:
+            raise ValueError(f"depth samples: 0 to {DEPTH_LIMIT:,} levels every >= 0 ns (0: after every change), "
+                             f"got {self.depth_levels} every {self.depth_every_ns} ns")
         if not self.depth_levels:
             self.reports = tuple(r for r in self.reports if r != "depth")
 

@@ -1226,6 +1226,12 @@ def test_depth_samples_of_a_real_recording_agree_with_its_bbo_rows(converted, tm
 
 def test_depth_options_of_the_command_line(tmp_path, capsys):
     from lobreplay.cli import main
+    from lobreplay.l2replay import DEPTH_LIMIT, L2ReplayConfig
+
+    # the API takes what the C replay can (the command line stops at 100)
+    assert L2ReplayConfig(depth_levels=DEPTH_LIMIT).depth_levels == DEPTH_LIMIT
+    with pytest.raises(ValueError, match="0 to 100,000 levels"):
+        L2ReplayConfig(depth_levels=DEPTH_LIMIT + 1)
 
     recs, _ = synth_stream(5, n_messages=100, n_symbols=1)
     src = tmp_path / "feed.lobc"
