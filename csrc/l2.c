@@ -347,6 +347,8 @@ typedef struct tick {
 typedef struct symstate {
     uint8_t state, has_book, ladder, touched;
     uint8_t changed;         /* applied a message since the last depth sample */
+    uint8_t queued;          /* in lob_l2.changed: looked at by the next depth sample */
+    uint8_t row_synced;      /* `synced` of its last depth row (0 before one) */
     int64_t *shown;          /* --every change: the levels of its last depth row (NULL: none yet) */
     uint32_t count;          /* levels of the book */
     size_t base;             /* its first level g */
@@ -614,6 +616,16 @@ static void top_of(const lob_l2 *r, uint16_t s, int64_t top[4])
         }
         top[2 * side] = p;
         top[2 * side + 1] = q;
+    }
+}
+
+/* Depth samples at intervals: s is looked at by the next sample (a row if it applied a
+ * message since the last, or its sync state is not its last row's). */
+static void depth_queue(lob_l2 *r, uint16_t s)
+{
+    if (!r->sym[s].queued) {
+        r->sym[s].queued = 1;
+        r->changed[r->nchanged++] = s;
     }
 }
 
@@ -947,9 +959,9 @@ static int apply_message(ctx *x, size_t begin, size_t end, int snapshot, int cle
     S->last_u = u;
     S->after_snapshot = snapshot;
     S->messages++;
-    if (r->depth_n && r->depth_every && !S->changed) {
+    if (r->depth_n && r->depth_every) {
         S->changed = 1;
-        r->changed[r->nchanged++] = s;
+        depth_queue(r, s);
     }
     if (r->compare) {
         if (!grow((void **)&S->pts, &S->cappts, S->npts + 1, sizeof *S->pts)) return LOB_ENOMEM;
@@ -1021,6 +1033,7 @@ static void lose_sync(ctx *x, uint16_t s)
     drop_points(x, s, &x->r->c.unresolved_at_gap);
     S->hlen = 0;
     S->hhead = 0;
+    if (x->r->depth_n && x->r->depth_every && S->has_book) depth_queue(x->r, s);
 }
 
 /* ---- depth samples ---- */
@@ -1090,8 +1103,10 @@ static lob_l2_depth *depth_row(ctx *x, uint16_t s, int64_t when, int64_t record,
     return d;
 }
 
-/* --every change: after a message applied to s (BEGIN at i, END at j), a row if its N best
- * levels are not those of its last row (room for one checked). 0: out of memory. */
+/* --every change: after a message applied to s (BEGIN at i, END at j), or a change of its
+ * sync state (a GAP or RESYNC at i = j; a message at i .. j that broke the sequence), a row if
+ * its N best levels or its sync state are not those of its last row (room for one checked).
+ * 0: out of memory. */
 static int change_row(ctx *x, uint16_t s, size_t i, size_t j)
 {
     lob_l2 *r = x->r;
@@ -1099,14 +1114,19 @@ static int change_row(ctx *x, uint16_t s, size_t i, size_t j)
     size_t w = 4 * (size_t)r->depth_n;
     if (!S->shown && !(S->shown = calloc(w, sizeof *S->shown))) return 0;
     int64_t *lv;
-    depth_row(x, s, x->rec[i].recv_ns, x->first + (int64_t)j, &lv);
+    lob_l2_depth *d = depth_row(x, s, x->rec[i].recv_ns, x->first + (int64_t)j, &lv);
     fill_levels(r, s, lv);
-    if (!memcmp(lv, S->shown, w * sizeof *lv)) x->out->n_depth--; /* no change: the row goes */
-    else memcpy(S->shown, lv, w * sizeof *lv);
+    if (!memcmp(lv, S->shown, w * sizeof *lv) && d->synced == S->row_synced) {
+        x->out->n_depth--; /* no change: the row goes */
+    } else {
+        memcpy(S->shown, lv, w * sizeof *lv);
+        S->row_synced = d->synced;
+    }
     return 1;
 }
 
-/* One row per book changed since the last sample, in symbol order (room checked). */
+/* One row per book that applied a message since the last sample, or whose sync state is
+ * not its last row's, in symbol order (room checked). */
 static void sample(ctx *x, int64_t when, int64_t record)
 {
     lob_l2 *r = x->r;
@@ -1119,10 +1139,15 @@ static void sample(ctx *x, int64_t when, int64_t record)
         }
     for (size_t a = 0; a < r->nchanged; a++) {
         uint16_t s = (uint16_t)c[a];
-        int64_t *lv;
-        r->sym[s].changed = 0;
-        depth_row(x, s, when, record, &lv);
-        fill_levels(r, s, lv);
+        symstate *S = &r->sym[s];
+        uint8_t synced = S->state == ST_SYNCED;
+        if (S->changed || synced != S->row_synced) {
+            int64_t *lv;
+            depth_row(x, s, when, record, &lv);
+            fill_levels(r, s, lv);
+            S->row_synced = synced;
+        }
+        S->changed = S->queued = 0;
     }
     r->nchanged = 0;
 }
@@ -1224,8 +1249,18 @@ static void control(ctx *x, size_t i)
     } else { /* RESYNC */
         if (!S->has_snapshot) desync_row(x, i, LOB_L2D_RESYNC_WITHOUT_SNAPSHOT);
         else if (S->snapshot_id != y->first_id) desync_row(x, i, LOB_L2D_RESYNC_ID_MISMATCH);
-        if (S->has_book) S->state = ST_SYNCED;
+        if (S->has_book) {
+            S->state = ST_SYNCED;
+            if (r->depth_n && r->depth_every) depth_queue(r, s);
+        }
     }
+}
+
+/* --every change: the sync state of s is not its last depth row's (a row to write). */
+static int sync_moved(const lob_l2 *r, uint16_t s)
+{
+    const symstate *S = &r->sym[s];
+    return S->has_book && (S->state == ST_SYNCED) != S->row_synced;
 }
 
 int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_index, size_t *pos,
@@ -1271,7 +1306,7 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
             uint64_t applied = r->sym[s].messages;
             rc = group(&x, i, j);
             if (rc != LOB_OK) goto done;
-            if (by_change && r->sym[s].messages != applied && !change_row(&x, s, i, j)) {
+            if (by_change && (r->sym[s].messages != applied || sync_moved(r, s)) && !change_row(&x, s, i, j)) {
                 rc = LOB_ENOMEM;
                 goto done;
             }
@@ -1336,11 +1371,18 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
             desync_row(&x, i++, LOB_L2D_UNPAIRED_TICKER);
             continue;
         case LOB_L2_GAP:
-        case LOB_L2_RESYNC:
-            if (!room(out, 0, 1, 0, r->total_pts)) goto full;
+        case LOB_L2_RESYNC: {
+            int by_change = r->depth_n && !r->depth_every;
+            if (!room(out, 0, 1, 0, r->total_pts) || (by_change && !depth_room(out, 1))) goto full;
             resolve_touched(&x);
-            control(&x, i++);
+            control(&x, i);
+            if (by_change && sync_moved(r, s) && !change_row(&x, s, i, i)) {
+                rc = LOB_ENOMEM;
+                goto done;
+            }
+            i++;
             continue;
+        }
         default:
             if (!room(out, 0, 1, 0, 0)) goto full;
             desync_row(&x, i++, LOB_L2D_UNKNOWN_KIND);

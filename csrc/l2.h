@@ -201,7 +201,9 @@ typedef struct lob_l2_mismatch {
 } lob_l2_mismatch;
 
 /* A depth sample of one book (docs/l2.md "Depth samples"): at each multiple T of
- * depth_every_ns, every book that applied a message since the sample before. The
+ * depth_every_ns, every book that applied a message since the sample before, or whose sync
+ * state (synced) is not its last row's. (depth_every_ns 0: a row after each applied message
+ * that changed its N best levels, and after each change of its sync state.) The
  * sample holds the records before the first unit of records whose receive time
  * (the latest so far: a time that goes back counts as the one before it) reaches T,
  * where a unit is a whole message (BEGIN .. END), a BEGIN with the levels after it

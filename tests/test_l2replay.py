@@ -1125,12 +1125,14 @@ def _depth_oracle(recs: np.ndarray, syms: list[str], every: int, n: int) -> dict
     times are the multiples of `every` that follow a record's receive time (times that go
     back count as the latest before them); the sample at T holds every record before the
     first that arrives at T or later, less a message (or a TICKER_BID) that it cuts; a row
-    for each symbol whose count of applied messages changed since the sample before."""
+    for each symbol whose count of applied messages changed since the sample before, or whose
+    `synced` is not that of its last row (false before one)."""
     import l2_reference as ref
 
     t = np.maximum.accumulate(recs["recv_ns"])
     kinds = recs["kind"]
     rows, before = [], None
+    shown_synced = np.zeros(len(syms), bool)
     times = np.unique((t // every + 1) * every)
     for T in times.tolist():
         at = int(np.searchsorted(t, T, side="left"))
@@ -1147,8 +1149,10 @@ def _depth_oracle(recs: np.ndarray, syms: list[str], every: int, n: int) -> dict
         if at == len(recs):
             rp.finish()
         msgs = np.array([rp.per_symbol[s]["messages"] for s in range(len(syms))])
-        changed = msgs != (before if before is not None else 0)
+        synced = np.array([rp.state[s] == 1 for s in range(len(syms))])
+        changed = (msgs != (before if before is not None else 0)) | (synced != shown_synced)
         before = msgs
+        shown_synced = np.where(changed, synced, shown_synced)
         for s in np.flatnonzero(changed).tolist():
             bids, asks = rp.levels(s)
             row = {"record": (cut if at < len(recs) else len(recs)) - 1, "recv_ns": T, "symbol": s,
@@ -1284,32 +1288,36 @@ def test_l2_paths_whole_batched_and_with_tiny_outputs(market):
 @pytest.mark.parametrize("seed", [4, 9])
 def test_depth_rows_after_every_change_are_the_books_after_each_message(seed):
     """--every change (depth_every_ns 0): a row after every applied message that changed its
-    book's N best levels (record: the message's END, recv_ns: its BEGIN's), the same as the
-    Python reference replay fed record by record shows, whole, in batches and with one-row
-    outputs."""
+    book's N best levels (record: the message's END, recv_ns: its BEGIN's), and after every
+    change of its sync state (a GAP, a RESYNC: that record; a message that broke the
+    sequence: its END, its BEGIN's time), the same as the Python reference replay fed record
+    by record shows, whole, in batches and with one-row outputs."""
     import l2_reference as ref
 
     recs, _ = synth_stream(seed, n_messages=300, n_symbols=2, gap_rate=0.03, cross_rate=0.05)
     syms, n = ["AAA", "BBB"], 3
     rp = ref.L2Replay(ref.scan(recs, syms), syms)
-    shown, begin, want = {}, {}, []
+    shown, begin, want, by_sync = {}, {}, [], 0
     for i in range(len(recs)):
         k, s = int(recs["kind"][i]), int(recs["symbol"][i])
-        if k in (lobc.SNAPSHOT_BEGIN, lobc.DIFF_BEGIN):
+        if k in (lobc.SNAPSHOT_BEGIN, lobc.DIFF_BEGIN, lobc.GAP, lobc.RESYNC):
             begin[s] = i
         before = [rp.per_symbol[x]["messages"] for x in range(len(syms))]
         rp.feed(recs[i:i + 1])
         for x in range(len(syms)):
-            if rp.per_symbol[x]["messages"] == before[x]:
+            synced = bool(rp.state[x] == 1)
+            last_top, last_synced = shown.get(x, ([[(0, 0)] * n] * 2, False))
+            if rp.per_symbol[x]["messages"] == before[x] and synced == last_synced:
                 continue
             bids, asks = rp.levels(x)
             top = [(bids + [(0, 0)] * n)[:n], (asks + [(0, 0)] * n)[:n]]
-            if top != shown.get(x, [[(0, 0)] * n] * 2):
-                shown[x] = top
-                want.append((i, int(recs["recv_ns"][begin[x]]), x, int(rp.last_u[x]), bool(rp.state[x] == 1),
+            if (top, synced) != (last_top, last_synced):
+                by_sync += top == last_top
+                shown[x] = (top, synced)
+                want.append((i, int(recs["recv_ns"][begin[x]]), x, int(rp.last_u[x]), synced,
                              [p for p, _ in top[0]], [q for _, q in top[0]], [p for p, _ in top[1]],
                              [q for _, q in top[1]]))
-    assert len(want) > 50
+    assert len(want) > 50 and by_sync > 3  # (rows for a change of sync state alone among them)
 
     def run(sizes, tiny=False):
         d = feed_in_batches(L2Replay(scan(recs, syms), syms, depth_levels=n, depth_every_ns=0), recs, sizes,
