@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -135,13 +136,15 @@ class LobcReplay:
             raise
 
     def _run(self) -> dict:
-        with ReplayRun(self.out_dir, {"source_file": os.path.basename(self.path)}, where=self.where) as run, \
+        stop = threading.Event()  # a failed replay does not wait for the hash (ReplayRun)
+        with ReplayRun(self.out_dir, {"source_file": os.path.basename(self.path)}, where=self.where,
+                       stop=stop) as run, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-hash") as helper:
             src = lobc.ChunkReader(self.path, self.cfg.chunk_records)
             self._records = src.records
             # (at the lowest priority: pass 1's reader thread has the other core first; a table
             # waits for it only at its first row group or its close, in pass 2 or after)
-            sha = helper.submit(file_sha256, self.path, size=src.size, background=True)
+            sha = helper.submit(file_sha256, self.path, stop, size=src.size, background=True)
             meta = self.src_meta(src)
             run.summary["source"] = meta
             try:
@@ -154,8 +157,9 @@ class LobcReplay:
                                                             schema, run.reports.metadata)
                 res = self._replay(src, run.reports, keep)
             except BaseException:
+                stop.set()  # (before the helper's pool waits for it)
                 with contextlib.suppress(Exception):
-                    meta["source_sha256"] = sha.result()
+                    meta["source_sha256"] = sha.result() or ""
                 raise
             finally:  # (a failed replay's summary says what it found of the file too: its torn tail)
                 run.summary["lobc"] = {k: src.meta.get(k) for k in ("venue", "market", "symbols", "price_scale",

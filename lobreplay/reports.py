@@ -142,8 +142,8 @@ class TableWriter:
 
     def _open(self) -> None:
         if self._late:  # e.g. the source file's SHA-256, computed beside the replay
-            self.schema = self.schema.with_metadata({**(self.schema.metadata or {}),
-                                                     **{k: f.result() for k, f in self._late.items()}})
+            self.schema = self.schema.with_metadata({**(self.schema.metadata or {}),  # (None: given up)
+                                                     **{k: f.result() or "" for k, f in self._late.items()}})
             self._late = {}
         # written as PATH.partial and renamed when closed whole: a process killed outright
         # (SIGKILL) leaves no file under the report's name that lacks its footer
@@ -348,19 +348,25 @@ class ReplayRun:
     the closing's included, "failed" with the error (and the exception goes on), and with
     `where` (a callable: how far the replay got, e.g. its pass and the messages done)
     "stopped_at". Then wall time and peak RSS are added and summary.json is written
-    atomically."""
+    atomically. `stop` (a threading.Event), set when the replay fails before the reports
+    close: work that only a whole replay needs stops there (the input's SHA-256, which a
+    table waits for when it opens its file: a replay stopped early would wait for the rest
+    of a multi-GB file; its tables' source_sha256 is then empty)."""
 
-    def __init__(self, out_dir: str, source: dict, where=None):
+    def __init__(self, out_dir: str, source: dict, where=None, stop: threading.Event | None = None):
         self.out_dir = out_dir
         self.summary: dict = {"status": "failed", "source": source}
         self.reports: ReportSet | None = None
         self.where = where
+        self.stop = stop
 
     def __enter__(self) -> "ReplayRun":
         self._t0 = time.perf_counter()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is not None and self.stop is not None:
+            self.stop.set()
         closing = None  # the reports' close failing (a full disk, a report name taken by a directory,
         if self.reports is not None:  # Ctrl-C while they close): summary.json is written all the same
             try:

@@ -347,6 +347,33 @@ def test_a_replay_with_every_report_does_not_import_pandas(synthetic_day, tmp_pa
     assert {"bbo.parquet", "executions.parquet", "latency.parquet", "symbols.parquet"} <= set(os.listdir(tmp_path / "o"))
 
 
+def test_a_failed_replay_does_not_wait_for_the_hash(synthetic_day, tmp_path, monkeypatch):
+    """A replay that fails in pass 2 stops the input's SHA-256 before its tables close (each
+    waits for it when it opens its file): the rest of a multi-GB file's hash took seconds
+    after Ctrl-C. The tables are whole, with an empty source_sha256."""
+    import pyarrow.parquet as pq
+    from lobreplay.itch import replay as R
+
+    def hash_that_waits(path, stop=None, *, background=False, size=None):  # (as test_l2replay's)
+        return None if stop is not None and stop.wait(60) else "not stopped"
+
+    real = R.ItchReplay._chunk_reports
+    done = []
+
+    def fails_after_one(self, *a, **k):
+        if done:
+            raise KeyboardInterrupt
+        done.append(1)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(R, "file_sha256", hash_that_waits)
+    monkeypatch.setattr(R.ItchReplay, "_chunk_reports", fails_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        R.replay_itch(synthetic_day.path, str(tmp_path / "o"), R.ReplayConfig(chunk_bytes=1 << 20))
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["status"] == "failed"
+    assert pq.read_schema(tmp_path / "o" / "bbo.parquet").metadata[b"source_sha256"] == b""
+
+
 def test_cli_errors_are_one_line_without_traceback(tmp_path):
     bad = tmp_path / "x.itch"
     bad.write_bytes(b"\x00\x05hello")

@@ -971,6 +971,40 @@ def test_an_interrupted_replay_says_where_it_stopped(tmp_path, monkeypatch):
     assert 0 < bbo.num_rows and max(bbo.column("record").to_pylist()) < done
 
 
+def _hash_that_waits(path, stop=None, *, background=False, size=None):
+    """A stand-in for reports.file_sha256 that never finishes by itself: it gives up (None)
+    when `stop` is set, as the real one does between its blocks (a minute: a result that says
+    the stop never came)."""
+    return None if stop is not None and stop.wait(60) else "not stopped"
+
+
+def test_an_interrupted_replay_does_not_wait_for_the_hash(tmp_path, monkeypatch):
+    """A replay that fails (here Ctrl-C in pass 2) stops the input's SHA-256 before its
+    tables close (they wait for it when they open their files): on a multi-GB file the rest
+    of the hash took seconds after the stop. The tables are whole, their source_sha256
+    empty; a whole replay still waits for it."""
+    from lobreplay import l2, l2replay
+    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+
+    recs, _ = synth_stream(97, n_messages=800, n_symbols=2)
+    write_lobc(tmp_path / "a.lobc", recs)
+    monkeypatch.setattr(l2replay, "file_sha256", _hash_that_waits)
+    real = l2.L2Replay._process
+
+    def interrupted(self, rec, first):
+        if first:
+            raise KeyboardInterrupt
+        return real(self, rec, first)
+
+    monkeypatch.setattr(l2.L2Replay, "_process", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        replay_lobc(tmp_path / "a.lobc", str(tmp_path / "o"), L2ReplayConfig(chunk_records=1000))
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["status"] == "failed"
+    for t in ("bbo", "trades"):
+        meta = pq.read_schema(tmp_path / "o" / f"{t}.parquet").metadata
+        assert meta[b"source_sha256"] == b"", t
+
+
 def test_a_file_without_a_whole_block_is_an_error(tmp_path):
     """Torn before its first block ends (or that block's CRC fails): nothing to replay is an
     error naming the file and offset (it was status ok with 0 records); a whole file with no

@@ -321,7 +321,7 @@ class ItchReplay:
     def _run(self) -> dict:
         cfg = self.cfg
         ascii0 = non_ascii_bytes()
-        with ReplayRun(self.out_dir, self.src_meta(), where=self.where) as run:
+        with ReplayRun(self.out_dir, self.src_meta(), where=self.where, stop=self._stop_hash) as run:
             if self.hash_file:
                 # on its own thread and its own reads, off the critical path: the report
                 # writers wait for it only when they open their files (sha256_later), at their
