@@ -619,12 +619,13 @@ static void top_of(const lob_l2 *r, uint16_t s, int64_t top[4])
     }
 }
 
-/* Depth samples at intervals: s is looked at by the next sample (a row if it applied a
- * message since the last, or its sync state is not its last row's). */
+/* With depth samples at intervals: the book of s is looked at by the next sample (a row if
+ * it applied a message since the last, or its sync state is not its last row's). */
 static void depth_queue(lob_l2 *r, uint16_t s)
 {
-    if (!r->sym[s].queued) {
-        r->sym[s].queued = 1;
+    symstate *S = &r->sym[s];
+    if (r->depth_n && r->depth_every && S->has_book && !S->queued) {
+        S->queued = 1;
         r->changed[r->nchanged++] = s;
     }
 }
@@ -959,10 +960,8 @@ static int apply_message(ctx *x, size_t begin, size_t end, int snapshot, int cle
     S->last_u = u;
     S->after_snapshot = snapshot;
     S->messages++;
-    if (r->depth_n && r->depth_every) {
-        S->changed = 1;
-        depth_queue(r, s);
-    }
+    S->changed = 1; /* (read by the depth samples at intervals only) */
+    depth_queue(r, s);
     if (r->compare) {
         if (!grow((void **)&S->pts, &S->cappts, S->npts + 1, sizeof *S->pts)) return LOB_ENOMEM;
         point *p = &S->pts[S->npts++];
@@ -1033,7 +1032,7 @@ static void lose_sync(ctx *x, uint16_t s)
     drop_points(x, s, &x->r->c.unresolved_at_gap);
     S->hlen = 0;
     S->hhead = 0;
-    if (x->r->depth_n && x->r->depth_every && S->has_book) depth_queue(x->r, s);
+    depth_queue(x->r, s);
 }
 
 /* ---- depth samples ---- */
@@ -1251,7 +1250,7 @@ static void control(ctx *x, size_t i)
         else if (S->snapshot_id != y->first_id) desync_row(x, i, LOB_L2D_RESYNC_ID_MISMATCH);
         if (S->has_book) {
             S->state = ST_SYNCED;
-            if (r->depth_n && r->depth_every) depth_queue(r, s);
+            depth_queue(r, s);
         }
     }
 }
@@ -1272,6 +1271,7 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
     ctx x = {r, rec, first_index, out};
     size_t i = *pos;
     uint32_t nsym = r->nsym;
+    int by_change = r->depth_n && !r->depth_every; /* depth rows after each change */
     int rc = LOB_OK;
     if (n) r->last_record = first_index + (int64_t)n - 1;
     while (i < n) {
@@ -1295,7 +1295,6 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
                 continue;
             }
             size_t glen = j - i + 1, live = live_of(r, s);
-            int by_change = r->depth_n && !r->depth_every;
             if (by_change && !depth_room(out, 1)) goto full;
             if (k == LOB_L2_SNAPSHOT_BEGIN || breaks_sequence(r, y)) { /* a control: points resolved first */
                 if (!room(out, 1, 5 * glen + 3 * live + 8, 0, r->total_pts + 1)) goto full;
@@ -1371,8 +1370,7 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
             desync_row(&x, i++, LOB_L2D_UNPAIRED_TICKER);
             continue;
         case LOB_L2_GAP:
-        case LOB_L2_RESYNC: {
-            int by_change = r->depth_n && !r->depth_every;
+        case LOB_L2_RESYNC:
             if (!room(out, 0, 1, 0, r->total_pts) || (by_change && !depth_room(out, 1))) goto full;
             resolve_touched(&x);
             control(&x, i);
@@ -1382,7 +1380,6 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
             }
             i++;
             continue;
-        }
         default:
             if (!room(out, 0, 1, 0, 0)) goto full;
             desync_row(&x, i++, LOB_L2D_UNKNOWN_KIND);

@@ -35,10 +35,10 @@ from ..errors import InputError
 from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
 from ..latency import histogram_table, report_rows
 from .. import reports
+from .._ahead import read_ahead
 from .._lazy import Deferred, load
 from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
 from .decode import decode_type, non_ascii_bytes, positions_of, to_arrow
-from .._ahead import read_ahead
 from .reader import ItchFile
 from .spec import LAYOUTS, PRICE4_SCALE
 
