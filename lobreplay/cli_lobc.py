@@ -80,6 +80,9 @@ def cmd_replay(args) -> int:
         rate = f"{bt['match_rate']:.4%}" if bt["match_rate"] is not None else "-"
         print(f"bookTicker: {bt['matches']:,} of {bt['comparable']:,} comparable points match ({rate})"
               + (f"; not comparable: {nc}" if nc else ""))
+    for d in s["lobc"].get("damage", []):
+        print(f"skipped {d['bytes']:,} damaged byte(s) at offset {d['offset']:,} ({d['reason']}), read on from "
+              f"offset {d['next_block']:,}: every book lost sync there (desync gap_damaged) until its next snapshot")
     if s["lobc"]["torn"]:
         from .lobc import torn_text
         print(torn_text(s["lobc"]["torn"]) + "; the reports hold the records before it")
@@ -126,5 +129,6 @@ def replay_options(rp) -> None:
     rp.add_argument("--price-mode", choices=("auto", "grid", "ladder"), default="auto",
                     help="core prices: the feed's on a tick grid, or ranks of the prices seen (default auto)")
     rp.add_argument("--allow-corrupt", action="store_true",
-                    help="replay the blocks before a corrupt block inside the file (default: an error; a torn "
-                         "tail, what a crash leaves, is always replayed up to it)")
+                    help="replay across damage inside the file: the sound blocks on both sides of a corrupt "
+                         "one, every book losing sync across it until its next snapshot (default: an error; a "
+                         "torn tail, what a crash leaves, is always replayed up to it)")

@@ -77,7 +77,7 @@ class L2ReplayConfig:
     timing: bool = True
     chunk_records: int = 1 << 18
     progress: bool = False                # a progress bar per pass on stderr (records)
-    allow_corrupt: bool = False           # replay up to a corrupt block inside the file (else an error)
+    allow_corrupt: bool = False           # replay across damage inside the file (else an error)
     depth_levels: int = 0                 # > 0: depth.parquet, the N best levels of each book that changed ...
     depth_every_ns: int = 1_000_000_000   # ... at each multiple of this much receive time (0: after every change)
 
@@ -140,7 +140,7 @@ class LobcReplay:
         with ReplayRun(self.out_dir, {"source_file": os.path.basename(self.path)}, where=self.where,
                        stop=stop) as run, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-hash") as helper:
-            src = lobc.ChunkReader(self.path, self.cfg.chunk_records)
+            src = lobc.ChunkReader(self.path, self.cfg.chunk_records, past_damage=self.cfg.allow_corrupt)
             self._records = src.records
             # (at the lowest priority: pass 1's reader thread has the other core first; a table
             # waits for it only at its first row group or its close, in pass 2 or after)
@@ -165,9 +165,10 @@ class LobcReplay:
                 run.summary["lobc"] = {k: src.meta.get(k) for k in ("venue", "market", "symbols", "price_scale",
                                                                      "qty_scale", "created_ns", "tool", "streams",
                                                                      "source")}
-                run.summary["lobc"].update({"whole": src.torn is None, "blocks": src.blocks,
+                run.summary["lobc"].update({"whole": src.torn is None and not src.damage, "blocks": src.blocks,
                                             "records": src.records,
-                                            "torn": src.torn.as_dict() if src.torn else None})
+                                            "torn": src.torn.as_dict() if src.torn else None,
+                                            "damage": [t.as_dict() for t in src.damage]})
             meta["source_sha256"] = sha.result()
             run.summary.update(res)
         return run.summary
@@ -222,8 +223,9 @@ class LobcReplay:
             if not blocks:
                 raise InputError(f"{self.path}: offset {torn.offset}: no whole block to replay ({what}); "
                                  "`lobreplay lobc check` says more")
-            raise InputError(f"{self.path}: offset {torn.offset}: {what}. --allow-corrupt replays the {blocks:,} "
-                             "block(s) before it; `lobreplay lobc check` says more")
+            raise InputError(f"{self.path}: offset {torn.offset}: {what}. --allow-corrupt replays the sound "
+                             "blocks on both sides of the damage (every book loses sync across it and resyncs "
+                             "at its next snapshot); `lobreplay lobc check` says more")
         has_tickers = bool(kinds[lobc.TICKER_BID])
         market = src.meta.get("market") if src.meta.get("venue", "binance") == "binance" else None
         market = market if market in SEQUENCE_RULES else None  # (update ids of another kind: not checked)

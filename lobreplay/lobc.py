@@ -30,7 +30,7 @@ __all__ = [
     "SNAPSHOT_BEGIN", "SNAPSHOT_LEVEL", "SNAPSHOT_END", "DIFF_BEGIN", "DIFF_LEVEL", "DIFF_END", "TRADE", "GAP",
     "RESYNC", "TICKER_BID", "TICKER_ASK",
     "GAP_SEQUENCE", "GAP_DISCONNECT", "GAP_24H", "GAP_SHUTDOWN", "GAP_STALE_SNAPSHOT", "GAP_RATE_LIMIT",
-    "GAP_MALFORMED", "GAP_ROTATE",
+    "GAP_MALFORMED", "GAP_ROTATE", "GAP_DAMAGED",
     "parse_decimal", "format_decimal", "LobcWriter", "LobcData", "Torn", "Block", "read", "verify_crc",
     "iter_blocks", "ChunkReader", "check", "torn_text",
 ]
@@ -67,8 +67,9 @@ KIND_NAMES = {1: "SNAPSHOT_BEGIN", 2: "SNAPSHOT_LEVEL", 3: "SNAPSHOT_END", 4: "D
 
 GAP_SEQUENCE, GAP_DISCONNECT, GAP_24H, GAP_SHUTDOWN = 1, 2, 3, 4
 GAP_STALE_SNAPSHOT, GAP_RATE_LIMIT, GAP_MALFORMED, GAP_ROTATE = 5, 6, 7, 8
+GAP_DAMAGED = 9  # never written: a reader's mark where it skipped damaged blocks (ChunkReader past_damage)
 GAP_REASONS = {1: "sequence", 2: "disconnect", 3: "24h", 4: "shutdown", 5: "stale_snapshot", 6: "rate_limit",
-               7: "malformed", 8: "rotate"}
+               7: "malformed", 8: "rotate", 9: "damaged"}
 
 SIDE_BID, SIDE_ASK = ord("B"), ord("S")
 
@@ -543,6 +544,9 @@ class BlockReader:
                 yield Block(seq, off, recv_ns, body.view(RECORD_DTYPE))
 
 
+MARK = -1  # the offset of a ChunkReader head that stands for its GAP records at damage (past_damage)
+
+
 class ChunkReader:
     """The records of a .lobc file's whole blocks in chunks of about `chunk_records` (runs of
     consecutive blocks; a bigger block is a chunk of its own), each read with one `preadv`
@@ -553,32 +557,76 @@ class ChunkReader:
     does not match (`torn` then names it; later passes read only the blocks before it).
     Each chunk is a view of the buffer, valid until the next one is read (with
     `chunks(buffers=k)`, k buffers in turn: valid until k more are read; lobreplay's
-    read_ahead keeps chunks in flight so)."""
+    read_ahead keeps chunks in flight so).
 
-    def __init__(self, path, chunk_records: int = 1 << 18):
+    past_damage=True reads on across damage inside the file (a bad block with sound blocks
+    after it): the bad bytes are skipped (`damage`: a Torn for each stretch, its `bytes` the
+    ones skipped, `next_block` where reading resumed) and the records read there are a GAP
+    record (reason GAP_DAMAGED, at the receive time of the record before) for every symbol
+    of the metadata, since no book is known across records that are lost. `torn` is then
+    only a torn tail. Records are numbered as read, these GAP records included."""
+
+    def __init__(self, path, chunk_records: int = 1 << 18, *, past_damage: bool = False):
         r = BlockReader(path)
         self.path, self.meta, self.size = r.path, r.meta, r.size
-        self.heads = list(r.headers())  # (seq, offset, n, crc, recv_ns)
+        self.heads = list(r.headers())  # (seq, offset, n, crc, recv_ns); offset MARK: GAP records
         self.torn: Torn | None = r.torn
+        self.damage: list[Torn] = []
+        self.past_damage = past_damage
+        self._nsym = len(self.meta["symbols"])
+        while past_damage and self.torn is not None and self.torn.corrupt:
+            self._skip(len(self.heads), self.torn)
+            with open(self.path, "rb", buffering=0) as f:
+                seq = int(np.frombuffer(os.pread(f.fileno(), UNIT, self.torn.next_block), BLOCK_DTYPE)[0]["seq"])
+            r.torn = None
+            self.heads += list(r.headers(self.torn.next_block, seq))
+            self.torn = r.torn
         self.chunk_records = max(1, int(chunk_records))
         self._bufs: list[np.ndarray] = []
 
     @property
     def blocks(self) -> int:
-        return len(self.heads)
+        """Sound blocks (those still to be read included)."""
+        return sum(h[1] != MARK for h in self.heads)
 
     @property
     def records(self) -> int:
         return sum(h[2] for h in self.heads)
 
+    def _skip(self, at: int, torn: Torn) -> None:
+        """The bad bytes torn names sit just before heads[at] (a sound block, or the end):
+        note them (what is skipped: up to torn.next_block), and put the GAP records there,
+        one mark for damage that follows damage."""
+        d = sorted(self.damage + [Torn(torn.offset, torn.next_block - torn.offset, torn.reason, torn.next_block)],
+                   key=lambda t: t.offset)
+        self.damage = d[:1]
+        for t in d[1:]:  # (stretches side by side: one, with both reasons)
+            if self.damage[-1].next_block == t.offset:
+                a = self.damage.pop()
+                t = Torn(a.offset, t.next_block - a.offset, f"{a.reason}; {t.reason}", t.next_block)
+            self.damage.append(t)
+        self.heads.insert(at, (-1, MARK, self._nsym, 0, 0))  # (also of 0 records: runs break at marks)
+        for k in (at + 1, at):  # (marks side by side: one is enough)
+            if 0 < k < len(self.heads) and self.heads[k][1] == MARK == self.heads[k - 1][1]:
+                del self.heads[k]
+
+    def _marks(self, at: int, last_recv: int | None) -> np.ndarray:
+        """The GAP records of the mark heads[at]: one per symbol, at the receive time of the
+        record before them (last_recv; at the file's start, its creation time)."""
+        g = np.zeros(self.heads[at][2], RECORD_DTYPE)
+        g["kind"], g["flags"], g["symbol"] = GAP, GAP_DAMAGED, np.arange(len(g))
+        g["recv_ns"] = last_recv if last_recv is not None else int(self.meta.get("created_ns") or 0)
+        return g
+
     def chunks(self, *, verify: bool = False, buffers: int = 1):
         heads = self.heads
         if not heads:
             return
-        room = max(max(h[2] for h in heads), min(self.chunk_records, self.records))
+        room = max(max(h[2] for h in heads), min(self.chunk_records, self.records),
+                   self._nsym if self.past_damage else 0)  # (a mark found on the way fits)
         self._bufs = [b for b in self._bufs if len(b) >= room][:buffers]
         self._bufs += [np.empty(room, RECORD_DTYPE) for _ in range(buffers - len(self._bufs))]
-        turn = 0
+        turn, last_recv = 0, None
         scratch = bytearray(UNIT)  # the block headers land here
         with open(self.path, "rb", buffering=0) as f:
             i = 0
@@ -586,8 +634,16 @@ class ChunkReader:
                 buf = self._bufs[turn % buffers]
                 raw = buf.view(np.uint8)
                 turn += 1
+                if heads[i][1] == MARK:
+                    g = self._marks(i, last_recv)
+                    if len(g):
+                        buf[:len(g)] = g
+                        yield buf[:len(g)]
+                    i += 1
+                    continue
+                # a run of blocks that follow one another in the file (a mark sits at every break)
                 j, n = i + 1, heads[i][2]
-                while j < len(heads) and n + heads[j][2] <= self.chunk_records:
+                while j < len(heads) and heads[j][1] != MARK and n + heads[j][2] <= self.chunk_records:
                     n += heads[j][2]
                     j += 1
                 iov, lo = [], 0
@@ -596,21 +652,29 @@ class ChunkReader:
                     lo += h[2]
                 got = _preadv_all(f.fileno(), iov, heads[i][1])
                 want = (j - i) * UNIT + n * UNIT
-                keep, lo = i, 0
+                keep, lo, stop = i, 0, False
                 for seq, off, k, crc, recv_ns in heads[i:j]:
                     end = off - heads[i][1] + UNIT + k * UNIT  # this block's end, from the run's start
                     if end > got:
                         self._ended(keep, heads[i][1] + got)
+                        stop = True
                         break
                     fault = verify and _body_fault(raw[lo * UNIT:(lo + k) * UNIT], crc, recv_ns, seq)
                     if fault:
+                        if self.past_damage and any(h[1] != MARK for h in heads[keep + 1:]):
+                            del heads[keep]  # (sound blocks follow: skip this one)
+                            self._skip(keep, Torn(off, 0, fault, off + UNIT + k * UNIT))
+                            j = keep  # (the next run starts at its mark)
+                            break
                         self._stop(keep, _torn_at(self.path, off, self.size, seq, fault))
+                        stop = True
                         break
                     keep += 1
                     lo += k
                 if lo:
+                    last_recv = int(buf[lo - 1]["recv_ns"])
                     yield buf[:lo]
-                if got < want or keep < j:
+                if stop:
                     return
                 i = j
 
@@ -626,24 +690,23 @@ class ChunkReader:
 
     def reader(self):
         """A function read(out) that fills `out` (a RECORD_DTYPE array) with the next records
-        of the blocks kept, from the first, with one preadv straight into it (block headers to
-        a scratch buffer, runs cut anywhere inside a block); it returns how many it read: fewer
-        than len(out) only at the end of the blocks, or where the file ended early (then
-        `torn` says so and the blocks after are dropped)."""
+        of the blocks kept, from the first, with one preadv straight into it per run of blocks
+        that follow one another in the file (block headers to a scratch buffer, runs cut
+        anywhere inside a block); it returns how many it read: fewer than len(out) only at
+        the end of the blocks, or where the file ended early (then `torn` says so and the
+        blocks after are dropped)."""
         heads = self.heads
         starts = np.cumsum([0] + [h[2] for h in heads]).tolist()
         scratch = bytearray(UNIT)
-        pos = 0  # records read so far
+        pos, last_recv = 0, None  # records read so far, the receive time of the last
 
-        def read(out: np.ndarray) -> int:
-            nonlocal pos
+        def run(out: np.ndarray, b: int) -> tuple[int, bool]:
+            """Read from block b on (not a mark) into out: (records read, whether the file
+            ended early)."""
             raw = out.view(np.uint8)
-            b = bisect.bisect_right(starts, pos) - 1
-            if b >= len(heads):
-                return 0
             offset = heads[b][1] + UNIT + (pos - starts[b]) * UNIT
             iov, sizes, n = [], [], 0
-            while n < len(out) and b < len(heads):
+            while n < len(out) and b < len(heads) and heads[b][1] != MARK:
                 k = min(len(out) - n, starts[b + 1] - pos - n)
                 if iov:
                     iov.append(scratch)
@@ -659,10 +722,29 @@ class ChunkReader:
                     end = done * UNIT + i * UNIT + k * UNIT
                     if end > got:
                         self._ended(b, offset + got)
-                        n = max(0, starts[b] - pos)
-                        break
+                        return max(0, starts[b] - pos), True
                     done += k
-            pos += n
+            return n, False
+
+        def read(out: np.ndarray) -> int:
+            nonlocal pos, last_recv
+            n = 0
+            while n < len(out):
+                b = bisect.bisect_right(starts, pos) - 1
+                if b >= len(heads):
+                    break
+                if heads[b][1] == MARK:
+                    k = min(len(out) - n, starts[b + 1] - pos)
+                    out[n:n + k] = self._marks(b, last_recv)[pos - starts[b]:pos - starts[b] + k]
+                    ended = False
+                else:
+                    k, ended = run(out[n:], b)
+                n += k
+                pos += k
+                if k:
+                    last_recv = int(out[n - 1]["recv_ns"])
+                if ended:
+                    break
             return n
 
         return read

@@ -806,11 +806,12 @@ def test_command_line(tmp_path, capsys):
     raw = bytearray(src.read_bytes())                  # the same in block 1
     raw[512 + 64 + 50 * 64 + 64 + 7] ^= 1
     (tmp_path / "bad.lobc").write_bytes(bytes(raw))
-    with pytest.raises(InputError, match="damaged inside.*--allow-corrupt replays the 1 block"):
+    with pytest.raises(InputError, match="damaged inside.*--allow-corrupt replays the sound blocks on both sides"):
         run("lobc", "replay", str(tmp_path / "bad.lobc"), "-o", str(tmp_path / "c1"))
     assert run("lobc", "replay", str(tmp_path / "bad.lobc"), "-o", str(tmp_path / "c2"), "--allow-corrupt") == 0
     text = capsys.readouterr().out
-    assert "50 records" in text and "corrupt block at offset 3,776" in text and "reports hold the records before" in text
+    assert f"{len(recs) - 50 + 3:,} records" in text and "skipped 3,264 damaged byte(s) at offset 3,776 (CRC " \
+        "mismatch in block 1), read on from offset 7,040: every book lost sync there" in text
 
 
 # ---------------------------------------------------------------- the real recordings
@@ -1055,11 +1056,13 @@ def test_replay_of_a_file_with_a_corrupt_block(tmp_path, reports):
     """Pass 1 checks every block's CRC before any row is written. A bad block with sound
     blocks after it is damage inside the file, not what a crash leaves: an error naming the
     file, the offset and where the sound blocks resume (it was a replay of the blocks before
-    it with status ok), before any row is written. --allow-corrupt replays the blocks
-    before it: the same reports as the file cut there."""
+    it with status ok), before any row is written. --allow-corrupt replays across it: the
+    same reports as a whole file of the sound blocks with a GAP record (reason damaged) for
+    every symbol where the bad one was, so every book is unsynced from there to its next
+    snapshot, and the records after the damage are replayed (the books end synced)."""
     from lobreplay.l2replay import L2ReplayConfig, replay_lobc
 
-    recs, _ = synth_stream(91, n_messages=1200, n_symbols=2)
+    recs, _ = synth_stream(91, n_messages=1200, n_symbols=2, gap_rate=0.05)
     src = tmp_path / "feed.lobc"
     write_lobc(src, recs, flush_records=500)
     raw = bytearray(src.read_bytes())
@@ -1068,6 +1071,10 @@ def test_replay_of_a_file_with_a_corrupt_block(tmp_path, reports):
     raw[bad + 64 + 1000] ^= 0xFF
     (tmp_path / "bad.lobc").write_bytes(bytes(raw))
     (tmp_path / "cut.lobc").write_bytes(bytes(raw[:bad]))
+    mark = np.zeros(3, lobc.RECORD_DTYPE)              # what --allow-corrupt reads in place of block 3
+    mark["kind"], mark["flags"], mark["symbol"], mark["recv_ns"] = lobc.GAP, lobc.GAP_DAMAGED, [0, 1, 2], \
+        recs["recv_ns"][1499]
+    write_lobc(tmp_path / "same.lobc", np.concatenate([recs[:1500], mark, recs[2000:]]))
     cfg = L2ReplayConfig(chunk_records=777, **({} if reports is None else {"reports": reports}))
     nxt = bad + 64 + 500 * 64
     with pytest.raises(InputError, match=rf"bad\.lobc: offset {bad}: CRC mismatch in block 3, and sound blocks "
@@ -1078,24 +1085,31 @@ def test_replay_of_a_file_with_a_corrupt_block(tmp_path, reports):
     for f in (tmp_path / "refused").glob("*.parquet"):  # (tables closed whole, with no row)
         assert pq.read_table(f).num_rows == 0, f
     cfg.allow_corrupt = True
-    a = replay_lobc(tmp_path / "bad.lobc", str(tmp_path / "a"), cfg)
-    b = replay_lobc(tmp_path / "cut.lobc", str(tmp_path / "b"), cfg)
-    assert a["status"] == "ok"
-    assert a["lobc"]["torn"] == {"offset": bad, "bytes": len(raw) - bad, "reason": "CRC mismatch in block 3",
-                                 "corrupt": True, "next_block": nxt}
-    assert b["lobc"]["whole"]
-    assert a["records"] == b["records"] == 1500 and a["lobc"]["blocks"] == 3
-    for k in ("bbo_changes", "desyncs_by_cause", "events_by_kind", "bookticker", "books"):
-        assert a[k] == b[k], k
-    timed = ("latency_histograms",)  # (filled buckets of timings: their number varies)
-    assert {k: v for k, v in a["report_rows"].items() if k not in timed} == \
-        {k: v for k, v in b["report_rows"].items() if k not in timed}
-    for name in (a["report_rows"] if reports is None else []):
-        ta, tb = pq.read_table(tmp_path / "a" / f"{name}.parquet"), pq.read_table(tmp_path / "b" / f"{name}.parquet")
-        if name not in ("latency", "latency_histograms"):
-            assert ta.equals(tb.replace_schema_metadata(ta.schema.metadata)), name
-        md = {k.decode(): v.decode() for k, v in ta.schema.metadata.items()}
-        assert md["source_sha256"] == hashlib.sha256(bytes(raw)).hexdigest() == a["source"]["source_sha256"]
+    for symbols in (None, ["BBB"]):
+        cfg.symbols = symbols
+        a = replay_lobc(tmp_path / "bad.lobc", str(tmp_path / "a"), cfg, force=True)
+        b = replay_lobc(tmp_path / "same.lobc", str(tmp_path / "b"), cfg, force=True)
+        assert a["status"] == "ok"
+        assert a["lobc"]["damage"] == [{"offset": bad, "bytes": nxt - bad, "reason": "CRC mismatch in block 3",
+                                        "corrupt": True, "next_block": nxt}]
+        assert a["lobc"]["torn"] is None and not a["lobc"]["whole"] and b["lobc"]["whole"]
+        assert a["records"] == b["records"] and a["lobc"]["blocks"] == -(-len(recs) // 500) - 1
+        assert a["lobc"]["records"] == len(recs) - 500 + 3  # (records: those of the symbols replayed)
+        assert a["desyncs_by_cause"]["gap_damaged"] == (3 if symbols is None else 1)
+        for k in ("bbo_changes", "desyncs_by_cause", "events_by_kind", "bookticker", "books"):
+            assert a[k] == b[k], k
+        assert all(book["synced_at_end"] for book in a["books"])  # (resynced after the damage)
+        timed = ("latency_histograms",)  # (filled buckets of timings: their number varies)
+        assert {k: v for k, v in a["report_rows"].items() if k not in timed} == \
+            {k: v for k, v in b["report_rows"].items() if k not in timed}
+        for name in (a["report_rows"] if reports is None else []):
+            ta, tb = pq.read_table(tmp_path / "a" / f"{name}.parquet"), pq.read_table(tmp_path / "b" / f"{name}.parquet")
+            if name not in ("latency", "latency_histograms"):
+                assert ta.equals(tb.replace_schema_metadata(ta.schema.metadata)), name
+            md = {k.decode(): v.decode() for k, v in ta.schema.metadata.items()}
+            assert md["source_sha256"] == hashlib.sha256(bytes(raw)).hexdigest() == a["source"]["source_sha256"]
+    c = replay_lobc(tmp_path / "cut.lobc", str(tmp_path / "c"), L2ReplayConfig(chunk_records=777))
+    assert sum(a["events_by_kind"].values()) > sum(c["events_by_kind"].values())  # (the blocks after it count)
 
 
 def test_the_hash_covers_the_bytes_the_summary_says_were_read(tmp_path, monkeypatch):

@@ -369,6 +369,72 @@ def test_chunk_reader_streams_the_records_of_read(tmp_path, chunk):
     assert total == 12 and r.blocks == 4 and "changed since it was opened" in r.torn.reason
 
 
+@pytest.mark.parametrize("chunk", [1, 5, 7, 100])
+def test_chunk_reader_past_damage_reads_on_with_a_gap_per_symbol(tmp_path, chunk):
+    """past_damage=True: the sound blocks on both sides of damage inside the file, and
+    where bad blocks were skipped (one stretch or several side by side, found from their
+    headers or only from their CRCs), a GAP record of reason GAP_DAMAGED for every symbol
+    of the metadata, at the receive time of the record before (the file's creation time at
+    its start). Both passes and reader() cut anywhere give the same records; a bad last
+    block is still a torn tail; the default reader still stops at the damage."""
+    p = tmp_path / "x.lobc"
+    recs = sample_records(40)
+    w = write(p, recs, flush_records=3)                  # 13 blocks of 3, then 1
+    raw = bytes(p.read_bytes())
+    created = lobc.read(p).meta["created_ns"]
+    start = [512 + b * (64 + 3 * 64) for b in range(14)]
+    crc, head = (lambda b: start[b] + 64 + 5), (lambda b: start[b])  # a record byte; the magic
+    cases = {  # the bytes damaged -> the blocks lost
+        "one CRC": ([crc(6)], [6]),
+        "one header": ([head(6)], [6]),
+        "CRC then header": ([crc(4), head(5)], [4, 5]),
+        "header then CRC": ([head(4), crc(5)], [4, 5]),
+        "two stretches and the first block": ([crc(0), head(3), crc(9), crc(10)], [0, 3, 9, 10]),
+        "the last block (a torn tail)": ([crc(2), crc(13)], [2, 13]),
+    }
+    for name, (where, lost) in cases.items():
+        bad = bytearray(raw)
+        for at in where:
+            bad[at] ^= 0x10
+        p.write_bytes(bad)
+        want, last = [], None
+        for b in range(14):
+            if b in lost:
+                if b != 13 and (b - 1) not in lost:  # (not after the last sound block: a torn tail)
+                    g = np.zeros(3, lobc.RECORD_DTYPE)
+                    g["kind"], g["flags"], g["symbol"] = lobc.GAP, lobc.GAP_DAMAGED, [0, 1, 2]
+                    g["recv_ns"] = created if last is None else last
+                    want.append(g)
+                continue
+            want.append(recs[3 * b:3 * b + 3])
+            last = int(recs["recv_ns"][min(3 * b + 2, 39)])
+        want = np.concatenate(want)
+        r = lobc.ChunkReader(p, chunk_records=chunk, past_damage=True)
+        got = np.concatenate([c.copy() for c in r.chunks(verify=True)])
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        skipped = [(t.offset, t.bytes, t.next_block) for t in r.damage]  # (stretches side by side: one)
+        runs = []  # [first, last] of each stretch of lost blocks before the last
+        for b in (b for b in lost if b != 13):
+            if runs and runs[-1][1] + 1 == b:
+                runs[-1][1] = b
+            else:
+                runs.append([b, b])
+        assert skipped == [(start[a], start[b + 1] - start[a], start[b + 1]) for a, b in runs], name
+        assert "; " in r.damage[0].reason if name == "CRC then header" else True
+        assert r.blocks == 14 - len(lost) and r.records == len(want)
+        assert (r.torn is None) == (13 not in lost), name
+        np.testing.assert_array_equal(np.concatenate([c.copy() for c in r.chunks(buffers=2)]), want)
+        read, parts = r.reader(), []
+        while (k := read(out := np.zeros(chunk, lobc.RECORD_DTYPE))):
+            parts.append(out[:k])
+        np.testing.assert_array_equal(np.concatenate(parts), want, err_msg=name)
+        plain = lobc.ChunkReader(p, chunk_records=chunk)  # (the default: the damage ends the file)
+        got = np.concatenate([c.copy() for c in plain.chunks(verify=True)] or [recs[:0]])
+        np.testing.assert_array_equal(got, recs[:3 * min(lost)])
+        assert plain.torn.offset == start[min(lost)] and plain.damage == []
+    assert w.records == 40
+
+
 def test_check_of_a_file_cut_while_it_is_checked_reports_a_torn_tail(tmp_path):
     """lobc check reads with preadv, not through a memory map: a file cut while it is checked
     (here right after its block headers were read) is a torn tail naming the offset, where
