@@ -29,8 +29,11 @@ def cmd_check(args) -> int:
     if s["after_damage"]:
         a = s["after_damage"]
         print(f"after the damage, from offset {a['offset']:,}: {a['blocks']:,} sound block(s), {a['records']:,} "
-              f"records (headers only; not read, not counted below), "
-              + ("to the end of the file" if a["to_the_end"] else "up to more damage"))
+              f"records (not counted below), {len(a['damage'])} damaged stretch(es) in all ("
+              + ", ".join(f"{d['bytes']:,} byte(s) at {d['offset']:,}" for d in a["damage"][:5])
+              + (" ..." if len(a["damage"]) > 5 else "") + "), "
+              + ("whole to the end of the file" if a["to_the_end"] else "then a torn tail")
+              + "; `lobreplay lobc replay --allow-corrupt` replays them")
     print(f"receive time {_utc(s['recv_ns']['first'])} .. {_utc(s['recv_ns']['last'])}; "
           f"exchange time {_utc(s['exch_ns']['first'])} .. {_utc(s['exch_ns']['last'])} (earliest .. latest)")
     if s["recv_ns"]["backwards"]:

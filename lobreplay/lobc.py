@@ -826,9 +826,11 @@ def check(path) -> dict:
     """A summary of a .lobc file without loading it whole: whether it is whole
     (else the torn tail), records and blocks, records by kind and by symbol,
     the receive and exchange time spans (earliest, latest; `recv_ns["backwards"]`: records
-    received before the one before them), the GAP records and RESYNCs; for a corrupt file,
-    `after_damage`: the sound blocks from where they resume (their headers: CRCs unchecked),
-    up to the end or the next damage (`to_the_end`)."""
+    received before the one before them), the GAP records and RESYNCs. The counts stop at
+    the first bad block; for a corrupt file, `after_damage` says what `lobc replay
+    --allow-corrupt` reads on across it: from where the sound blocks resume, their blocks and
+    records (CRCs checked) to the end, every stretch of damage skipped (`damage`, with the
+    first), and whether the file ends whole after it (`to_the_end`)."""
     r = ChunkReader(path)  # (read with preadv: a file cut while it is checked is a torn tail, not a SIGBUS)
     symbols = r.meta["symbols"]
     by_kind = np.zeros(256, np.int64)
@@ -863,12 +865,12 @@ def check(path) -> dict:
             np.add.at(resyncs, rs, 1)
     after = None
     if r.torn is not None and r.torn.corrupt:  # what the sound blocks after the damage hold
-        w = BlockReader(path)
-        with open(r.path, "rb", buffering=0) as f:
-            first = int(np.frombuffer(os.pread(f.fileno(), UNIT, r.torn.next_block), BLOCK_DTYPE)[0]["seq"])
-        heads = list(w.headers(r.torn.next_block, first))
-        after = {"offset": r.torn.next_block, "blocks": len(heads), "records": sum(h[2] for h in heads),
-                 "to_the_end": w.torn is None}
+        w = ChunkReader(path, past_damage=True)
+        for _ in w.chunks(verify=True):
+            pass
+        sound = sum(h[2] for h in w.heads if h[1] != MARK)
+        after = {"offset": r.torn.next_block, "blocks": w.blocks - r.blocks, "records": sound - r.records,
+                 "damage": [t.as_dict() for t in w.damage], "to_the_end": w.torn is None}
     return {
         "path": r.path, "whole": r.torn is None, "torn": r.torn.as_dict() if r.torn else None,
         "after_damage": after,

@@ -802,7 +802,8 @@ def test_command_line(tmp_path, capsys):
         f"follow from offset {512 + 64 + 50 * 64:,}: the file is damaged inside, not cut short" in text
     n_after = len(recs) - 50
     assert f"after the damage, from offset {512 + 64 + 50 * 64:,}: {-(-n_after // 50)} sound block(s), " \
-        f"{n_after:,} records (headers only; not read, not counted below), to the end of the file" in text
+        f"{n_after:,} records (not counted below), 1 damaged stretch(es) in all ({64 + 50 * 64:,} byte(s) at 512), " \
+        "whole to the end of the file; `lobreplay lobc replay --allow-corrupt` replays them" in text
     raw = bytearray(src.read_bytes())                  # the same in block 1
     raw[512 + 64 + 50 * 64 + 64 + 7] ^= 1
     (tmp_path / "bad.lobc").write_bytes(bytes(raw))

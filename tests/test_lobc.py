@@ -229,7 +229,7 @@ def _readers_say(p) -> lobc.Torn | None:
 
 def test_check_says_what_the_sound_blocks_after_the_damage_hold(tmp_path):
     """lobc check of a corrupt file: the sound blocks after the damage (how many, their
-    records), up to the end of the file or to more damage."""
+    records: what `lobc replay --allow-corrupt` reads on), across more damage, to the end."""
     p = tmp_path / "x.lobc"
     write(p, sample_records(40), flush_records=3)     # 13 blocks of 3 records, then 1
     raw = bytearray(p.read_bytes())
@@ -242,10 +242,19 @@ def test_check_says_what_the_sound_blocks_after_the_damage_hold(tmp_path):
     p.write_bytes(bytes(raw))
     c = lobc.check(p)
     assert c["records"] == 6 and c["torn"]["corrupt"]
-    assert c["after_damage"] == {"offset": at(3), "blocks": 11, "records": 31, "to_the_end": True}
-    raw[at(7):at(7) + 4] = b"XXXX"                     # and block 7's magic
+    first = {"offset": at(2), "bytes": size, "reason": "CRC mismatch in block 2", "corrupt": True,
+             "next_block": at(3)}
+    assert c["after_damage"] == {"offset": at(3), "blocks": 11, "records": 31, "damage": [first],
+                                 "to_the_end": True}
+    raw[at(7):at(7) + 4] = b"XXXX"                     # and block 7's magic: sound blocks 3-6 and 8-13 after
     p.write_bytes(bytes(raw))
-    assert lobc.check(p)["after_damage"] == {"offset": at(3), "blocks": 4, "records": 12, "to_the_end": False}
+    second = {"offset": at(7), "bytes": size, "reason": "bad block magic b'XXXX'", "corrupt": True,
+              "next_block": at(8)}
+    assert lobc.check(p)["after_damage"] == {"offset": at(3), "blocks": 10, "records": 28,
+                                             "damage": [first, second], "to_the_end": True}
+    p.write_bytes(bytes(raw[:at(13) + 10]))            # and cut inside the last block
+    assert lobc.check(p)["after_damage"] == {"offset": at(3), "blocks": 9, "records": 27,
+                                             "damage": [first, second], "to_the_end": False}
 
 
 def test_a_bad_block_inside_the_file_is_corrupt_and_at_its_end_torn(tmp_path):
