@@ -130,6 +130,10 @@ def _lobc_date(path: str) -> str | None:
 
 def _lobc_describe(s: dict) -> str:
     line = f"{s['records']:,} records, {len(s['books'])} books, {s['desyncs']:,} desyncs"
+    damage = s.get("lobc", {}).get("damage")
+    if damage:  # (--allow-corrupt read on across it)
+        line += (f"; {len(damage)} damaged stretch(es) skipped ({sum(d['bytes'] for d in damage):,} bytes), every "
+                 "book unsynced across each")
     torn = s.get("lobc", {}).get("torn")
     if torn:
         from .lobc import torn_text

@@ -1062,6 +1062,7 @@ def test_replay_of_a_file_with_a_corrupt_block(tmp_path, reports):
     every symbol where the bad one was, so every book is unsynced from there to its next
     snapshot, and the records after the damage are replayed (the books end synced)."""
     from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    from lobreplay.many import FORMATS
 
     recs, _ = synth_stream(91, n_messages=1200, n_symbols=2, gap_rate=0.05)
     src = tmp_path / "feed.lobc"
@@ -1097,6 +1098,8 @@ def test_replay_of_a_file_with_a_corrupt_block(tmp_path, reports):
         assert a["records"] == b["records"] and a["lobc"]["blocks"] == -(-len(recs) // 500) - 1
         assert a["lobc"]["records"] == len(recs) - 500 + 3  # (records: those of the symbols replayed)
         assert a["desyncs_by_cause"]["gap_damaged"] == (3 if symbols is None else 1)
+        assert f"; 1 damaged stretch(es) skipped ({nxt - bad:,} bytes), every book unsynced across each" in \
+            FORMATS["lobc"].describe(a)  # (replay-many's line for the file)
         for k in ("bbo_changes", "desyncs_by_cause", "events_by_kind", "bookticker", "books"):
             assert a[k] == b[k], k
         assert all(book["synced_at_end"] for book in a["books"])  # (resynced after the damage)
