@@ -46,7 +46,8 @@ static inline int valid_level(const lob_l2_record *x)
 /* How pass 2 groups records (lob_l2_feed; pass 1 and the depth samples follow it). A BEGIN
  * rec[i]'s levels are the records after it of its level kind, or of a symbol index >= nsym,
  * up to the first other record: its END if that is one of its symbol (the message is whole),
- * else the message is incomplete. group_stop returns that record's index (n: none yet). */
+ * else the message is incomplete; so is one with more than LOB_L2_MAX_MESSAGE records between
+ * its BEGIN and its END (group_complete). group_stop returns that record's index (n: none yet). */
 static inline size_t group_stop(const lob_l2_record *rec, size_t n, size_t i, uint32_t nsym)
 {
     uint8_t lk = (uint8_t)(rec[i].kind + 1);
@@ -58,6 +59,13 @@ static inline size_t group_stop(const lob_l2_record *rec, size_t n, size_t i, ui
 static inline int group_whole(const lob_l2_record *rec, size_t n, size_t i, size_t j)
 {
     return j < n && rec[j].kind == rec[i].kind + 2 && rec[j].symbol == rec[i].symbol;
+}
+
+/* A whole message (group_whole) of at most max records between its BEGIN rec[i] and its END
+ * rec[j] (LOB_L2_MAX_MESSAGE): one that is applied. */
+static inline int group_complete(const lob_l2_record *rec, size_t n, size_t i, size_t j, uint32_t max)
+{
+    return group_whole(rec, n, i, j) && j - i - 1 <= max;
 }
 
 /* The TICKER_ASK that pairs with the TICKER_BID rec[i] (the first record after it of a symbol
@@ -111,12 +119,14 @@ struct lob_l2_scan {
     int open;                /* a BEGIN (of osym, okind) is being matched with its END */
     uint16_t osym;
     uint8_t okind;
+    uint32_t max_message;    /* LOB_L2_MAX_MESSAGE */
+    size_t nopen;            /* the records of the open message so far, after its BEGIN */
     scan_pending *pend;      /* its level records of symbol osym */
     size_t npend, cappend;
     uint64_t kinds[256];     /* records by kind */
 };
 
-lob_l2_scan *lob_l2_scan_new(uint32_t n_symbols, int *status)
+lob_l2_scan *lob_l2_scan_new(uint32_t n_symbols, uint32_t max_message, int *status)
 {
     if (n_symbols > NSYM) {
         if (status) *status = LOB_EARG;
@@ -125,6 +135,7 @@ lob_l2_scan *lob_l2_scan_new(uint32_t n_symbols, int *status)
     lob_l2_scan *s = calloc(1, sizeof *s);
     if (s) {
         s->nsym = n_symbols;
+        s->max_message = max_message ? max_message : LOB_L2_MAX_MESSAGE;
         s->mask = 1023;
         s->tab = calloc(s->mask + 1, sizeof *s->tab);
         s->sym = calloc(NSYM, sizeof *s->sym);
@@ -233,7 +244,9 @@ static int scan_close(lob_l2_scan *s, int whole)
 
 /* Pass 2 matches a BEGIN with its END as lob_l2_feed does: the records after the BEGIN of
  * its level kind, or of a symbol beyond the file's, up to the first other record, which is
- * its END (same symbol) or leaves the message incomplete. */
+ * its END (same symbol) or leaves the message incomplete, as does its record number
+ * max_message + 1 after the BEGIN (the open message is then closed unapplied: nothing is
+ * held past it). */
 int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n)
 {
     if (!s || (n && !rec)) return LOB_EARG;
@@ -242,8 +255,12 @@ int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n)
         uint8_t k = x->kind;
         uint16_t sym = x->symbol;
         s->kinds[k]++;
-        if (sym >= s->nsym) continue; /* unknown_symbol in pass 2: no book, not part of any message */
         int rc;
+        if (s->open && (sym >= s->nsym || k == s->okind + 1) && ++s->nopen > s->max_message) {
+            rc = scan_close(s, 0); /* too long: incomplete (its levels from here on: outside a message) */
+            if (rc != LOB_OK) return rc;
+        }
+        if (sym >= s->nsym) continue; /* unknown_symbol in pass 2: no book, not part of any message */
         if (s->open) {
             if (k == s->okind + 1) { /* a level of the open message's kind */
                 if (!valid_level(x)) continue;
@@ -268,13 +285,15 @@ int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n)
             /* the record that decides the message, as lob_l2_feed finds it: when it is in this
              * chunk, the levels are applied from the records at once (no copy to `pend`) */
             size_t j = group_stop(rec, n, i, s->nsym);
-            if (j == n) { /* the chunk ends first: its levels wait for the next chunk */
+            if (j == n && j - i - 1 <= s->max_message) {
+                /* the chunk ends first: its levels wait for the next chunk */
                 s->open = 1;
                 s->osym = sym;
                 s->okind = k;
+                s->nopen = 0;
                 break;
             }
-            int whole = group_whole(rec, n, i, j);
+            int whole = group_complete(rec, n, i, j, s->max_message);
             int applied = scan_decide(s, sym, k, whole);
             for (size_t q = i + 1; q < j; q++) {
                 const lob_l2_record *z = &rec[q];
@@ -394,6 +413,7 @@ typedef struct keyinfo {
 struct lob_l2 {
     lob_session *session;
     uint32_t nsym, hist_max;
+    uint32_t max_message;    /* LOB_L2_MAX_MESSAGE */
     int compare;
     uint32_t sequence;       /* LOB_L2_SEQ_* */
     size_t g;
@@ -477,6 +497,7 @@ lob_l2 *lob_l2_new(lob_session *session, const lob_l2_config *cfg, int *status)
     r->session = session;
     r->nsym = cfg->n_symbols;
     r->hist_max = cfg->ticker_history;
+    r->max_message = cfg->max_message ? cfg->max_message : LOB_L2_MAX_MESSAGE;
     r->compare = cfg->compare_tickers != 0;
     r->sequence = cfg->sequence;
     r->depth_n = cfg->depth_levels;
@@ -1046,7 +1067,7 @@ static size_t unit_end(const lob_l2 *r, const lob_l2_record *rec, size_t n, size
     if (y->symbol >= r->nsym) return i;
     if (y->kind == LOB_L2_SNAPSHOT_BEGIN || y->kind == LOB_L2_DIFF_BEGIN) {
         size_t j = group_stop(rec, n, i, r->nsym);
-        return group_whole(rec, n, i, j) ? j : j - 1;
+        return group_complete(rec, n, i, j, r->max_message) ? j : j - 1;
     }
     size_t j = y->kind == LOB_L2_TICKER_BID ? ticker_pair(rec, n, i, r->nsym) : 0;
     return j ? j : i;
@@ -1288,7 +1309,7 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
         case LOB_L2_SNAPSHOT_BEGIN:
         case LOB_L2_DIFF_BEGIN: {
             size_t j = group_stop(rec, n, i, nsym);
-            if (!group_whole(rec, n, i, j)) {
+            if (!group_complete(rec, n, i, j, r->max_message)) {
                 if (!room(out, 0, 1, 0, 0)) goto full;
                 desync_row(&x, i++, LOB_L2D_INCOMPLETE_MESSAGE);
                 r->owner = OWN_BAD_BEGIN;

@@ -73,9 +73,16 @@ typedef struct lob_l2_scan_symbol {
     uint32_t reserved;
 } lob_l2_scan_symbol;
 
-/* n_symbols: the file's symbols (at most 65536). Returns NULL with *status
- * LOB_ENOMEM or LOB_EARG. Free with lob_l2_scan_free. */
-lob_l2_scan *lob_l2_scan_new(uint32_t n_symbols, int *status);
+/* A message (BEGIN .. END) may hold at most this many records between its BEGIN and its END
+ * (its levels, and any record of a symbol index beyond the file's among them, as
+ * lob_l2_feed matches a BEGIN with its END). One that goes on past it is an incomplete
+ * message, whether its END comes or not, so that no reader holds more of one message:
+ * Binance's largest (a 5,000-level snapshot) is 1/100 of it. Both passes take the same. */
+#define LOB_L2_MAX_MESSAGE 1048576
+
+/* n_symbols: the file's symbols (at most 65536); max_message: the limit above (0: the
+ * default). Returns NULL with *status LOB_ENOMEM or LOB_EARG. Free with lob_l2_scan_free. */
+lob_l2_scan *lob_l2_scan_new(uint32_t n_symbols, uint32_t max_message, int *status);
 void lob_l2_scan_free(lob_l2_scan *s);
 /* Scan n records (chunks in record order). LOB_OK, LOB_EARG, or LOB_ENOMEM
  * (the map could not grow; the scan is then incomplete). */
@@ -107,7 +114,7 @@ typedef struct lob_l2_config {
     uint32_t compare_tickers;   /* 1: comparison points after each applied message */
     uint32_t sequence;          /* the update-id rule diff messages are checked by: LOB_L2_SEQ_* */
     uint32_t depth_levels;      /* > 0 with depth_every_ns > 0: depth samples of this many levels ... */
-    uint32_t reserved;
+    uint32_t max_message;       /* LOB_L2_MAX_MESSAGE (0: that), as pass 1 took it */
     int64_t depth_every_ns;     /* ... at each multiple of this much receive time (lob_l2_depth) */
     size_t n_levels;
     const uint16_t *symbol;     /* [n_levels] */

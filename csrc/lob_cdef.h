@@ -250,7 +250,8 @@ typedef struct lob_l2_scan_symbol {
     uint32_t has_book;
     uint32_t reserved;
 } lob_l2_scan_symbol;
-lob_l2_scan *lob_l2_scan_new(uint32_t n_symbols, int *status);
+#define LOB_L2_MAX_MESSAGE 1048576
+lob_l2_scan *lob_l2_scan_new(uint32_t n_symbols, uint32_t max_message, int *status);
 void lob_l2_scan_free(lob_l2_scan *s);
 int lob_l2_scan_feed(lob_l2_scan *s, const lob_l2_record *rec, size_t n);
 int lob_l2_scan_finish(lob_l2_scan *s);
@@ -264,7 +265,7 @@ typedef struct lob_l2_config {
     uint32_t compare_tickers;
     uint32_t sequence;
     uint32_t depth_levels;
-    uint32_t reserved;
+    uint32_t max_message;
     int64_t depth_every_ns;
     size_t n_levels;
     const uint16_t *symbol;

@@ -573,12 +573,13 @@ L2_ROWS = (("bbo", L2_BBO_DTYPE, "lob_l2_bbo[]"), ("desyncs", L2_DESYNC_DTYPE, "
 class L2Scan:
     """Pass 1 of the L2 replay (lob_l2_scan): per symbol whether it has a book, its distinct
     level prices and the peak number of live levels (an upper bound of pass 2's book).
-    n_symbols: the file's symbols (records of a higher index are pass 2's unknown_symbol).
-    finish() after the last records, before the figures."""
+    n_symbols: the file's symbols (records of a higher index are pass 2's unknown_symbol);
+    max_message: the levels a message may hold (0: lib.LOB_L2_MAX_MESSAGE; pass 2 must take
+    the same). finish() after the last records, before the figures."""
 
-    def __init__(self, n_symbols: int = 65536):
+    def __init__(self, n_symbols: int = 65536, max_message: int = 0):
         st = ffi.new("int *")
-        ptr = lib.lob_l2_scan_new(n_symbols, st)
+        ptr = lib.lob_l2_scan_new(n_symbols, max_message, st)
         if ptr == ffi.NULL:
             raise_for_status(st[0], "creating an L2 scan")
         self.ptr = ffi.gc(ptr, lib.lob_l2_scan_free)
@@ -617,8 +618,10 @@ class L2Core:
 
     def __init__(self, session: CoreSession, *, n_symbols: int, symbol, real, core, order_id, has_book, ladder,
                  band_low, tick, ticker_history: int, compare_tickers: bool, sequence: int = 0,
-                 depth_levels: int = 0, depth_every_ns: int = 0, rows: int = 4096, desync_rows: int = 4096):
+                 depth_levels: int = 0, depth_every_ns: int = 0, rows: int = 4096, desync_rows: int = 4096,
+                 max_message: int = 0):
         """sequence: the update-id rule diff messages are checked by (lib.LOB_L2_SEQ_*);
+        max_message: the levels a message may hold (0: lib.LOB_L2_MAX_MESSAGE), as pass 1 took it;
         depth_levels, depth_every_ns: depth samples (lob_l2_depth; feed() returns their levels as
         "depth_book", 4 x depth_levels a row); rows: the first size of the row arrays;
         desync_rows that of the desync array (a message needs room for 3 rows per live level of
@@ -629,7 +632,7 @@ class L2Core:
                   "band_low": (band_low, np.int64, "int64_t[]"), "tick": (tick, np.int64, "int64_t[]")}
         cfg = ffi.new("lob_l2_config *")
         cfg.n_symbols, cfg.ticker_history, cfg.compare_tickers = n_symbols, ticker_history, int(compare_tickers)
-        cfg.sequence = sequence
+        cfg.sequence, cfg.max_message = sequence, max_message
         cfg.depth_levels, cfg.depth_every_ns = depth_levels, depth_every_ns
         self.depth_levels = depth_levels
         cfg.n_levels = len(symbol)

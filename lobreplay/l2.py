@@ -36,6 +36,7 @@ __all__ = ["BookSizing", "scan", "scan_counts", "L2Replay", "ORDER_SYMBOL_SHIFT"
 
 ORDER_SYMBOL_SHIFT = 48            # order id = (symbol + 1) << 48 | level << 1 | (side is ask)
 MAX_GRID_LEVELS = 1 << 20          # a grid book spans at most this many ticks; else a ladder book
+MAX_MESSAGE = core.lib.LOB_L2_MAX_MESSAGE  # records a message may hold between its BEGIN and END (csrc/l2.h)
 NONE, SYNCED, GAPPED = 0, 1, 2     # symbol states (L2Replay.state)
 _LEVEL = {lobc.DIFF_BEGIN: lobc.DIFF_LEVEL, lobc.SNAPSHOT_BEGIN: lobc.SNAPSHOT_LEVEL}
 _I64 = np.int64
@@ -83,15 +84,16 @@ class BookSizing:
 
 
 def scan(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode: str = "auto",
-         max_grid_levels: int = MAX_GRID_LEVELS, only: set[int] | None = None) -> dict[int, BookSizing]:
+         max_grid_levels: int = MAX_GRID_LEVELS, only: set[int] | None = None,
+         max_message: int = MAX_MESSAGE) -> dict[int, BookSizing]:
     """Pass 1 (see scan_counts)."""
     return scan_counts(records, symbols, headroom=headroom, mode=mode, max_grid_levels=max_grid_levels,
-                       only=only)[0]
+                       only=only, max_message=max_message)[0]
 
 
 def scan_counts(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode: str = "auto",
-                max_grid_levels: int = MAX_GRID_LEVELS,
-                only: set[int] | None = None) -> tuple[dict[int, BookSizing], np.ndarray]:
+                max_grid_levels: int = MAX_GRID_LEVELS, only: set[int] | None = None,
+                max_message: int = MAX_MESSAGE) -> tuple[dict[int, BookSizing], np.ndarray]:
     """Pass 1, and the records by kind (256 counts) from the same pass: a book size for every
     symbol of `symbols` with a snapshot or diff message (a record whose symbol index is beyond
     them is pass 2's unknown_symbol: no book).
@@ -103,10 +105,11 @@ def scan_counts(records: np.ndarray, symbols: list[str], *, headroom: float = 0.
     (whole, and a snapshot or a diff while synced; snapshots only add): an
     upper bound of pass 2's book whatever the records; plus slack. One C pass
     over the records (csrc/l2.c, lob_l2_scan). records: an array, or an
-    iterable of arrays in file order (a file's chunks)."""
+    iterable of arrays in file order (a file's chunks). max_message: the records a
+    message may hold (a longer one is incomplete); pass 2 (L2Replay) must take the same."""
     if mode not in ("auto", "grid", "ladder"):
         raise ValueError(f"mode: expected auto, grid or ladder, got {mode!r}")
-    sc = core.L2Scan(len(symbols))
+    sc = core.L2Scan(len(symbols), max_message)
     for part in ([records] if isinstance(records, np.ndarray) else records):
         sc.feed(np.ascontiguousarray(part, lobc.RECORD_DTYPE))
     sc.finish()
@@ -208,12 +211,16 @@ class L2Replay:
 
     def __init__(self, sizing: dict[int, BookSizing], symbols: list[str], *, timing: bool = False,
                  ticker_history: int = 1 << 16, compare_tickers: bool = True, market: str | None = None,
-                 depth_levels: int = 0, depth_every_ns: int = 0):
+                 depth_levels: int = 0, depth_every_ns: int = 0, max_message: int = MAX_MESSAGE):
         """market: "spot" or "usdm" checks that each diff message follows the last one by that
         market's update-id rule (a .lobc file's `market`; docs/l2.md "Update ids"); None: not
         checked. depth_levels > 0: a "depth" row of the N best levels of each book that
         changed, at each multiple of depth_every_ns of receive time, or with depth_every_ns 0
-        after every message that changed them (docs/l2.md "Depth samples")."""
+        after every message that changed them (docs/l2.md "Depth samples"). max_message: the
+        records a message may hold between its BEGIN and END, as pass 1 (scan) took it: a
+        longer one is incomplete, and no more of it than that is held while it is read."""
+        if not 0 < max_message < 1 << 32:
+            raise ValueError(f"max_message: expected 1 .. 2**32 - 1 records, got {max_message}")
         if market not in SEQUENCE_RULES:
             raise ValueError(f"market {market!r}: expected one of {', '.join(map(repr, SEQUENCE_RULES))}")
         if depth_levels < 0 or depth_every_ns < 0 or (depth_every_ns and not depth_levels):
@@ -227,6 +234,7 @@ class L2Replay:
             raise ValueError(f"a book for a symbol index beyond the {len(symbols)} symbol(s)")
         nsym = len(symbols)  # a record of a higher index is reported as unknown_symbol
         self.nsym = nsym
+        self.max_message = int(max_message)
         self.session = Session(max(0, max(sizing, default=0)))
         self.base = np.full(nsym, -1, _I64)
         cores, ids, reals = [], [], []
@@ -256,7 +264,8 @@ class L2Replay:
                               band_low=band_low, tick=tick, ticker_history=ticker_history,
                               compare_tickers=compare_tickers, sequence=SEQUENCE_RULES[market],
                               depth_levels=self.depth_levels, depth_every_ns=self.depth_every_ns,
-                              desync_rows=3 * max([z.capacity for z in sizing.values()], default=0) + 4096)
+                              desync_rows=3 * max([z.capacity for z in sizing.values()], default=0) + 4096,
+                              max_message=self.max_message)
         self.counters = Counters()
         self.session.set_timing(timing)
         self.timing = timing
@@ -322,7 +331,7 @@ class L2Replay:
         self.next_index += n
         if len(self._carry):
             records = np.concatenate([self._carry, records])
-        cut = _open_tail(records, self.nsym)
+        cut = self._held_from(records, _open_tail(records, self.nsym))
         self._carry = records[cut:].copy()
         return self._process(records[:cut], first) if cut else {}
 
@@ -359,7 +368,7 @@ class L2Replay:
                     return
                 fill += got
                 self.next_index += got
-                cut = _open_tail(buf[:fill], self.nsym, held)
+                cut = self._held_from(buf[:fill], _open_tail(buf[:fill], self.nsym, held))
                 held = fill - cut if cut < fill and buf["kind"][cut] in _LEVEL else 0
                 rest = fill - cut
                 if got == chunk:  # more may follow: the unfinished group, then the next records
@@ -376,6 +385,12 @@ class L2Replay:
         finally:
             if pool is not None:
                 pool.shutdown(wait=True)
+
+    def _held_from(self, rec: np.ndarray, cut: int) -> int:
+        """Where the records held for the next batch start: at cut (_open_tail), unless they
+        are a message already longer than max_message, which the C side finds incomplete
+        without its END: then none (nothing more of it is held, however long it goes on)."""
+        return len(rec) if len(rec) - cut - 1 > self.max_message and rec["kind"][cut] in _LEVEL else cut
 
     def finish(self) -> dict[str, dict]:
         """Ends the replay: an unfinished message at the end is dropped (counted); pending

@@ -28,7 +28,7 @@ from . import __version__, _arrow, lobc
 from ._ahead import read_ahead
 from .errors import InputError
 from .itch.replay import _NoBar, prepare_output
-from .l2 import MAX_GRID_LEVELS, SEQUENCE_RULES, L2Replay, scan_counts
+from .l2 import MAX_GRID_LEVELS, MAX_MESSAGE, SEQUENCE_RULES, L2Replay, scan_counts
 from .events import Kind
 from .latency import histogram_table, report_rows
 from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256, usable_cpus
@@ -73,6 +73,7 @@ class L2ReplayConfig:
     headroom: float = 0.2                 # grid band = price range widened by this fraction
     price_mode: str = "auto"              # auto | grid | ladder (lobreplay.l2.scan)
     max_grid_levels: int = MAX_GRID_LEVELS
+    max_message: int = MAX_MESSAGE        # records a message may hold between BEGIN and END (lobreplay.l2)
     reports: tuple[str, ...] = ALL_REPORTS
     timing: bool = True
     chunk_records: int = 1 << 18
@@ -92,6 +93,8 @@ class L2ReplayConfig:
                              f"got {self.depth_levels} every {self.depth_every_ns} ns")
         if not self.depth_levels:
             self.reports = tuple(r for r in self.reports if r != "depth")
+        if not 0 < self.max_message < 1 << 32:
+            raise ValueError(f"max_message: expected 1 .. 2**32 - 1 records, got {self.max_message}")
 
 
 def _symbols_of(names: list[str], sym: np.ndarray) -> pa.DictionaryArray:
@@ -212,7 +215,7 @@ class LobcReplay:
         t0 = time.perf_counter()
         with self._bar("pass 1 (sizing)", src.records) as bar:
             sizing, kinds = scan_counts(pass1_chunks(bar), names, headroom=cfg.headroom, mode=cfg.price_mode,
-                                        max_grid_levels=cfg.max_grid_levels)
+                                        max_grid_levels=cfg.max_grid_levels, max_message=cfg.max_message)
         pass1_s = time.perf_counter() - t0
         torn, blocks = src.torn, src.blocks
         if torn is not None and (not blocks or (torn.corrupt and not cfg.allow_corrupt)):
@@ -231,7 +234,8 @@ class LobcReplay:
         market = market if market in SEQUENCE_RULES else None  # (update ids of another kind: not checked)
         depth = cfg.depth_levels if "depth" in reports else 0
         rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers, market=market,
-                      depth_levels=depth, depth_every_ns=cfg.depth_every_ns if depth else 0)
+                      depth_levels=depth, depth_every_ns=cfg.depth_every_ns if depth else 0,
+                      max_message=cfg.max_message)
         t1 = time.perf_counter()
         self._done = (2, 0)
         self._map = None if keep is None else _RecordMap()

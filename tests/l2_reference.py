@@ -36,7 +36,7 @@ from lobreplay import lobc
 from lobreplay.book import Session
 from lobreplay.events import EVENT_DTYPE, TIF, Cause, Flag, Kind, Side, Status
 # the sizing both implementations take, and their shared constants
-from lobreplay.l2 import _I64, _LEVEL, MAX_GRID_LEVELS, ORDER_SYMBOL_SHIFT, BookSizing, _cat  # noqa: F401
+from lobreplay.l2 import _I64, _LEVEL, MAX_GRID_LEVELS, MAX_MESSAGE, ORDER_SYMBOL_SHIFT, BookSizing, _cat  # noqa: F401
 
 __all__ = ["BookSizing", "scan", "L2Replay", "ORDER_SYMBOL_SHIFT", "MAX_GRID_LEVELS"]
 
@@ -51,7 +51,8 @@ def _valid_levels(rec: np.ndarray) -> np.ndarray:
 
 
 def scan(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode: str = "auto",
-         max_grid_levels: int = MAX_GRID_LEVELS, only: set[int] | None = None) -> dict[int, BookSizing]:
+         max_grid_levels: int = MAX_GRID_LEVELS, only: set[int] | None = None,
+         max_message: int = MAX_MESSAGE) -> dict[int, BookSizing]:
     """Pass 1: a book size for every symbol of `symbols` with a snapshot or diff message.
     Prices: every level price seen; tick = their gcd; band = their range
     widened by headroom (grid), or the prices themselves (ladder: mode
@@ -62,11 +63,12 @@ def scan(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode
     applied every zero, and sized a book for a symbol index beyond `symbols`.)"""
     if mode not in ("auto", "grid", "ladder"):
         raise ValueError(f"mode: expected auto, grid or ladder, got {mode!r}")
-    records = records[records["symbol"] < len(symbols)]  # the others: unknown_symbol, no book
+    at = np.flatnonzero(records["symbol"] < len(symbols))  # the others: unknown_symbol, no book
+    records = records[at]
     k = records["kind"]
     with_book = np.unique(records["symbol"][(k == lobc.DIFF_BEGIN) | (k == lobc.SNAPSHOT_BEGIN)]).tolist()
     valid = _valid_levels(records)
-    lv = records[valid & ((records["qty"] > 0) | _applied_levels(records))]
+    lv = records[valid & ((records["qty"] > 0) | _applied_levels(records, at, max_message))]
     sb = lv["symbol"].astype(_I64) * 2 + (lv["side"] == ord("S"))
     price, qty = lv["price"], lv["qty"]
     order = np.lexsort((np.arange(len(lv)), price, sb))
@@ -107,11 +109,13 @@ def scan(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode
     return out
 
 
-def _applied_levels(rec: np.ndarray) -> np.ndarray:
-    """Which records are level records pass 2 applies (every symbol index known): those of a
-    whole message (BEGIN, its symbol's levels of its kind among other symbols' ones, its END)
-    that is a snapshot, or a diff while its symbol is synced: after a RESYNC, or after its first
-    whole snapshot when no GAP or RESYNC came before."""
+def _applied_levels(rec: np.ndarray, at: np.ndarray, max_message: int) -> np.ndarray:
+    """Which records are level records pass 2 applies (every symbol index known; at: their
+    positions among all the records): those of a whole message (BEGIN, its symbol's levels of
+    its kind among other symbols' ones, its END, with at most max_message records between
+    them, those of unknown symbols included) that is a snapshot, or a diff while its symbol is
+    synced: after a RESYNC, or after its first whole snapshot when no GAP or RESYNC came
+    before."""
     n = len(rec)
     k = rec["kind"]
     sym = rec["symbol"].astype(_I64)
@@ -125,7 +129,7 @@ def _applied_levels(rec: np.ndarray) -> np.ndarray:
         j = np.searchsorted(not_level, begins[sel], side="right")
         nxt[sel] = np.where(j < len(not_level), not_level[np.minimum(j, max(len(not_level) - 1, 0))], n)
     nn = np.minimum(nxt, max(n - 1, 0))
-    whole = (nxt < n) & (k[nn] == k[begins] + 2) & (sym[nn] == sym[begins])
+    whole = (nxt < n) & (k[nn] == k[begins] + 2) & (sym[nn] == sym[begins]) & (at[nn] - at[begins] - 1 <= max_message)
     go = whole & (k[begins] == lobc.SNAPSHOT_BEGIN)
     snaps = begins[go]
     ctrl = pos[(k == lobc.GAP) | (k == lobc.RESYNC)]
@@ -181,8 +185,10 @@ class L2Replay:
     best(symbol) give the book in feed units."""
 
     def __init__(self, sizing: dict[int, BookSizing], symbols: list[str], *, timing: bool = False,
-                 ticker_history: int = 1 << 16, compare_tickers: bool = True, market: str | None = None):
+                 ticker_history: int = 1 << 16, compare_tickers: bool = True, market: str | None = None,
+                 max_message: int = MAX_MESSAGE):
         assert market in (None, "spot", "usdm")
+        self.max_message = max_message  # a message with more records between BEGIN and END: incomplete
         self.market = market  # the update-id rule diff messages are checked by (None: not checked)
         self.sizing = sizing
         self.symbols = list(symbols)
@@ -270,6 +276,8 @@ class L2Replay:
             records = np.concatenate([self._carry, records])
             idx = np.concatenate([self._carry_idx, idx])
         cut = _open_tail(records, self.nsym)
+        if len(records) - cut - 1 > self.max_message and records["kind"][cut] in _LEVEL:
+            cut = len(records)  # (a message already too long: incomplete, not held)
         self._carry, self._carry_idx = records[cut:].copy(), idx[cut:]
         self._out = {}
         if cut:
@@ -360,6 +368,7 @@ class L2Replay:
         has_next = nxt < n
         nn = np.minimum(nxt, n - 1) if n else nxt
         whole = has_next & (k[nn] == k[begins] + 2) & (sym[nn] == sym[begins])
+        whole &= idx[nn] - idx[begins] - 1 <= self.max_message  # (records between, unknown symbols' too)
         idm = whole & (rec["first_id"][nn] != rec["first_id"][begins])
         if idm.any():
             self._desync(rec, idx, nxt[idm], "end_id_mismatch")

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import l2_golden
 import l2_reference as ref
 from lobreplay import lobc
-from lobreplay.l2 import L2Replay, scan
+from lobreplay.l2 import MAX_MESSAGE, L2Replay, scan
 from test_l2replay import sorted_rows, synth_stream
 
 # ---------------------------------------------------------------- helpers
@@ -65,11 +65,12 @@ def assert_same_sizing(new: dict, old: dict, where: str) -> None:
         assert a.as_dict() == b.as_dict(), where
 
 
-def both(records, symbols, mode="auto", **kw):
-    szn = scan(records, symbols, mode=mode)
-    szo = ref.scan(records, symbols, mode=mode)
+def both(records, symbols, mode="auto", max_message=MAX_MESSAGE, **kw):
+    szn = scan(records, symbols, mode=mode, max_message=max_message)
+    szo = ref.scan(records, symbols, mode=mode, max_message=max_message)
     assert_same_sizing(szn, szo, f"scan {mode}")
-    return L2Replay(szn, symbols, **kw), ref.L2Replay(szo, symbols, **kw)
+    return L2Replay(szn, symbols, max_message=max_message, **kw), ref.L2Replay(szo, symbols, max_message=max_message,
+                                                                               **kw)
 
 
 def replay_in_batches(records, symbols, sizes, mode="auto", tiny_outputs=False, **kw):
@@ -185,9 +186,10 @@ def test_feed_from_holds_a_long_unfinished_message_as_feed_does(ahead):
     for i in range(300):
         r(lobc.DIFF_LEVEL, sym=7 if i % 50 == 0 else 0, side=ord("B"), price=50 + i % 40, qty=1)
     r(lobc.TRADE, price=100, qty=1, side=ord("B"))
-    for recs in (l2_golden.malformed_records(), np.array(rows)):
+    for recs, most in ((l2_golden.malformed_records(), MAX_MESSAGE), (np.array(rows), MAX_MESSAGE),
+                       (np.array(rows), 100)):  # (and that message too long: 300 records > 100)
         for chunk in (1, 2, 3, 7, 64):
-            a, b = L2Replay(scan(recs, names), names), L2Replay(scan(recs, names), names)
+            a, b = (L2Replay(scan(recs, names, max_message=most), names, max_message=most) for _ in range(2))
             pos = [0]
 
             def read(out):
@@ -196,11 +198,19 @@ def test_feed_from_holds_a_long_unfinished_message_as_feed_does(ahead):
                 pos[0] += k
                 return k
             rows_a = list(a.feed_from(read, chunk, ahead=ahead)) + [a.finish()]
-            rows_b = [b.feed(recs[lo:lo + chunk]) for lo in range(0, len(recs), chunk)] + [b.finish()]
+            rows_b = []
+            for lo in range(0, len(recs), chunk):
+                rows_b.append(b.feed(recs[lo:lo + chunk]))
+                assert len(b._carry) <= most + 1  # (what is held of a message: at most its BEGIN and most)
+            rows_b.append(b.finish())
             for i, (x, y) in enumerate(zip(rows_a, rows_b)):
                 assert_rows_equal(x, y, f"chunk {chunk} part {i}")
             a.counters.core_seconds = b.counters.core_seconds = 0.0
             assert a.counters == b.counters and a.ticker_stats == b.ticker_stats
+            if most == 100:  # the long message: incomplete, its levels not applied, its TRADE after it kept
+                assert a.counters.desyncs["incomplete_message"] == 1 and a.counters.levels_skipped == 294
+                assert a.counters.desyncs["unknown_symbol"] == 6  # (the 6 of symbol 7 among them)
+                assert a.counters.trades == 1 and a.levels(0) == ([(100, 1)], [])
 
 
 def test_short_ticker_history():
@@ -336,22 +346,25 @@ def _stream(pieces) -> np.ndarray:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_PIECE, max_size=40), st.lists(st.integers(1, 9), min_size=1, max_size=30),
-       st.sampled_from(["auto", "ladder"]), st.sampled_from([None, "spot", "usdm"]))
-def test_any_records_in_any_chunks_give_the_same_replay(pieces, sizes, mode, market):
+       st.sampled_from(["auto", "ladder"]), st.sampled_from([None, "spot", "usdm"]),
+       st.sampled_from([MAX_MESSAGE, MAX_MESSAGE, 1, 4, 9]))
+def test_any_records_in_any_chunks_give_the_same_replay(pieces, sizes, mode, market, max_message):
     """docs/l2.md: the result is the same whatever the chunk size. Any records (cut messages,
     orphans, unknown-symbol records inside messages and between a TICKER_BID and its
-    TICKER_ASK, gaps, resyncs, update ids that follow or break the market's rule), fed whole
-    and in batches of the drawn sizes: the same rows (depth samples too), counters and books,
-    and the same as the reference implementation's batch by batch; and no core reject: pass
-    1's capacity bounds the book whatever the records."""
+    TICKER_ASK, gaps, resyncs, update ids that follow or break the market's rule, messages
+    longer than max_message), fed whole and in batches of the drawn sizes: the same rows
+    (depth samples too), counters and books, and the same as the reference implementation's
+    batch by batch; and no core reject: pass 1's capacity bounds the book whatever the
+    records."""
     recs = _stream(pieces)
     syms = ["AAA", "BBB"][:NSYM]
-    depth = {"depth_levels": 2, "depth_every_ns": 3}  # (receive times 1 ns apart: samples every few records)
-    whole = L2Replay(scan(recs, syms, mode=mode), syms, market=market, **depth)
+    depth = {"depth_levels": 2, "depth_every_ns": 3, "max_message": max_message}  # (receive times 1 ns apart)
+    whole = L2Replay(scan(recs, syms, mode=mode, max_message=max_message), syms, market=market, **depth)
     want = sorted_rows([whole.feed(recs), whole.finish()])
     sizes = (sizes * (len(recs) // len(sizes) + 1))[:len(recs)]
-    new, _ = replay_in_batches(recs, syms, sizes, mode, market=market)  # (the reference, batch by batch)
-    parts = L2Replay(scan(recs, syms, mode=mode), syms, market=market, **depth)
+    new, _ = replay_in_batches(recs, syms, sizes, mode, market=market,  # (the reference, batch by batch)
+                               max_message=max_message)
+    parts = L2Replay(scan(recs, syms, mode=mode, max_message=max_message), syms, market=market, **depth)
     cuts = np.cumsum(sizes)[:-1]
     got = sorted_rows([parts.feed(c) for c in np.split(recs, cuts)] + [parts.finish()])
     assert_rows_equal(got, want, f"batches {sizes}")
