@@ -1,9 +1,10 @@
-"""Command line for .lobc files: `lobreplay lobc check FILE`,
+"""Command line for .lobc files: `lobreplay lobc check FILE`, `lobreplay lobc repair FILE -o OUT`,
 `lobreplay lobc replay FILE -o DIR` and `lobreplay lobc replay-many` (lobreplay.cli_many)
 (wired into lobreplay.cli by add_commands)."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 
 from .cli import desyncs_text, reports_text
@@ -93,13 +94,37 @@ def cmd_replay(args) -> int:
     return 0
 
 
+def cmd_repair(args) -> int:
+    from .errors import InputError
+    from .lobc import repair, torn_text
+    if os.path.exists(args.output) and not args.force:
+        raise InputError(f"{args.output}: exists; pass --force to overwrite")
+    done = repair(args.file, args.output)
+    if done is None:
+        print(f"{args.file}: whole; nothing to repair ({args.output} not written)")
+        return 0
+    print(f"wrote {args.output}: {done['records']:,} records in {done['blocks']:,} blocks, whole")
+    for d in done["damage"]:
+        print(f"skipped {d['bytes']:,} damaged byte(s) at offset {d['offset']:,} ({d['reason']}): read as a GAP "
+              "(reason damaged) for every symbol, so each book waits for its next snapshot")
+    if done["torn"]:
+        print(torn_text(done["torn"]) + ": left out")
+    return 0
+
+
 def add_commands(subparsers) -> None:
-    """Add `lobc check` and `lobc replay` to an argparse subparsers object."""
+    """Add `lobc check`, `lobc repair` and `lobc replay` to an argparse subparsers object."""
     lobc = subparsers.add_parser("lobc", help=".lobc capture files (Binance depth)").add_subparsers(
         dest="lobc_verb", metavar="VERB")
     ck = lobc.add_parser("check", help="is the file whole? records by kind and symbol, gaps (exit 1 if torn or corrupt)")
     ck.add_argument("file")
     ck.set_defaults(func=cmd_check)
+    rr = lobc.add_parser("repair", help="a whole copy of a torn or damaged file: its sound blocks, a GAP "
+                                        "(reason damaged) per symbol where damage was skipped")
+    rr.add_argument("file")
+    rr.add_argument("-o", "--output", required=True, help="the repaired .lobc file")
+    rr.add_argument("--force", action="store_true", help="overwrite the output file")
+    rr.set_defaults(func=cmd_repair)
     rp = lobc.add_parser("replay", help="rebuild every book, compare with bookTicker, write reports")
     _replay_arguments(rp)
     # `lobreplay replay FILE.lobc` is the same command

@@ -13,12 +13,13 @@ decimal strings by parse_decimal, with integer arithmetic only.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import os
 import re
 import struct
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from isal.isal_zlib import crc32  # zlib's CRC-32, about 5x faster (ISA-L; a dependency already, for gzip)
@@ -32,7 +33,7 @@ __all__ = [
     "GAP_SEQUENCE", "GAP_DISCONNECT", "GAP_24H", "GAP_SHUTDOWN", "GAP_STALE_SNAPSHOT", "GAP_RATE_LIMIT",
     "GAP_MALFORMED", "GAP_ROTATE", "GAP_DAMAGED",
     "parse_decimal", "format_decimal", "LobcWriter", "LobcData", "Torn", "Block", "read", "verify_crc",
-    "iter_blocks", "ChunkReader", "check", "torn_text",
+    "iter_blocks", "ChunkReader", "check", "torn_text", "repair",
 ]
 
 MAGIC = b"LOBC"
@@ -67,7 +68,8 @@ KIND_NAMES = {1: "SNAPSHOT_BEGIN", 2: "SNAPSHOT_LEVEL", 3: "SNAPSHOT_END", 4: "D
 
 GAP_SEQUENCE, GAP_DISCONNECT, GAP_24H, GAP_SHUTDOWN = 1, 2, 3, 4
 GAP_STALE_SNAPSHOT, GAP_RATE_LIMIT, GAP_MALFORMED, GAP_ROTATE = 5, 6, 7, 8
-GAP_DAMAGED = 9  # never written: a reader's mark where it skipped damaged blocks (ChunkReader past_damage)
+GAP_DAMAGED = 9  # not a capture's: a reader's mark where it skipped damaged blocks (ChunkReader past_damage;
+#                  written only by repair)
 GAP_REASONS = {1: "sequence", 2: "disconnect", 3: "24h", 4: "shutdown", 5: "stale_snapshot", 6: "rate_limit",
                7: "malformed", 8: "rotate", 9: "damaged"}
 
@@ -158,7 +160,9 @@ class LobcWriter:
 
     def __init__(self, path, *, venue: str, market: str, symbols, price_scale: int = DEFAULT_SCALE,
                  qty_scale: int = DEFAULT_SCALE, streams=(), source=None, flush_records: int = 4096,
-                 flush_seconds: float = 1.0):
+                 flush_seconds: float = 1.0, extra_meta: dict | None = None):
+        """extra_meta: more metadata keys (JSON values), or ones to keep from another file
+        (`created_ns`, `tool`); not the keys the arguments above set."""
         from . import __version__
         _scale_digits(price_scale)
         _scale_digits(qty_scale)
@@ -173,6 +177,10 @@ class LobcWriter:
                      "streams": list(streams)}
         if source is not None:
             self.meta["source"] = str(source)
+        clash = set(extra_meta or ()) & {"venue", "market", "symbols", "price_scale", "qty_scale", "streams", "source"}
+        if clash:
+            raise ValueError(f"extra_meta: {', '.join(sorted(clash))} are set by their own arguments")
+        self.meta.update(extra_meta or {})
         blob = json.dumps(self.meta, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         if len(blob) > META_MAX:
             raise ValueError(f"{self.path}: metadata is {len(blob)} bytes of JSON; the header holds {META_MAX} "
@@ -417,10 +425,11 @@ class LobcData:
     size: int = 0
     # read(verify=False): (first record, records, CRC, offset, seq, receive time) of each block, not checked yet
     unverified: list | None = None
+    damage: list = field(default_factory=list)  # read(past_damage=True): the stretches skipped (Torn)
 
     @property
     def whole(self) -> bool:
-        return self.torn is None
+        return self.torn is None and not self.damage
 
 
 def _open(path) -> tuple[int, dict, int]:
@@ -631,13 +640,15 @@ class ChunkReader:
         with open(self.path, "rb", buffering=0) as f:
             i = 0
             while i < len(heads):
+                # (the buffers turn over as chunks are handed out: a pass that yields nothing, a
+                # run whose first block is bad, leaves the next one to the same buffer)
                 buf = self._bufs[turn % buffers]
                 raw = buf.view(np.uint8)
-                turn += 1
                 if heads[i][1] == MARK:
                     g = self._marks(i, last_recv)
                     if len(g):
                         buf[:len(g)] = g
+                        turn += 1
                         yield buf[:len(g)]
                     i += 1
                     continue
@@ -673,6 +684,7 @@ class ChunkReader:
                     lo += k
                 if lo:
                     last_recv = int(buf[lo - 1]["recv_ns"])
+                    turn += 1
                     yield buf[:lo]
                 if stop:
                     return
@@ -773,14 +785,23 @@ def iter_blocks(path) -> BlockReader:
     return BlockReader(path)
 
 
-def read(path, *, verify: bool = True) -> LobcData:
+def read(path, *, verify: bool = True, past_damage: bool = False) -> LobcData:
     """Read a whole .lobc file: metadata, every record of its whole blocks (read
     once, straight into one array, in order), the block count, and the torn
     tail (None if whole). Raises InputError for a file that is not .lobc
     (empty, bad magic, version or header); a torn or corrupt tail is reported,
     never raised. verify=False leaves the CRCs to verify(data) (which can run
     in another thread: zlib releases the GIL); the records are then those of
-    every block whose header is sound."""
+    every block whose header is sound. past_damage=True reads on across damage
+    inside the file as ChunkReader(past_damage=True) does (a GAP record of reason
+    GAP_DAMAGED for every symbol where it skipped a stretch: `damage`)."""
+    if past_damage:
+        if not verify:
+            raise ValueError("read: past_damage needs verify (damage is found by the CRCs too)")
+        c = ChunkReader(path, past_damage=True)
+        parts = [x.copy() for x in c.chunks(verify=True)]
+        records = np.concatenate(parts) if parts else np.empty(0, RECORD_DTYPE)
+        return LobcData(c.path, c.meta, records, c.blocks, c.torn, c.size, damage=list(c.damage))
     r = BlockReader(path)
     heads = list(r.headers())
     total = sum(h[2] for h in heads)
@@ -818,6 +839,47 @@ def verify_crc(data: LobcData) -> LobcData:
                             _torn_at(data.path, off, data.size, seq, fault), data.size, None)
     data.unverified = None
     return data
+
+
+# ---------------------------------------------------------------- repair
+
+def repair(src, dst, *, flush_records: int = 65536) -> dict | None:
+    """Write dst: the records a reader takes from src past its damage (ChunkReader with
+    past_damage=True: every sound block's records in order, a GAP record of reason
+    GAP_DAMAGED for every symbol where a stretch was skipped, nothing of a torn tail), as a
+    whole file that any reader takes to the end. Its metadata is src's (`created_ns` and
+    `tool` kept) with `repaired_from` (src's name) and `repaired` (the stretches skipped and
+    the torn tail dropped, as Torn.as_dict()). src is read twice (its CRCs, then its
+    records), in bounded memory; dst appears only when whole (written as dst + '.partial',
+    then renamed). Returns what was done, or None (dst not written) for a whole src."""
+    r = ChunkReader(src, past_damage=True)
+    for _ in r.chunks(verify=True):  # (the damage that only the CRCs show, before the header is written)
+        pass
+    if r.torn is None and not r.damage:
+        return None
+    if os.path.abspath(os.fspath(dst)) == os.path.abspath(r.path):
+        raise ValueError(f"{dst}: the repaired file must not replace its source")
+    m = r.meta
+    done = {"records": r.records, "blocks": 0, "damage": [t.as_dict() for t in r.damage],
+            "torn": r.torn.as_dict() if r.torn else None}
+    keep = {k: v for k, v in m.items() if k not in ("venue", "market", "symbols", "price_scale", "qty_scale",
+                                                  "streams", "source")}
+    part = os.fspath(dst) + ".partial"
+    try:
+        with LobcWriter(part, venue=m.get("venue", ""), market=m.get("market", ""), symbols=m["symbols"],
+                        price_scale=m["price_scale"], qty_scale=m["qty_scale"], streams=m.get("streams", ()),
+                        source=m.get("source"), flush_records=flush_records, flush_seconds=float("inf"),
+                        extra_meta={**keep, "repaired_from": os.path.basename(r.path),
+                                    "repaired": {"damage": done["damage"], "torn": done["torn"]}}) as w:
+            for c in r.chunks():
+                w.add_many(c)
+        os.replace(part, dst)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(part)
+        raise
+    done["blocks"] = w.blocks
+    return done
 
 
 # ---------------------------------------------------------------- check

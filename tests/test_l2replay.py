@@ -1114,6 +1114,8 @@ def test_replay_of_a_file_with_a_corrupt_block(tmp_path, reports):
             assert md["source_sha256"] == hashlib.sha256(bytes(raw)).hexdigest() == a["source"]["source_sha256"]
     c = replay_lobc(tmp_path / "cut.lobc", str(tmp_path / "c"), L2ReplayConfig(chunk_records=777))
     assert sum(a["events_by_kind"].values()) > sum(c["events_by_kind"].values())  # (the blocks after it count)
+    lobc.repair(tmp_path / "bad.lobc", tmp_path / "fixed.lobc")  # (what `lobc repair` writes: the same records)
+    np.testing.assert_array_equal(lobc.read(tmp_path / "fixed.lobc").records, lobc.read(tmp_path / "same.lobc").records)
 
 
 def test_the_hash_covers_the_bytes_the_summary_says_were_read(tmp_path, monkeypatch):

@@ -421,6 +421,16 @@ def test_chunk_reader_past_damage_reads_on_with_a_gap_per_symbol(tmp_path, chunk
         r = lobc.ChunkReader(p, chunk_records=chunk, past_damage=True)
         got = np.concatenate([c.copy() for c in r.chunks(verify=True)])
         np.testing.assert_array_equal(got, want, err_msg=name)
+        # two buffers in turn (read_ahead) while the CRCs find damage: the chunk before stays as it was
+        two = lobc.ChunkReader(p, chunk_records=chunk, past_damage=True)
+        it = two.chunks(verify=True, buffers=2)
+        prev = next(it)
+        seen, kept = [], prev.copy()
+        for c in it:
+            np.testing.assert_array_equal(prev, kept, err_msg=name)
+            seen.append(kept)
+            prev, kept = c, c.copy()
+        np.testing.assert_array_equal(np.concatenate(seen + [kept]), want, err_msg=name)
         skipped = [(t.offset, t.bytes, t.next_block) for t in r.damage]  # (stretches side by side: one)
         runs = []  # [first, last] of each stretch of lost blocks before the last
         for b in (b for b in lost if b != 13):
@@ -442,6 +452,48 @@ def test_chunk_reader_past_damage_reads_on_with_a_gap_per_symbol(tmp_path, chunk
         np.testing.assert_array_equal(got, recs[:3 * min(lost)])
         assert plain.torn.offset == start[min(lost)] and plain.damage == []
     assert w.records == 40
+
+
+def test_repair_writes_what_a_reader_takes_past_the_damage(tmp_path, capsys):
+    """lobc.repair (and `lobc repair`): a whole file of the records read past the damage (the
+    sound blocks, a GAP of reason damaged per symbol at each stretch skipped, no torn tail),
+    the same as read(past_damage=True); the source's metadata kept, with what was repaired;
+    nothing written for a whole file, nor over the source, nor over a file without --force."""
+    from lobreplay.cli import main
+    p, out = tmp_path / "x.lobc", tmp_path / "fixed.lobc"
+    recs = sample_records(40)
+    write(p, recs, flush_records=3)                  # 13 blocks of 3, then 1
+    raw = bytearray(p.read_bytes())
+    start = [512 + b * (64 + 3 * 64) for b in range(14)]
+    assert lobc.repair(p, out) is None and not out.exists()  # (whole: nothing to repair)
+    raw[start[4] + 64 + 5] ^= 1                      # block 4's records, block 5's magic, block 9's records,
+    raw[start[5]] ^= 1                               # and the file cut inside its last block
+    raw[start[9] + 64 + 5] ^= 1
+    p.write_bytes(bytes(raw[:start[13] + 64 + 10]))
+    past = lobc.read(p, past_damage=True)
+    assert not past.whole and len(past.damage) == 2 and past.torn.offset == start[13]
+    np.testing.assert_array_equal(past.records, np.concatenate(
+        [c.copy() for c in lobc.ChunkReader(p, chunk_records=4, past_damage=True).chunks(verify=True)]))
+    assert (past.records["flags"][past.records["kind"] == lobc.GAP] == lobc.GAP_DAMAGED).sum() == 2 * 3
+    done = lobc.repair(p, out, flush_records=5)
+    fixed = lobc.read(out)
+    assert fixed.whole and lobc.check(out)["whole"]
+    np.testing.assert_array_equal(fixed.records, past.records)
+    assert done == {"records": len(past.records), "blocks": fixed.blocks, "damage": [t.as_dict() for t in past.damage],
+                    "torn": past.torn.as_dict()}
+    m, m0 = fixed.meta, lobc.read(p).meta
+    assert {k: m[k] for k in m0} == m0 and m["repaired_from"] == "x.lobc"  # (created_ns, tool, streams kept)
+    assert m["repaired"] == {"damage": done["damage"], "torn": done["torn"]}
+    with pytest.raises(ValueError, match="must not replace its source"):
+        lobc.repair(p, p)
+    with pytest.raises(ValueError, match="past_damage needs verify"):
+        lobc.read(p, verify=False, past_damage=True)
+    assert main(["lobc", "repair", str(p), "-o", str(out)]) == 1  # (exists)
+    assert "exists; pass --force" in capsys.readouterr().err
+    assert main(["lobc", "repair", str(p), "-o", str(out), "--force"]) == 0
+    text = capsys.readouterr().out
+    assert f"wrote {out}: {len(past.records)} records" in text and text.count("skipped ") == 2
+    assert "torn tail" in text and not list(tmp_path.glob("*.partial"))
 
 
 def test_check_of_a_file_cut_while_it_is_checked_reports_a_torn_tail(tmp_path):

@@ -705,6 +705,6 @@ def _raw_control(machine: DepthSync, msg: bytes, recv: int) -> None:
 
 
 def _reason(v) -> int:
-    if type(v) is not int or v not in lobc.GAP_REASONS or v == lobc.GAP_DAMAGED:  # (9: a reader's, never written)
+    if type(v) is not int or v not in lobc.GAP_REASONS or v == lobc.GAP_DAMAGED:  # (9: a reader's, never a capture's)
         raise ValueError(f"reason {v!r}")
     return v
