@@ -450,6 +450,38 @@ def test_read_ahead_gives_the_chunks_in_order_and_keeps_them_valid(synthetic_day
     assert f.stats.messages == synthetic_day.n_messages
 
 
+def test_short_reads_keep_the_chunks_in_flight_valid(synthetic_day):
+    """A stream that returns a few bytes at times (a reader's short read) can leave the buffer
+    without one whole frame: nothing is handed out, and the reader must go on filling that
+    buffer, not the next one, which the caller may still hold (read_ahead, two buffers)."""
+    import time
+
+    from lobreplay._ahead import read_ahead
+
+    class Choppy:  # every other read returns 3 bytes: less than a frame after the carried part
+        def __init__(self, f):
+            self.f, self.k = f, 0
+
+        def readinto(self, view):
+            self.k += 1
+            return self.f.readinto(memoryview(view)[:3 if self.k % 2 == 0 else 1 << 14])
+
+        def close(self):
+            self.f.close()
+
+    plain = [m for c in ItchFile(synthetic_day.path, chunk_bytes=1 << 17).chunks() for m in _messages(c)]
+    f = ItchFile(synthetic_day.path, chunk_bytes=1 << 17)
+    opened = f._open
+    f._open = lambda skip=0: Choppy(opened(skip))
+    seen, n_chunks = [], 0
+    for chunk, (first, read) in read_ahead(f, lambda c, slot: (c.first_message, _messages(c)), slots=2, thread=True):
+        time.sleep(0.0005)  # the reader reads ahead as far as it may
+        assert chunk.first_message == first and _messages(chunk) == read  # (as when it was read)
+        seen += read
+        n_chunks += 1
+    assert seen == plain and n_chunks > 100
+
+
 def test_read_ahead_raises_a_readers_error_after_the_chunks_before_it(synthetic_day, tmp_path):
     from lobreplay._ahead import read_ahead
     p = tmp_path / "cut.itch"

@@ -259,6 +259,8 @@ class ItchFile:
                 return
             if consumed == 0 and rest >= cap:
                 raise InputError(f"{self.path}: no complete frame in {rest:,} bytes at stream offset {base:,}")
+            if consumed == 0:  # no chunk handed out (a short read): read on into this buffer, which
+                continue       # the caller does not hold (the next one it may still hold)
             turn += 1
             nxt = bufs[turn % buffers]
             nxt[:rest] = buf[consumed:have]  # the partial last frame starts the next buffer
