@@ -84,9 +84,9 @@ def cmd_replay(args) -> int:
         rate = f"{bt['match_rate']:.4%}" if bt["match_rate"] is not None else "-"
         print(f"bookTicker: {bt['matches']:,} of {bt['comparable']:,} comparable points match ({rate})"
               + (f"; not comparable: {nc}" if nc else ""))
+    from .lobc import damage_text
     for d in s["lobc"].get("damage", []):
-        print(f"skipped {d['bytes']:,} damaged byte(s) at offset {d['offset']:,} ({d['reason']}), read on from "
-              f"offset {d['next_block']:,}: every book lost sync there (desync gap_damaged) until its next snapshot")
+        print(damage_text(d) + ": every book lost sync there (desync gap_damaged) until its next snapshot")
     if s["lobc"]["torn"]:
         from .lobc import torn_text
         print(torn_text(s["lobc"]["torn"]) + "; the reports hold the records before it")
@@ -96,7 +96,7 @@ def cmd_replay(args) -> int:
 
 def cmd_repair(args) -> int:
     from .errors import InputError
-    from .lobc import repair, torn_text
+    from .lobc import damage_text, repair, torn_text
     if os.path.exists(args.output) and not args.force:
         raise InputError(f"{args.output}: exists; pass --force to overwrite")
     done = repair(args.file, args.output)
@@ -105,8 +105,8 @@ def cmd_repair(args) -> int:
         return 0
     print(f"wrote {args.output}: {done['records']:,} records in {done['blocks']:,} blocks, whole")
     for d in done["damage"]:
-        print(f"skipped {d['bytes']:,} damaged byte(s) at offset {d['offset']:,} ({d['reason']}): read as a GAP "
-              "(reason damaged) for every symbol, so each book waits for its next snapshot")
+        print(damage_text(d) + ": in its place a GAP (reason damaged) for every symbol, so that each book waits "
+              "for its next snapshot")
     if done["torn"]:
         print(torn_text(done["torn"]) + ": left out")
     return 0

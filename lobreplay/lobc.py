@@ -33,7 +33,7 @@ __all__ = [
     "GAP_SEQUENCE", "GAP_DISCONNECT", "GAP_24H", "GAP_SHUTDOWN", "GAP_STALE_SNAPSHOT", "GAP_RATE_LIMIT",
     "GAP_MALFORMED", "GAP_ROTATE", "GAP_DAMAGED",
     "parse_decimal", "format_decimal", "LobcWriter", "LobcData", "Torn", "Block", "read", "verify_crc",
-    "iter_blocks", "ChunkReader", "check", "torn_text", "repair",
+    "iter_blocks", "ChunkReader", "check", "torn_text", "damage_text", "repair",
 ]
 
 MAGIC = b"LOBC"
@@ -339,6 +339,13 @@ def torn_text(t: dict) -> str:
                 f"{t['next_block']:,}: the file is damaged inside, not cut short; {t['bytes']:,} byte(s) "
                 "from the bad block on not read")
     return f"torn tail: {t['bytes']:,} byte(s) from offset {t['offset']:,} not read ({t['reason']})"
+
+
+def damage_text(t: dict) -> str:
+    """A stretch of damage a reader skipped (ChunkReader(past_damage=True).damage, as_dict())
+    in words for a person."""
+    return (f"skipped {t['bytes']:,} damaged byte(s) at offset {t['offset']:,} ({t['reason']}), read on from "
+            f"offset {t['next_block']:,}")
 
 
 def _header_fault(h, off: int, size: int, seq: int) -> str | None:
