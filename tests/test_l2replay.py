@@ -845,6 +845,32 @@ def test_real_recordings_match_bookticker(converted, tmp_path, market):
     assert book["final_bid_levels"] > 1000 and book["final_ask_levels"] > 1000
 
 
+def test_a_real_recording_damaged_inside_replays_across_the_damage(converted, tmp_path):
+    """The USD-M recording with a byte flipped in a block half way: --allow-corrupt replays
+    both sides. Its one snapshot is before the damage, so the book stays unsynced from the
+    damage on (every later diff message skipped, one row each), while the trades on both
+    sides are all reported; the summary names the stretch skipped."""
+    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+
+    src = converted / "usdm.lobc"
+    blocks = list(lobc.iter_blocks(src))
+    mid = blocks[len(blocks) // 2]
+    raw = bytearray(src.read_bytes())
+    raw[mid.offset + 64 + 100] ^= 0x40
+    (tmp_path / "bad.lobc").write_bytes(bytes(raw))
+    s = replay_lobc(tmp_path / "bad.lobc", str(tmp_path / "o"), L2ReplayConfig(allow_corrupt=True))
+    size = 64 + 64 * len(mid.records)
+    assert s["status"] == "ok" and s["lobc"]["damage"] == [{
+        "offset": mid.offset, "bytes": size, "reason": f"CRC mismatch in block {mid.seq}", "corrupt": True,
+        "next_block": mid.offset + size}]
+    before = np.concatenate([b.records for b in blocks if b.seq < mid.seq])
+    after = np.concatenate([b.records for b in blocks if b.seq > mid.seq])
+    assert s["desyncs_by_cause"]["gap_damaged"] == 1
+    assert s["desyncs_by_cause"]["unsynced_update_skipped"] == int((after["kind"] == lobc.DIFF_BEGIN).sum()) > 0
+    assert s["trades"] == int((before["kind"] == lobc.TRADE).sum() + (after["kind"] == lobc.TRADE).sum())
+    assert not s["books"][0]["synced_at_end"] and s["records"] == len(before) + 1 + len(after)
+
+
 def test_malformed_structure_is_reported_not_applied():
     rows = []
 
