@@ -219,16 +219,16 @@ class LobcReplay:
         pass1_s = time.perf_counter() - t0
         torn, blocks = src.torn, src.blocks
         if torn is not None and (not blocks or (torn.corrupt and not cfg.allow_corrupt)):
-            what = torn.reason
+            what, hint = torn.reason, ""
             if torn.corrupt:
                 what += (f", and sound blocks follow from offset {torn.next_block}: the file is damaged inside, "
                          "not cut short")
+                hint = ("--allow-corrupt replays the sound blocks on both sides of the damage (every book loses "
+                        "sync across it and resyncs at its next snapshot); ")
             if not blocks:
-                raise InputError(f"{self.path}: offset {torn.offset}: no whole block to replay ({what}); "
-                                 "`lobreplay lobc check` says more")
-            raise InputError(f"{self.path}: offset {torn.offset}: {what}. --allow-corrupt replays the sound "
-                             "blocks on both sides of the damage (every book loses sync across it and resyncs "
-                             "at its next snapshot); `lobreplay lobc check` says more")
+                raise InputError(f"{self.path}: offset {torn.offset}: no whole block to replay before it ({what}); "
+                                 f"{hint}`lobreplay lobc check` says more")
+            raise InputError(f"{self.path}: offset {torn.offset}: {what}. {hint}`lobreplay lobc check` says more")
         has_tickers = bool(kinds[lobc.TICKER_BID])
         market = src.meta.get("market") if src.meta.get("venue", "binance") == "binance" else None
         market = market if market in SEQUENCE_RULES else None  # (update ids of another kind: not checked)

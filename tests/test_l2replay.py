@@ -1036,8 +1036,9 @@ def test_an_interrupted_replay_does_not_wait_for_the_hash(tmp_path, monkeypatch)
 def test_a_file_without_a_whole_block_is_an_error(tmp_path):
     """Torn before its first block ends (or that block's CRC fails): nothing to replay is an
     error naming the file and offset (it was status ok with 0 records); a whole file with no
-    blocks yet (a capture that never got data) replays to empty reports."""
-    from lobreplay.l2replay import replay_lobc
+    blocks yet (a capture that never got data) replays to empty reports. With sound blocks
+    after a bad first one, the error says that --allow-corrupt replays them, and it does."""
+    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
 
     recs, _ = synth_stream(95, n_messages=100, n_symbols=1)
     write_lobc(tmp_path / "a.lobc", recs, flush_records=500)
@@ -1046,8 +1047,17 @@ def test_a_file_without_a_whole_block_is_an_error(tmp_path):
     (tmp_path / "crc.lobc").write_bytes(bytes(raw))
     (tmp_path / "cut.lobc").write_bytes(bytes(raw[:512 + 64 + 100]))
     for name, why in (("crc", "CRC mismatch in block 0"), ("cut", "partial block")):
-        with pytest.raises(InputError, match=rf"{name}\.lobc: offset 512: no whole block to replay \({why}"):
+        with pytest.raises(InputError, match=rf"{name}\.lobc: offset 512: no whole block to replay before it \({why}"):
             replay_lobc(tmp_path / f"{name}.lobc", str(tmp_path / f"out_{name}"))
+    write_lobc(tmp_path / "more.lobc", recs, flush_records=50)  # block 0 bad, sound blocks after it
+    raw = bytearray((tmp_path / "more.lobc").read_bytes())
+    raw[512 + 64 + 10] ^= 0xFF
+    (tmp_path / "more.lobc").write_bytes(bytes(raw))
+    with pytest.raises(InputError, match=r"no whole block to replay before it \(CRC mismatch in block 0, and sound "
+                                         r"blocks follow .*\); --allow-corrupt replays the sound blocks"):
+        replay_lobc(tmp_path / "more.lobc", str(tmp_path / "out_more"))
+    s = replay_lobc(tmp_path / "more.lobc", str(tmp_path / "out_more"), L2ReplayConfig(allow_corrupt=True), force=True)
+    assert s["status"] == "ok" and s["records"] == len(recs) - 50 + 3  # (a GAP for each of the 3 symbols)
     write_lobc(tmp_path / "empty.lobc", recs[:0])
     s = replay_lobc(tmp_path / "empty.lobc", str(tmp_path / "out_empty"))
     assert s["status"] == "ok" and s["records"] == 0 and s["lobc"]["whole"] and s["lobc"]["blocks"] == 0
