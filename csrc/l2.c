@@ -380,8 +380,10 @@ typedef struct symstate {
     uint64_t messages, skipped;
     point *pts;
     size_t npts, cappts;
-    tick *hist;              /* ring, sorted by u from hhead */
+    tick *hist;              /* ring, sorted by u from hhead: the bookTicker history ... */
     size_t hhead, hlen, hcap;
+    tick *late;              /* ... but for the tickers that came below its last u: here, sorted, */
+    size_t nlate;            /* [HIST_LATE], merged into the ring when full (hist_add) */
 } symstate;
 
 typedef struct entry {
@@ -459,6 +461,7 @@ void lob_l2_free(lob_l2 *r)
         for (uint32_t s = 0; s < r->nsym; s++) {
             free(r->sym[s].pts);
             free(r->sym[s].hist);
+            free(r->sym[s].late);
             free(r->sym[s].shown);
         }
     }
@@ -659,47 +662,101 @@ static void touch(lob_l2 *r, uint16_t s)
     }
 }
 
-/* ---- bookTicker history and comparison points ---- */
+/* ---- bookTicker history and comparison points ----
+ *
+ * The history of a symbol is every ticker kept, in the order of u, a ticker after those of
+ * an equal u that came before it; past hist_max the first goes. Tickers come in the order of
+ * u but for a few (ids that go back): each goes to the end of the ring, or, when it comes
+ * below the ring's last u, into `late`, a sorted array of at most HIST_LATE that is merged
+ * into the ring when full. So a ticker costs O(1), or O(HIST_LATE) plus its share of a merge,
+ * however the ids go (inserting in the ring moved up to half of it: quadratic on ids that
+ * interleave far apart). Every ticker in `late` is below the ring's last u, which only grows:
+ * the ring's last is the history's, and the ring is never emptied while `late` holds any. */
+
+enum { HIST_LATE = 64 };
 
 static inline tick *hist_at(symstate *S, size_t i) { return &S->hist[(S->hhead + i) & (S->hcap - 1)]; }
 
+/* Tickers of the ring below or at u. */
+static size_t ring_upper(symstate *S, uint64_t u)
+{
+    size_t lo = 0, hi = S->hlen;
+    while (lo < hi) {
+        size_t m = lo + (hi - lo) / 2;
+        if (hist_at(S, m)->u <= u) lo = m + 1;
+        else hi = m;
+    }
+    return lo;
+}
+
+/* Tickers of `late` below or at u. */
+static size_t late_upper(const symstate *S, uint64_t u)
+{
+    size_t lo = 0, hi = S->nlate;
+    while (lo < hi) {
+        size_t m = lo + (hi - lo) / 2;
+        if (S->late[m].u <= u) lo = m + 1;
+        else hi = m;
+    }
+    return lo;
+}
+
+/* The ring and `late` as one sorted ring in a new array with room for `more` after them (a
+ * power of two): of equal u, the ring's first (they came before: a later one of that u would
+ * have gone to the ring's end). */
+static int hist_merge(symstate *S, size_t more)
+{
+    size_t cap = S->hcap ? S->hcap : 64;
+    while (cap < S->hlen + S->nlate + more) cap *= 2;
+    tick *h = malloc(cap * sizeof *h);
+    if (!h) return 0;
+    size_t i = 0, j = 0, k = 0;
+    while (i < S->hlen || j < S->nlate) {
+        if (j == S->nlate || (i < S->hlen && hist_at(S, i)->u <= S->late[j].u)) h[k++] = *hist_at(S, i++);
+        else h[k++] = S->late[j++];
+    }
+    free(S->hist);
+    S->hist = h;
+    S->hcap = cap;
+    S->hhead = 0;
+    S->hlen = k;
+    S->nlate = 0;
+    return 1;
+}
+
 static int hist_add(lob_l2 *r, symstate *S, uint64_t u, const int64_t top[4])
 {
-    if (S->hlen + 1 > S->hcap) {
-        size_t nc = S->hcap ? 2 * S->hcap : 64;
-        tick *h = malloc(nc * sizeof *h);
-        if (!h) return 0;
-        for (size_t i = 0; i < S->hlen; i++) h[i] = *hist_at(S, i);
-        free(S->hist);
-        S->hist = h;
-        S->hcap = nc;
-        S->hhead = 0;
+    tick *t;
+    if (!S->hlen || hist_at(S, S->hlen - 1)->u <= u) { /* in order: at the end of the ring */
+        if (S->hlen + 1 > S->hcap && !hist_merge(S, 1)) return 0; /* (twice the room, at least) */
+        t = hist_at(S, S->hlen++);
+    } else { /* below the ring's last: into `late`, after those <= u */
+        if (!S->late && !(S->late = malloc(HIST_LATE * sizeof *S->late))) return 0;
+        if (S->nlate == HIST_LATE && !hist_merge(S, 0)) return 0;
+        size_t at = late_upper(S, u);
+        memmove(&S->late[at + 1], &S->late[at], (S->nlate - at) * sizeof *S->late);
+        S->nlate++;
+        t = &S->late[at];
     }
-    size_t at = S->hlen;
-    if (S->hlen && hist_at(S, S->hlen - 1)->u > u) { /* out of order: after the last one <= u */
-        size_t lo = 0, hi = S->hlen;
-        while (lo < hi) {
-            size_t m = lo + (hi - lo) / 2;
-            if (hist_at(S, m)->u <= u) lo = m + 1;
-            else hi = m;
-        }
-        at = lo;
-        if (at < S->hlen - at) { /* the shorter side moves: the ones before it, a slot back */
-            S->hhead = (S->hhead - 1) & (S->hcap - 1);
-            for (size_t i = 0; i < at; i++) *hist_at(S, i) = *hist_at(S, i + 1);
-        } else {
-            for (size_t i = S->hlen; i > at; i--) *hist_at(S, i) = *hist_at(S, i - 1);
-        }
-    }
-    tick *t = hist_at(S, at);
     t->u = u;
     memcpy(t->top, top, sizeof t->top);
-    S->hlen++;
-    if (r->hist_max && S->hlen > r->hist_max) { /* keep the last hist_max (by u) */
-        S->hhead = (S->hhead + 1) & (S->hcap - 1);
-        S->hlen--;
+    if (r->hist_max && S->hlen + S->nlate > r->hist_max) { /* keep the last hist_max: the first goes */
+        if (S->nlate && S->late[0].u < hist_at(S, 0)->u) { /* (of equal u, the ring's came first) */
+            memmove(&S->late[0], &S->late[1], --S->nlate * sizeof *S->late);
+        } else {
+            S->hhead = (S->hhead + 1) & (S->hcap - 1);
+            S->hlen--;
+        }
     }
     return 1;
+}
+
+/* The last ticker of the history with u' <= u, or NULL (of equal u', `late`'s came after). */
+static const tick *hist_find(symstate *S, uint64_t u)
+{
+    size_t i = ring_upper(S, u), j = S->nlate ? late_upper(S, u) : 0;
+    const tick *a = i ? hist_at(S, i - 1) : NULL, *b = j ? &S->late[j - 1] : NULL;
+    return !a ? b : !b ? a : b->u >= a->u ? b : a;
 }
 
 /* Compare the pending points of s that a later ticker makes final. */
@@ -716,18 +773,12 @@ static void resolve(ctx *x, uint16_t s)
             S->pts[keep++] = *p;
             continue;
         }
-        size_t lo = 0, hi = S->hlen; /* the last ticker with u' <= u */
-        while (lo < hi) {
-            size_t m = lo + (hi - lo) / 2;
-            if (hist_at(S, m)->u <= p->u) lo = m + 1;
-            else hi = m;
-        }
+        const tick *t = hist_find(S, p->u);
         r->total_pts--;
-        if (lo == 0) {
+        if (!t) {
             r->c.no_ticker++;
             continue;
         }
-        const tick *t = hist_at(S, lo - 1);
         int eq[4];
         for (int f = 0; f < 4; f++) eq[f] = t->top[f] == p->top[f];
         r->c.comparable++;
@@ -1053,6 +1104,7 @@ static void lose_sync(ctx *x, uint16_t s)
     drop_points(x, s, &x->r->c.unresolved_at_gap);
     S->hlen = 0;
     S->hhead = 0;
+    S->nlate = 0;
     depth_queue(x->r, s);
 }
 

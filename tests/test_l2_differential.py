@@ -248,6 +248,33 @@ def test_tickers_far_out_of_order():
         replay_in_batches(recs, SYMS, rng.integers(1, 400, size=len(recs)).tolist(), ticker_history=hist)
 
 
+def test_tickers_interleaved_far_apart():
+    """Every other ticker of a symbol with its id moved far back, some with the id of one
+    before them, and runs shuffled: most land inside the history, not at its end (the history
+    holds them apart and merges them in every 64: csrc/l2.c, hist_add); the rows equal the
+    reference implementation's, with a history shorter than, about as long as, and longer
+    than the tickers."""
+    recs, _ = synth_stream(8, n_messages=1500, n_symbols=1, cross_rate=0.0, ticker_error=0.1)
+    rng = np.random.default_rng(8)
+    recs = recs.copy()
+    tb = np.flatnonzero(recs["kind"] == lobc.TICKER_BID)
+    pairs = tb[recs["kind"][np.minimum(tb + 1, len(recs) - 1)] == lobc.TICKER_ASK]
+    assert len(pairs) > 300
+    back = pairs[1::2]
+    for at in (back, back + 1):
+        recs["first_id"][at] -= np.uint64(500)            # far behind the ids around it
+    for i in range(2, len(pairs), 10):                    # and some the same id as the ticker 2 before
+        for d in (0, 1):
+            recs["first_id"][pairs[i] + d] = recs["first_id"][pairs[i - 2]]
+    for lo in range(0, len(pairs), 150):                  # and runs of 150 shuffled
+        run = pairs[lo:lo + 150]
+        ids = recs["first_id"][run][rng.permutation(len(run))]
+        recs["first_id"][run] = ids
+        recs["first_id"][run + 1] = ids
+    for hist in (5, 200, 1 << 16):
+        replay_in_batches(recs, SYMS, rng.integers(1, 600, size=len(recs)).tolist(), ticker_history=hist)
+
+
 @pytest.mark.parametrize("ahead", [False, True])
 def test_feed_from_is_feed_in_chunks(ahead):
     """feed_from reads a stream into chunks of exactly `chunk` records: the same C calls, rows
