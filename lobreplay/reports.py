@@ -29,7 +29,6 @@ from . import _arrow
 from ._lazy import Deferred
 
 pa = Deferred("pyarrow")
-pc = Deferred("pyarrow.compute")
 pq = Deferred("pyarrow.parquet")
 
 
@@ -238,16 +237,6 @@ class ReportSet:
     def write(self, name: str, columns: Mapping[str, object]) -> None:
         if name in self.writers:
             self._submit(self.writers[name].write, columns)
-
-    def write_sorted(self, name: str, parts: list[Mapping[str, object]], key: str = "message") -> None:
-        """Several column sets of one table, written as one batch in a stable order of key
-        (so a table is in file order however its rows were produced)."""
-        if name not in self.writers or not parts:
-            return
-        w = self.writers[name]
-        t = pa.concat_tables([w.table(p) for p in parts]).unify_dictionaries().combine_chunks()
-        t = t.take(pc.sort_indices(t, [(key, "ascending")]))
-        self._submit(w.write_arrow, t)
 
     def write_table(self, name: str, table: pa.Table) -> None:
         """A table whose schema comes from the data (the status tables)."""

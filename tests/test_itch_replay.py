@@ -87,11 +87,9 @@ def test_columns_handed_to_the_report_writer_stay_as_they_were(synthetic_day, tm
     def keep(columns):
         return {k: (v, v.copy()) for k, v in columns.items() if isinstance(v, np.ndarray)}
 
-    write, write_sorted = ReportSet.write, ReportSet.write_sorted
+    write = ReportSet.write
     monkeypatch.setattr(ReportSet, "write", lambda self, name, columns: (
         handed.append((name, keep(columns))), write(self, name, columns))[1])
-    monkeypatch.setattr(ReportSet, "write_sorted", lambda self, name, parts, key="message": (
-        handed.extend((name, keep(p)) for p in parts), write_sorted(self, name, parts, key))[1])
     s = replay_itch(synthetic_day.path, str(tmp_path / "o"), ReplayConfig(chunk_bytes=1 << 16, group_books=group))
     assert s["status"] == "ok" and s["pass2"]["grouped_by_book"] is group
     assert sum(name == "bbo" for name, _ in handed) >= 10 and {"executions", "bbo"} <= {n for n, _ in handed}
@@ -330,14 +328,17 @@ def test_a_replay_without_reports_imports_neither_pyarrow_nor_pandas(synthetic_d
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["events"] > 0
 
 
-@pytest.mark.parametrize("args", [[], ["--jobs", "2"]])
+@pytest.mark.parametrize("args", [[], ["--jobs", "2"], ["real"]])
 def test_a_replay_with_every_report_does_not_import_pandas(synthetic_day, tmp_path, args):
     """pyarrow.array imports pandas (0.25 s of CPU) to ask whether its argument is a pandas
     object; reports build their arrays with lobreplay._arrow instead, and nothing else in a
     replay needs pandas. Nor does one process need pyarrow.compute (60-75 ms to import): report
-    columns are built without casts or takes (a --jobs merge sorts with a take, which loads it)."""
+    columns are built without casts or takes, and desyncs sorted in numpy (the real capture
+    has 244; a --jobs merge sorts with a take, which loads it)."""
+    path = synthetic_day.path if args != ["real"] else str(SHARED_ITCH / "nasdaq_20230822_0930.itch")
+    args = [] if args == ["real"] else args
     code = ("import sys; from lobreplay.cli import main; "
-            f"rc = main(['itch', 'replay', {synthetic_day.path!r}, '-o', {str(tmp_path / 'o')!r}, '--no-progress', "
+            f"rc = main(['itch', 'replay', {path!r}, '-o', {str(tmp_path / 'o')!r}, '--no-progress', "
             f"*{args!r}]); print(rc, 'pyarrow' in sys.modules, 'pandas' in sys.modules, "
             "'pyarrow.compute' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
@@ -345,6 +346,13 @@ def test_a_replay_with_every_report_does_not_import_pandas(synthetic_day, tmp_pa
     if not args:
         assert r.stdout.split()[-1] == "False"
     assert {"bbo.parquet", "executions.parquet", "latency.parquet", "symbols.parquet"} <= set(os.listdir(tmp_path / "o"))
+    if path != synthetic_day.path:  # (the real capture's desyncs in file order, then the residual orders)
+        import pyarrow.parquet as pq
+        t = pq.read_table(tmp_path / "o" / "desyncs.parquet")
+        msg, cause = t.column("message").to_numpy(), t.column("cause").to_pylist()
+        replayed = msg >= 0
+        assert replayed.sum() > 100 and (np.diff(msg[replayed]) >= 0).all() and replayed[:replayed.sum()].all()
+        assert all(c == "residual_order" for c, r in zip(cause, replayed) if not r)
 
 
 def test_a_failed_replay_does_not_wait_for_the_hash(synthetic_day, tmp_path, monkeypatch):

@@ -627,17 +627,19 @@ class ItchReplay:
             np.add.at(per_locate, d["instrument"], 1)
         if "desyncs" in reports and (len(bad) or len(d)):
             idx = np.concatenate([bad, di])
-            reports.write_sorted("desyncs", [{
+            o = np.argsort(msg[idx], kind="stable")  # (rejects and core desyncs in file order; sorted in
+            idx = idx[o]                              # numpy: an Arrow sort imports pyarrow.compute, 60-75 ms)
+            reports.write("desyncs", {
                 "time_ns": ts[idx], "ts": self._utc(ts[idx]), "message": msg[idx],
                 "locate": ev["instrument"][idx], "symbol": symbols_of(symtab, ev["instrument"][idx]),
-                "order_ref": np.concatenate([ev["id"][bad], d["order_id"]]),
-                "cause": np.concatenate([rej_cause, d_cause]),
-                "other_ref": np.concatenate([ev["new_id"][bad], d["found_id"]]),
-                "expected_qty": np.concatenate([ev["qty"][bad], d["expected_qty"]]),
-                "found_qty": np.concatenate([np.zeros(len(bad), np.int64), d["found_qty"]]),
-                "expected_price": np.concatenate([ev["price"][bad], d["expected_price"]]),
-                "found_price": np.concatenate([np.zeros(len(bad), np.int64), d["found_price"]]),
-            }])
+                "order_ref": np.concatenate([ev["id"][bad], d["order_id"]])[o],
+                "cause": np.concatenate([rej_cause, d_cause])[o],
+                "other_ref": np.concatenate([ev["new_id"][bad], d["found_id"]])[o],
+                "expected_qty": np.concatenate([ev["qty"][bad], d["expected_qty"]])[o],
+                "found_qty": np.concatenate([np.zeros(len(bad), np.int64), d["found_qty"]])[o],
+                "expected_price": np.concatenate([ev["price"][bad], d["expected_price"]])[o],
+                "found_price": np.concatenate([np.zeros(len(bad), np.int64), d["found_price"]])[o],
+            })
         if "executions" in reports:
             self._executions(chunk, out, ts, msg, symtab, select, reports)
         if "bbo" in reports:
