@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import sys
 
 from .cli import desyncs_text, reports_text
@@ -95,10 +94,9 @@ def cmd_replay(args) -> int:
 
 
 def cmd_repair(args) -> int:
-    from .errors import InputError
+    from .errors import refuse_overwrite
     from .lobc import damage_text, repair, torn_text
-    if os.path.exists(args.output) and not args.force:
-        raise InputError(f"{args.output}: exists; pass --force to overwrite")
+    refuse_overwrite(args.output, args.force)
     done = repair(args.file, args.output)
     if done is None:
         print(f"{args.file}: whole; nothing to repair ({args.output} not written)")

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 
-from .errors import InputError
+from .errors import InputError, refuse_overwrite
 
 
 def cmd_view(args) -> int:
     from .viewer import build_view
 
-    if os.path.exists(args.output) and not args.force:
-        raise InputError(f"{args.output} exists; use --force to overwrite it")
+    refuse_overwrite(args.output, args.force)
     if os.path.isdir(args.output):
         raise InputError(f"{args.output} is a directory; give the path of the HTML file to write")
     if args.max_frames < 1:

@@ -3,6 +3,8 @@ also inherits the builtin a caller would expect. lobreplay._coreapi maps codes
 to these classes in one place."""
 from __future__ import annotations
 
+import os
+
 
 class LobError(Exception):
     """Base class of every lobreplay error.
@@ -68,6 +70,12 @@ class CorruptBookError(LobError, RuntimeError):
 
 class InputError(LobError):
     """Bad input data (file, array, stream); the message names where and what was expected."""
+
+
+def refuse_overwrite(path, force: bool) -> None:
+    """An output file that exists is replaced only when told so (--force)."""
+    if not force and os.path.exists(path):
+        raise InputError(f"{path} exists; use --force to overwrite it")
 
 
 class Terminated(KeyboardInterrupt):

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _coreapi as core
 from .book import Session
-from .errors import InputError
+from .errors import InputError, refuse_overwrite
 from .events import EVENT_DTYPE, Flag, Kind, Side, TIF
 
 __all__ = ["export_lobster", "verify_lobster", "lobster_names", "read_message", "read_orderbook",
@@ -225,8 +225,7 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
     mname, oname = lobster_names(symbol, date, start_ms, end_ms, levels)
     mpath, opath = os.path.join(out_dir, mname), os.path.join(out_dir, oname)
     for p in (mpath, opath):
-        if os.path.exists(p) and not force:
-            raise InputError(f"{p} exists; use --force to overwrite it")
+        refuse_overwrite(p, force)
     src = ItchFile(itch_path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated)
     at = [1, 0]  # the pass, and the messages done in pass 2 (whole chunks)
     renamed: list = []  # [True] once both files have their final names

@@ -489,7 +489,7 @@ def test_repair_writes_what_a_reader_takes_past_the_damage(tmp_path, capsys):
     with pytest.raises(ValueError, match="past_damage needs verify"):
         lobc.read(p, verify=False, past_damage=True)
     assert main(["lobc", "repair", str(p), "-o", str(out)]) == 1  # (exists)
-    assert "exists; pass --force" in capsys.readouterr().err
+    assert f"{out} exists; use --force to overwrite it" in capsys.readouterr().err
     assert main(["lobc", "repair", str(p), "-o", str(out), "--force"]) == 0
     text = capsys.readouterr().out
     assert f"wrote {out}: {len(past.records)} records" in text and text.count("skipped ") == 2
