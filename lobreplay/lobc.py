@@ -149,6 +149,9 @@ _SIDE_OK = np.zeros(256, bool)
 _SIDE_OK[[0, ord("B"), ord("S")]] = True
 
 
+_ARG_META = {"venue", "market", "symbols", "price_scale", "qty_scale", "streams", "source"}  # LobcWriter's arguments
+
+
 class LobcWriter:
     """Writes a .lobc file: the header at once, then one block per flush.
 
@@ -177,7 +180,7 @@ class LobcWriter:
                      "streams": list(streams)}
         if source is not None:
             self.meta["source"] = str(source)
-        clash = set(extra_meta or ()) & {"venue", "market", "symbols", "price_scale", "qty_scale", "streams", "source"}
+        clash = set(extra_meta or ()) & _ARG_META
         if clash:
             raise ValueError(f"extra_meta: {', '.join(sorted(clash))} are set by their own arguments")
         self.meta.update(extra_meta or {})
@@ -634,6 +637,13 @@ class ChunkReader:
         g["recv_ns"] = last_recv if last_recv is not None else int(self.meta.get("created_ns") or 0)
         return g
 
+    def verify(self) -> "ChunkReader":
+        """One pass that checks every block's CRC, as chunks(verify=True) does, and keeps no
+        records: afterwards `torn` (and with past_damage `damage`) say everything. Returns self."""
+        for _ in self.chunks(verify=True):
+            pass
+        return self
+
     def chunks(self, *, verify: bool = False, buffers: int = 1):
         heads = self.heads
         if not heads:
@@ -859,9 +869,7 @@ def repair(src, dst, *, flush_records: int = 65536) -> dict | None:
     the torn tail dropped, as Torn.as_dict()). src is read twice (its CRCs, then its
     records), in bounded memory; dst appears only when whole (written as dst + '.partial',
     then renamed). Returns what was done, or None (dst not written) for a whole src."""
-    r = ChunkReader(src, past_damage=True)
-    for _ in r.chunks(verify=True):  # (the damage that only the CRCs show, before the header is written)
-        pass
+    r = ChunkReader(src, past_damage=True).verify()  # (before the header is written)
     if r.torn is None and not r.damage:
         return None
     if os.path.abspath(os.fspath(dst)) == os.path.abspath(r.path):
@@ -869,8 +877,7 @@ def repair(src, dst, *, flush_records: int = 65536) -> dict | None:
     m = r.meta
     done = {"records": r.records, "blocks": 0, "damage": [t.as_dict() for t in r.damage],
             "torn": r.torn.as_dict() if r.torn else None}
-    keep = {k: v for k, v in m.items() if k not in ("venue", "market", "symbols", "price_scale", "qty_scale",
-                                                  "streams", "source")}
+    keep = {k: v for k, v in m.items() if k not in _ARG_META}
     part = os.fspath(dst) + ".partial"
     try:
         with LobcWriter(part, venue=m.get("venue", ""), market=m.get("market", ""), symbols=m["symbols"],
@@ -934,9 +941,7 @@ def check(path) -> dict:
             np.add.at(resyncs, rs, 1)
     after = None
     if r.torn is not None and r.torn.corrupt:  # what the sound blocks after the damage hold
-        w = ChunkReader(path, past_damage=True)
-        for _ in w.chunks(verify=True):
-            pass
+        w = ChunkReader(path, past_damage=True).verify()
         sound = sum(h[2] for h in w.heads if h[1] != MARK)
         after = {"offset": r.torn.next_block, "blocks": w.blocks - r.blocks, "records": sound - r.records,
                  "damage": [t.as_dict() for t in w.damage], "to_the_end": w.torn is None}
