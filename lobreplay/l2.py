@@ -83,6 +83,12 @@ class BookSizing:
                 "peak_levels": self.peak_levels, "distinct_prices": int(len(self.prices))}
 
 
+def check_max_message(n: int) -> None:
+    """max_message (scan, L2Replay, L2ReplayConfig) must fit the C side's uint32, above 0."""
+    if not 0 < n < 1 << 32:
+        raise ValueError(f"max_message: expected 1 .. 2**32 - 1 records, got {n}")
+
+
 def scan(records: np.ndarray, symbols: list[str], *, headroom: float = 0.2, mode: str = "auto",
          max_grid_levels: int = MAX_GRID_LEVELS, only: set[int] | None = None,
          max_message: int = MAX_MESSAGE) -> dict[int, BookSizing]:
@@ -219,8 +225,7 @@ class L2Replay:
         after every message that changed them (docs/l2.md "Depth samples"). max_message: the
         records a message may hold between its BEGIN and END, as pass 1 (scan) took it: a
         longer one is incomplete, and no more of it than that is held while it is read."""
-        if not 0 < max_message < 1 << 32:
-            raise ValueError(f"max_message: expected 1 .. 2**32 - 1 records, got {max_message}")
+        check_max_message(max_message)
         if market not in SEQUENCE_RULES:
             raise ValueError(f"market {market!r}: expected one of {', '.join(map(repr, SEQUENCE_RULES))}")
         if depth_levels < 0 or depth_every_ns < 0 or (depth_every_ns and not depth_levels):
@@ -331,7 +336,7 @@ class L2Replay:
         self.next_index += n
         if len(self._carry):
             records = np.concatenate([self._carry, records])
-        cut = self._held_from(records, _open_tail(records, self.nsym))
+        cut = self._cut(records)
         self._carry = records[cut:].copy()
         return self._process(records[:cut], first) if cut else {}
 
@@ -368,7 +373,7 @@ class L2Replay:
                     return
                 fill += got
                 self.next_index += got
-                cut = self._held_from(buf[:fill], _open_tail(buf[:fill], self.nsym, held))
+                cut = self._cut(buf[:fill], held)
                 held = fill - cut if cut < fill and buf["kind"][cut] in _LEVEL else 0
                 rest = fill - cut
                 if got == chunk:  # more may follow: the unfinished group, then the next records
@@ -386,10 +391,12 @@ class L2Replay:
             if pool is not None:
                 pool.shutdown(wait=True)
 
-    def _held_from(self, rec: np.ndarray, cut: int) -> int:
-        """Where the records held for the next batch start: at cut (_open_tail), unless they
-        are a message already longer than max_message, which the C side finds incomplete
-        without its END: then none (nothing more of it is held, however long it goes on)."""
+    def _cut(self, rec: np.ndarray, held: int = 0) -> int:
+        """Where the records held for the next batch start: at the unfinished group at the end
+        of rec (_open_tail; held: as there), unless it is a message already longer than
+        max_message, which the C side finds incomplete without its END: then none (nothing more
+        of it is held, however long it goes on)."""
+        cut = _open_tail(rec, self.nsym, held)
         return len(rec) if len(rec) - cut - 1 > self.max_message and rec["kind"][cut] in _LEVEL else cut
 
     def finish(self) -> dict[str, dict]:

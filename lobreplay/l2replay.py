@@ -28,7 +28,7 @@ from . import __version__, _arrow, lobc
 from ._ahead import read_ahead
 from .errors import InputError
 from .itch.replay import _NoBar, prepare_output
-from .l2 import MAX_GRID_LEVELS, MAX_MESSAGE, SEQUENCE_RULES, L2Replay, scan_counts
+from .l2 import MAX_GRID_LEVELS, MAX_MESSAGE, SEQUENCE_RULES, L2Replay, check_max_message, scan_counts
 from .events import Kind
 from .latency import histogram_table, report_rows
 from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256, usable_cpus
@@ -93,8 +93,7 @@ class L2ReplayConfig:
                              f"got {self.depth_levels} every {self.depth_every_ns} ns")
         if not self.depth_levels:
             self.reports = tuple(r for r in self.reports if r != "depth")
-        if not 0 < self.max_message < 1 << 32:
-            raise ValueError(f"max_message: expected 1 .. 2**32 - 1 records, got {self.max_message}")
+        check_max_message(self.max_message)
 
 
 def _symbols_of(names: list[str], sym: np.ndarray) -> pa.DictionaryArray:
