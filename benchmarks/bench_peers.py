@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -123,13 +124,13 @@ open(sys.argv[1], "w").write(json.dumps({"rc": rc, "wall": wall, "rss": ru.ru_ma
 """
 
 
-def measure(cmd: list[str], log: Path) -> dict:
+def measure(cmd: list[str], log: Path, env: dict | None = None) -> dict:
     """Run cmd; its wall time and peak RSS (measured by the launcher)."""
     res = log.with_suffix(".rusage.json")
     res.unlink(missing_ok=True)
     with open(log, "w") as fh:
         p = subprocess.run([sys.executable, "-S", "-c", LAUNCH, str(res), *cmd], stdout=fh,
-                           stderr=subprocess.STDOUT, cwd=ROOT)
+                           stderr=subprocess.STDOUT, cwd=ROOT, env=env)
     if not res.exists():
         return {"wall": float("nan"), "rss": 0, "rc": p.returncode or -1, "log": log}
     m = json.loads(res.read_text())
@@ -165,6 +166,8 @@ class Day:
         self.symbols_json.write_text(json.dumps(info["symbols"]))
         self.ref: dict | None = None         # lobreplay's BBO at the checkpoint, the end, and MeatPy's prefix
         self.npz = self.dir / "hftbacktest_events.npz"
+        self.cache_filled = False            # lobreplay's sizing cache holds this day (the cached row)
+        shutil.rmtree(self.dir / "sizing-cache", ignore_errors=True)
 
 
 def driver_args(day: Day) -> list[str]:
@@ -172,13 +175,25 @@ def driver_args(day: Day) -> list[str]:
             "--checkpoint-message", str(day.info["checkpoint_message"]), "--symbols", str(day.symbols_json)]
 
 
-def lobreplay_config(label: str, args: list[str], what: str):
+def lobreplay_config(label: str, args: list[str], what: str, cached: bool = False):
+    """A lobreplay row. Its pass 1 scans the day (--no-cache), or, cached=True, comes from
+    the sizing cache, which an untimed replay fills first: a day replayed before."""
     def run(day: Day, rep: int) -> dict:
         out = day.dir / f"lobreplay-{label}"
-        m = measure([str(LOBREPLAY), "itch", "replay", str(day.path), "-o", str(out), "--force", "--no-progress",
-                     *args], day.dir / f"lobreplay-{label}.log")
+        cmd = [str(LOBREPLAY), "itch", "replay", str(day.path), "-o", str(out), "--force", "--no-progress", *args]
+        env = None
+        if cached:
+            env = dict(os.environ, LOBREPLAY_CACHE_DIR=str(day.dir / "sizing-cache"))
+            if not day.cache_filled:
+                subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, check=True, cwd=ROOT)
+                day.cache_filled = True
+        else:
+            cmd.append("--no-cache")
+        m = measure(cmd, day.dir / f"lobreplay-{label}.log", env)
         if m["rc"] == 0:
             s = json.loads((out / "summary.json").read_text())
+            if s["pass1"].get("cached", False) != cached:
+                raise RuntimeError(f"{out}: pass 1 {'not ' if cached else ''}from the sizing cache")
             m.update(messages=s["messages"], inproc=s["pass1"]["seconds"] + s["pass2"]["seconds"],
                      pass1=s["pass1"]["seconds"], pass2=s["pass2"]["seconds"], version=s["source"]["lobreplay_version"],
                      desyncs=s["desyncs"], residual=s.get("residual_orders"))
@@ -256,6 +271,8 @@ def compare(day: Day, row: str, got: dict) -> dict:
 def configs() -> list[dict]:
     return [
         lobreplay_config("book", ["--no-reports", "--no-timing"], "book only (`--no-reports --no-timing`)"),
+        lobreplay_config("book-cached", ["--no-reports", "--no-timing"],
+                         "book only, the day replayed before (pass 1 from the sizing cache)", cached=True),
         lobreplay_config("bbo", ["--reports", "bbo", "--no-timing"], "books + bbo report (`--reports bbo --no-timing`)"),
         lobreplay_config("all", [], "every report, per-event timing (default)"),
         peer_config("itch-book", "run_itchbook.py", "books only (`tables=()`)", lambda d: ["--tables", "none"],
@@ -337,7 +354,10 @@ NOTES = """\
   events) through once, untimed: every tool starts with its input in memory. (This VM pages out
   memory unused for about a minute; before this, the first tool after such a gap read from disk.)
 - **lobreplay**: `.venv/bin/lobreplay itch replay FILE -o DIR --force --no-progress` plus the flags in
-  the row. Its `bbo.parquet` (the `message` column says after which message) is the reference.
+  the row, and `--no-cache`: every row scans the day in pass 1, except the one marked as replayed
+  before, whose pass 1 comes from the sizing cache (`docs/itch.md`) that one untimed replay of the
+  day filled first. Its `bbo.parquet` (the `message` column says after which message) is the
+  reference.
 - **itch-book** (`benchmarks/peers/run_itchbook.py`): its C++ `Session`, the object
   `itch_book.open(...).batches()` drives (without that reader thread), fed 8 MiB reads; with
   `tables=()` it keeps the books and writes nothing, so no BBO can be read back and the check is its
@@ -459,13 +479,16 @@ def report(days: list[Day], cfgs: list[dict], results: dict, status: dict, prep:
                     L.append(f"- run {k + 1} of {c['tool']} ({c['what']}) FAILED (exit {m['rc']}): {tail(m['log'], 3)}")
         lob = [m for m in results.get((day.name, "book"), []) if m["rc"] == 0]
         loa = [m for m in results.get((day.name, "all"), []) if m["rc"] == 0]
+        loc = [m for m in results.get((day.name, "book-cached"), []) if m["rc"] == 0]
         if lob:
             L.append("")
             L.append(f"lobreplay's two passes (medians): book only pass 1 (sizing scan) "
                      f"{statistics.median(m['pass1'] for m in lob):.2f} s + pass 2 "
                      f"{statistics.median(m['pass2'] for m in lob):.2f} s" +
                      (f"; every report pass 1 {statistics.median(m['pass1'] for m in loa):.2f} s + pass 2 "
-                      f"{statistics.median(m['pass2'] for m in loa):.2f} s" if loa else "") + ".")
+                      f"{statistics.median(m['pass2'] for m in loa):.2f} s" if loa else "") +
+                     (f"; book only from the sizing cache pass 1 {statistics.median(m['pass1'] for m in loc):.2f} s "
+                      f"+ pass 2 {statistics.median(m['pass2'] for m in loc):.2f} s" if loc else "") + ".")
         if day.name in prep:
             p = prep[day.name]
             if p.get("rc") == 0:

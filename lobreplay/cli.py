@@ -266,7 +266,8 @@ def itch_replay_config(args):
                         headroom=args.headroom, allow_truncated=args.allow_truncated, reports=reports,
                         status_tables=bool(reports), timing=not args.no_timing,
                         progress=not getattr(args, "no_progress", True) and sys.stderr.isatty(),
-                        date=getattr(args, "date", None), chunk_bytes=args.chunk_mb << 20, hash=not args.no_hash)
+                        date=getattr(args, "date", None), chunk_bytes=args.chunk_mb << 20, hash=not args.no_hash,
+                        cache=not args.no_cache)
 
 
 def _cmd_itch_replay(args) -> int:
@@ -279,7 +280,7 @@ def _cmd_itch_replay(args) -> int:
     p2 = s["pass2"]
     print(f"{args.file}: {s['messages']:,} messages, {s['books']:,} books ({s['book_levels']:,} levels, "
           f"room for {s['book_capacity']:,} orders), {s['events']:,} events replayed")
-    print(f"pass 1 {s['pass1']['seconds']:.2f} s, pass 2 {p2['seconds']:.2f} s "
+    print(f"{pass1_text(s['pass1'])}, pass 2 {p2['seconds']:.2f} s "
           f"({_m_per_s(p2['messages_per_second'], 'messages', 2)}; core {_m_per_s(p2['core_events_per_second'], 'events', 1)}"
           f"), wall {s['wall_seconds']:.2f} s, peak RSS {s['peak_rss_bytes'] / 2**20:.0f} MiB")
     rate = s["desync_rate_per_execution"]
@@ -296,6 +297,30 @@ def _cmd_itch_replay(args) -> int:
     print(reports_text(args.output, s["report_rows"], *["symbols.parquet"] * ("symbols" in cfg.reports),
                        "summary.json"))
     return 0
+
+
+def _cmd_cache(args) -> int:
+    from . import cache
+    where = cache.cache_dir()
+    if where is None:
+        print("the sizing cache is off (LOBREPLAY_CACHE_DIR is set to turn it off)")
+        return 0
+    if args.action == "clear":
+        n, freed = cache.clear(where)
+        print(f"{where}: removed {n:,} file(s), {freed:,} bytes")
+        return 0
+    files = cache.entries(where)
+    size = sum(os.path.getsize(f) for f in files if os.path.exists(f))
+    print(f"{where}: {len(files):,} entr{'y' if len(files) == 1 else 'ies'}, {size:,} bytes "
+          "(each the pass 1 of one file, reused while the file is unchanged; safe to delete)")
+    return 0
+
+
+def pass1_text(p1: dict) -> str:
+    """A replay's pass 1 as the summary line gives it."""
+    if p1.get("cached"):
+        return f"pass 1 {p1['seconds']:.2f} s (from the sizing cache; the scan took {p1['scan_seconds']:.2f} s)"
+    return f"pass 1 {p1['seconds']:.2f} s"
 
 
 def desyncs_text(s: dict) -> str:
@@ -325,6 +350,9 @@ def add_itch_replay_options(rp) -> None:
                     help="stop at a partial last message or where a gzip stream is cut short, counted")
     rp.add_argument("--no-hash", action="store_true",
                     help="skip the input's SHA-256 (source_sha256 left empty; about 0.7 s of CPU per GB)")
+    rp.add_argument("--no-cache", action="store_true",
+                    help="scan the file in pass 1 even if an earlier replay of it left its sizing in the cache, "
+                         "and keep nothing there (`lobreplay cache` shows it)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -365,6 +393,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="processes: the symbols are shared out, the reports merged (default 1)")
     rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
     rp.set_defaults(func=_cmd_itch_replay, stop_note=REPORTS_WHOLE)
+
+    ca = sub.add_parser("cache", help="the sizing cache: what pass 1 found in files already replayed")
+    ca.add_argument("action", nargs="?", choices=("info", "clear"), default="info",
+                    help="info (default): where it is and what it holds; clear: remove every entry")
+    ca.set_defaults(func=_cmd_cache)
 
     from .binance.cli import add_commands as add_binance_commands
     from .cli_lobc import add_commands as add_lobc_commands

@@ -1,11 +1,17 @@
 """Shared fixtures: the real ITCH fixtures beside the checkout, and small
 synthetic days generated once per test session."""
+import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_ITCH = ROOT.parent / "shared" / "data" / "itch"
+
+# Every replay in the tests scans its file: the sizing cache (lobreplay.cache) is off, and
+# on in the tests of it only (test_sizing_cache.py), each with a directory of its own.
+# (os.environ: the command-line tests' child processes inherit it.)
+os.environ["LOBREPLAY_CACHE_DIR"] = "off"
 
 
 def real_itch_files() -> list[Path]:

@@ -33,7 +33,6 @@ from .._lazy import Deferred, preload
 from ..events import Kind
 from ..latency import histogram_table, summary_rows
 from ..reports import STREAM_SUFFIX, error_text, file_sha256, parquet_options, read_report, report_path, write_json
-from .decode import non_ascii_bytes
 from .replay import ItchReplay, ReplayConfig, desync_rate, prepare_output, replay_itch, usable_cpus
 
 PART_HIST = "latency_hist.npz"
@@ -64,9 +63,8 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
         with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:
             size = os.stat(path).st_size  # (what the summary says was read, and hashed: a file may grow)
             sha = helper.submit(file_sha256, path, size=size) if cfg.hash else None
-            ascii0 = non_ascii_bytes()
-            p1 = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False).pass1(threads=scans)
-            ascii_p1 = non_ascii_bytes() - ascii0
+            whole = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False)
+            p1 = whole.sizing_pass(threads=scans)
             scanned = time.perf_counter()
             sha256 = sha.result() if sha is not None else ""
         if imports is not None:
@@ -90,7 +88,9 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             summary = merge(parts, out_dir, summaries, max(s.pop("last_event_ns") for s in summaries), hists)
             if hgrm is not None:
                 hgrm.get()
-        summary["text_bytes_outside_ascii"] = ascii_p1 + sum(s.get("text_bytes_outside_ascii", 0) for s in summaries)
+        whole.keep_pass1(p1, sha256)
+        summary["notes"] = summary.get("notes", []) + whole.notes
+        summary["text_bytes_outside_ascii"] = p1.non_ascii + sum(s.get("text_bytes_outside_ascii", 0) for s in summaries)
         summary["parallel"] = {
             "split": "pass 1: one reader, locate % jobs per scan thread; pass 2: balanced by messages per locate",
             "pass1_seconds": round(p1.seconds, 3),
@@ -144,7 +144,7 @@ def _run_part(path: str, part_dir: str, cfg: ReplayConfig) -> dict:
     started = time.time()
     r = ItchReplay(path, part_dir, cfg, pass1=_PASS1, hash_file=False)  # the parent did pass 1 and the hash
     s = r.run()
-    if r.session is not None:
+    if r.session is not None and cfg.timing:  # (untimed, one process writes no histograms either)
         np.savez(os.path.join(part_dir, PART_HIST), **{k.name: r.session.histogram(k) for k in Kind})
     s["last_event_ns"] = r.last_event_ns
     s["part_times"] = (started, time.time())  # wall clock: compared with the parent's
@@ -279,10 +279,9 @@ def _merge_summaries(summaries: list[dict], out_dir: str, names: list[str]) -> d
     out["notes"] = [n for s in summaries for n in s.get("notes", [])]
     out["report_rows"] = {n[:-len(".parquet")]: pq.read_metadata(os.path.join(out_dir, n)).num_rows
                           for n in names if n != "symbols.parquet"}
-    p1 = first["pass1"]["seconds"]  # the parent's, which every part carries
     p2 = max(s["pass2"]["seconds"] for s in summaries)
     core_s = max(s["pass2"]["core_seconds"] for s in summaries)
-    out["pass1"] = {"seconds": p1, "messages_per_second": round(out["messages"] / p1) if p1 else None}
+    out["pass1"] = first["pass1"]  # the parent's, which every part carries
     out["pass2"] = {"seconds": p2, "core_seconds": core_s,
                     "messages_per_second": round(out["messages"] / p2) if p2 else None,
                     "core_events_per_second": round(out["events"] / core_s) if core_s else None,

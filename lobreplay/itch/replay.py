@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import os
 import re
 import sys
@@ -29,6 +30,7 @@ import numpy as np
 
 from .. import __version__
 from .. import _arrow
+from .. import cache
 from .. import _coreapi as core
 from ..book import Session, _touched
 from ..errors import InputError
@@ -77,6 +79,7 @@ class ReplayConfig:
     group_books: bool | None = None      # each chunk's events regrouped by book before the core
     #                                      (the same outcomes); None: when the books take
     #                                      GROUP_BYTES or more and no depth samples by time
+    cache: bool = True                   # pass 1 from (and into) the sizing cache, lobreplay.cache
 
     def __post_init__(self):
         from ..reports import config_names
@@ -115,6 +118,8 @@ class _Pass1:
     system_events: list = field(default_factory=list)  # (time_ns, event code) of S messages
     seconds: float = 0.0
     messages: int = 0                                 # messages read
+    non_ascii: int = 0                                # text bytes outside ASCII met by the pass
+    cached: dict | None = None                        # from the sizing cache: its entry, the scan's time
 
 
 def session_date(name: str) -> dt.date | None:
@@ -219,6 +224,8 @@ class ItchReplay:
         self._done = (0, 0)        # (pass, messages done in it): where an interrupted replay was
         self._dirty: set[int] = set()
         self._samples: list = []   # depth samples waiting to be written
+        self.notes: list[str] = []  # for the summary's notes (the sizing cache's troubles)
+        self._entry = None          # (sizing cache entry, the file's identity) of sizing_pass
 
     # ---- helpers ----
 
@@ -293,6 +300,71 @@ class ItchReplay:
         p1.seconds = time.perf_counter() - t0
         return p1
 
+    def sizing_pass(self, threads: int = 1) -> _Pass1:
+        """Pass 1, or what an earlier replay's pass 1 found in this same file (the sizing
+        cache, lobreplay.cache; cfg.cache). keep_pass1 then stores or checks the entry."""
+        t0 = time.perf_counter()
+        directory = cache.cache_dir() if self.cfg.cache else None
+        self._entry = None
+        got = None
+        if directory is not None:
+            try:
+                ident = cache.identity(self.path, allow_truncated=self.cfg.allow_truncated)
+            except OSError:
+                ident = None  # (pass 1 says what is wrong with the file)
+            if ident is not None:
+                where = cache.entry_path(directory, ident)
+                self._entry = (where, ident)
+                try:
+                    got = cache.load(where, ident)
+                except (cache.BadEntry, OSError) as e:
+                    self.notes.append(f"sizing cache entry {where}: {e}; pass 1 scanned the file again")
+        if got is None:
+            ascii0 = non_ascii_bytes()
+            p1 = self.pass1(threads)
+            p1.non_ascii = non_ascii_bytes() - ascii0
+            return p1
+        stats, m = got
+        return _Pass1(stats=stats, directory={int(k): v for k, v in m["directory"].items()},
+                      symbols={int(k): v for k, v in m["symbols"].items()},
+                      system_events=[(int(t), str(c)) for t, c in m["system_events"]],
+                      seconds=time.perf_counter() - t0, messages=int(m["messages"]),
+                      non_ascii=int(m["non_ascii"]),
+                      cached={"entry": self._entry[0], "scan_seconds": m["seconds"], "sha256": m.get("sha256", "")})
+
+    def keep_pass1(self, p1: _Pass1, sha256: str) -> None:
+        """After a replay that succeeded: store pass 1 in the sizing cache (with the file's
+        SHA-256 when known), or, for a pass 1 from the cache, check the entry's SHA-256
+        against this replay's (InputError, the entry removed, if they differ)."""
+        if self._entry is None:
+            return
+        where, ident = self._entry
+        if p1.cached is not None:
+            known = p1.cached["sha256"]
+            if known and sha256 and known != sha256:
+                with contextlib.suppress(OSError):
+                    os.remove(where)
+                raise InputError(
+                    f"{self.path}: its SHA-256 is {sha256}, not {known} as when the sizing cache entry {where} "
+                    "was made (the file was rewritten in place, its size, time and both ends kept): this "
+                    "replay's books were sized from the old file's figures and its reports cannot be trusted. "
+                    "The entry is removed; replay again (or use --no-cache)")
+            if known or not sha256:
+                return
+        try:
+            if cache.identity(self.path, allow_truncated=self.cfg.allow_truncated) != ident:
+                self.notes.append("the input changed during the replay: its pass 1 was not kept in the sizing cache")
+                return
+            meta = {"directory": {str(k): v for k, v in p1.directory.items()},
+                    "symbols": {str(k): v for k, v in p1.symbols.items()},
+                    "system_events": p1.system_events, "messages": p1.messages, "non_ascii": p1.non_ascii,
+                    "seconds": p1.cached["scan_seconds"] if p1.cached else round(p1.seconds, 3),
+                    "sha256": sha256 or ""}
+            cache.save(where, ident, p1.stats, _blank_locate(), meta)
+        except OSError as e:
+            self.notes.append(f"could not write the sizing cache entry {where} ({e.strerror or e}): "
+                              "the next replay of this file scans it again")
+
     # ---- pass 2 ----
 
     def run(self) -> dict:
@@ -331,7 +403,7 @@ class ItchReplay:
                 self._sha256 = pool.submit(file_sha256, self.path, self._stop_hash, background=True,
                                            size=self.src.size)
                 pool.shutdown(wait=False)
-            p1 = self.pass1() if self._given_pass1 is None else self._given_pass1[0]
+            p1 = self.sizing_pass() if self._given_pass1 is None else self._given_pass1[0]
             if cfg.reports:
                 load()  # pyarrow (a thread importing it during pass 1 gained nothing: RESULTS.md)
             meta = self.src_meta(sha256_later=True)
@@ -344,14 +416,16 @@ class ItchReplay:
                 run.reports.extra_names.add("depth")
             run.summary.update(self._pass2(p1, sizing, run.reports))
             run.summary["source"] = self.src_meta()  # with the file's SHA-256
-            run.summary["notes"] = notes + ([] if cfg.hash else
-                                            ["no SHA-256 of the input (--no-hash): source_sha256 is empty"])
+            if self._given_pass1 is None:
+                self.keep_pass1(p1, run.summary["source"]["source_sha256"])
+            run.summary["notes"] = notes + self.notes + ([] if cfg.hash else
+                                                         ["no SHA-256 of the input (--no-hash): source_sha256 is empty"])
             # (bytes outside ASCII in text fields, written as "?": counted each time a field is
-            # decoded, so a damaged S or C message read by both passes counts twice)
-            run.summary["text_bytes_outside_ascii"] = non_ascii_bytes() - ascii0
-            run.summary["pass1"] = {"seconds": round(p1.seconds, 3),
-                                    "messages_per_second": round(p1.messages / p1.seconds) if p1.seconds
-                                    else None}
+            # decoded, so a damaged S or C message read by both passes counts twice; pass 1's
+            # count comes with it from the sizing cache)
+            from_cache = p1.non_ascii if p1.cached and self._given_pass1 is None else 0  # (a part: the parent's)
+            run.summary["text_bytes_outside_ascii"] = non_ascii_bytes() - ascii0 + from_cache
+            run.summary["pass1"] = pass1_summary(p1)
         return run.summary
 
     def _share(self, mask: np.ndarray) -> np.ndarray:
@@ -769,6 +843,25 @@ def _ts_array(values) -> pa.Array:
     if isinstance(values, pa.Array):
         return values
     return _arrow.array(np.asarray(values).astype("datetime64[ns]"), pa.timestamp("ns", tz="UTC"))
+
+
+@functools.cache
+def _blank_locate() -> np.ndarray:
+    """The figures of a locate that pass 1 never met (a new scan's, for every locate)."""
+    return core.ItchScan().stats()[0]
+
+
+def pass1_summary(p1: _Pass1) -> dict:
+    """The summary's pass1 figures: its time and rate, or, for a pass 1 from the sizing
+    cache, the time that took and the time the scan it replaces took."""
+    out = {"seconds": round(p1.seconds, 3)}
+    scan = p1.cached["scan_seconds"] if p1.cached else p1.seconds
+    out["messages_per_second"] = round(p1.messages / scan) if scan else None
+    out["cached"] = p1.cached is not None
+    if p1.cached:
+        out["scan_seconds"] = scan
+        out["cache_entry"] = p1.cached["entry"]
+    return out
 
 
 def desync_rate(desyncs: int, by_cause: dict, executions: int) -> float | None:
