@@ -72,10 +72,16 @@ class InputError(LobError):
     """Bad input data (file, array, stream); the message names where and what was expected."""
 
 
-def refuse_overwrite(path, force: bool) -> None:
-    """An output file that exists is replaced only when told so (--force)."""
-    if not force and os.path.exists(path):
-        raise InputError(f"{path} exists; use --force to overwrite it")
+def refuse_overwrite(paths, force: bool) -> None:
+    """Output files that exist (a path, or several) are replaced only when told so (--force).
+    A dangling symbolic link counts as existing: writing would create its target."""
+    if force:
+        return
+    there = [str(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths) if os.path.lexists(p)]
+    if len(there) == 1:
+        raise InputError(f"{there[0]} exists; use --force to overwrite it")
+    if there:
+        raise InputError(f"{', '.join(there)} exist; use --force to overwrite them")
 
 
 class Terminated(KeyboardInterrupt):

@@ -224,8 +224,7 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
         date = given_date(date, "--date")
     mname, oname = lobster_names(symbol, date, start_ms, end_ms, levels)
     mpath, opath = os.path.join(out_dir, mname), os.path.join(out_dir, oname)
-    for p in (mpath, opath):
-        refuse_overwrite(p, force)
+    refuse_overwrite((mpath, opath), force)
     src = ItchFile(itch_path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated)
     at = [1, 0]  # the pass, and the messages done in pass 2 (whole chunks)
     renamed: list = []  # [True] once both files have their final names

@@ -38,7 +38,7 @@ def test_from_jsonl(tmp_path, capsys):
     size = out.stat().st_size
     from lobreplay.cli import main
     assert main(["capture", "binance", "--from-jsonl", day9, "-o", str(out)]) == 1
-    assert f"{out} already exists; --force to overwrite" in capsys.readouterr().err and out.stat().st_size == size
+    assert f"{out} exists; use --force to overwrite it" in capsys.readouterr().err and out.stat().st_size == size
     # a file that cannot sync on its own says so and exits 3
     assert run(["capture", "binance", "--from-jsonl", day9, "-o", str(out), "--force"]) == 3
     assert "NEVER SYNCED" in capsys.readouterr().out
@@ -104,7 +104,7 @@ def test_capture_refuses_to_overwrite_without_force(tmp_path, capsys):
     base = ["capture", "binance", "--symbol", "btcusdt", "-o", str(out), "--raw", str(raw), "--seconds", "0.3",
             "--ws-url", "ws://127.0.0.1:1", "--rest-url", "http://127.0.0.1:1", "--no-progress"]
     assert main(base) == 1
-    assert f"{raw} already exists; --force to overwrite" in capsys.readouterr().err
+    assert f"{raw} exists; use --force to overwrite it" in capsys.readouterr().err
     assert raw.read_bytes() == b"earlier" and not out.exists()
     assert main(base + ["--force"]) == 1  # (it runs: nothing listens there)
     assert "never connected" in capsys.readouterr().err and lobc.check(out)["whole"]

@@ -118,7 +118,7 @@ def test_export_windows_and_overwrites(day, tmp_path):
     sym = list(truth.symbols.values())[0]
     m, o = export_lobster(str(d / "day.itch"), sym, 5, str(tmp_path), date=truth.date, start_ms=0, end_ms=1000)
     assert open(m).read() == open(o).read() == ""
-    with pytest.raises(InputError, match=r"message_5\.csv exists; use --force"):
+    with pytest.raises(InputError, match=r"message_5\.csv, \S+orderbook_5\.csv exist; use --force to overwrite them"):
         export_lobster(str(d / "day.itch"), sym, 5, str(tmp_path), date=truth.date, start_ms=0, end_ms=1000)
     assert export_lobster(str(d / "day.itch"), sym, 5, str(tmp_path), date=truth.date, start_ms=0, end_ms=1000,
                           force=True) == (m, o)
@@ -331,7 +331,7 @@ def test_existing_files_are_refused_before_reading_the_input(day, tmp_path, monk
     def never(*a, **k):
         raise AssertionError("the input was read before the check")
     monkeypatch.setattr(lobster, "_find_locate", never)
-    with pytest.raises(InputError, match=r"message_5\.csv exists; use --force"):
+    with pytest.raises(InputError, match=r"message_5\.csv exists; use --force to overwrite it"):
         export_lobster(str(d / "day.itch"), sym, 5, str(tmp_path), date=truth.date)
 
 

@@ -14,7 +14,7 @@ import time
 
 
 def _cmd_capture_binance(args) -> int:
-    from ..errors import InputError
+    from ..errors import InputError, refuse_overwrite
     if args.selftest:
         from .capture import selftest
         return selftest()
@@ -22,7 +22,7 @@ def _cmd_capture_binance(args) -> int:
         from .convert import convert
         if not args.out:
             raise InputError("capture binance --from-jsonl: -o OUT.lobc is required")
-        _refuse_existing([args.out] if os.path.lexists(args.out) else [], args.force)
+        refuse_overwrite(args.out, args.force)
         st = convert(args.from_jsonl, args.out, market=args.market_given,
                      symbols=[s.upper() for s in args.symbol] or None, allow_truncated=args.allow_truncated)
         print(f"{', '.join(args.from_jsonl)} -> {args.out}: {st['format']}, {st['market']}, "
@@ -57,7 +57,7 @@ def _cmd_capture_binance(args) -> int:
         opts.validate()
     except ValueError as e:
         raise InputError(f"capture binance: {e}") from None
-    _refuse_existing(existing_outputs(opts, time.time_ns()), args.force)
+    refuse_overwrite(existing_outputs(opts, time.time_ns()), args.force)
     if args.stats_json:  # (found out now, not after an hour of capture)
         _check_writable(args.stats_json, "--stats-json")
     try:
@@ -80,13 +80,6 @@ def _cmd_capture_binance(args) -> int:
         print(f"  {sym}: NEVER SYNCED ({s['depth']:,} depth events, {s['snapshots']} snapshot(s) received, "
               f"{s['snapshots_stale']} stale; last error: {last}): no book for it in the file")
     return 3 if never else 0
-
-
-def _refuse_existing(paths: list, force: bool) -> None:
-    from ..errors import InputError
-    if paths and not force:
-        raise InputError(f"capture binance: {', '.join(paths)} already exist{'s' if len(paths) == 1 else ''}; "
-                         "--force to overwrite")
 
 
 def _check_writable(path: str, what: str) -> None:
