@@ -275,6 +275,29 @@ def test_tickers_interleaved_far_apart():
         replay_in_batches(recs, SYMS, rng.integers(1, 600, size=len(recs)).tolist(), ticker_history=hist)
 
 
+@pytest.mark.parametrize("late_top", [(119, 5), (120, 4)])
+def test_a_full_history_drops_the_earlier_of_two_tickers_with_one_id(late_top):
+    """Two tickers with the same id, the second out of order (into the history's side array,
+    csrc/l2.c hist_add), with a history of 2: the one to go is the first to come (the ring's),
+    and a book point at that id is compared with the second. The second's top is the book's
+    in one case and not in the other, so keeping the wrong one changes the counts both ways."""
+    recs = _stream([("snapshot", 0, [(ord("B"), 120, 4), (ord("S"), 125, 2)], []),
+                    ("diff", 0, [(ord("B"), 119, 5), (ord("B"), 120, 0)], []),   # the book's top: 119 x 5
+                    ("ticker", 0, [(ord("B"), 130, 9)], []),
+                    ("ticker", 0, [(ord("B"), 130, 9)], []),
+                    ("ticker", 0, [(ord("B"), *late_top)], [])]).copy()
+    diff_u = int(recs["last_id"][recs["kind"] == lobc.DIFF_END][0])
+    t = np.flatnonzero(recs["kind"] == lobc.TICKER_BID)
+    for k, u in zip(t, (diff_u, diff_u + 5, diff_u)):  # the first and the third share the diff's id
+        recs["first_id"][[k, k + 1]] = u
+    recs["price"][t + 1] = 125                          # every ticker's ask as the book's
+    recs["qty"][t + 1] = 2
+    new, _ = replay_in_batches(recs, SYMS[:1], [len(recs)], ticker_history=2)
+    st = new.ticker_stats
+    assert st["comparable"] >= 1
+    assert (st["matches"] == st["comparable"]) == (late_top == (119, 5)), st
+
+
 @pytest.mark.parametrize("ahead", [False, True])
 def test_feed_from_is_feed_in_chunks(ahead):
     """feed_from reads a stream into chunks of exactly `chunk` records: the same C calls, rows
