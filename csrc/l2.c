@@ -677,29 +677,21 @@ enum { HIST_LATE = 64 };
 
 static inline tick *hist_at(symstate *S, size_t i) { return &S->hist[(S->hhead + i) & (S->hcap - 1)]; }
 
-/* Tickers of the ring below or at u. */
-static size_t ring_upper(symstate *S, uint64_t u)
+/* How many of the n sorted tickers a[(head + i) & mask] are below or at u (the ring:
+ * its head and capacity - 1; `late`: 0 and all ones). */
+static size_t upper(const tick *a, size_t head, size_t mask, size_t n, uint64_t u)
 {
-    size_t lo = 0, hi = S->hlen;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t m = lo + (hi - lo) / 2;
-        if (hist_at(S, m)->u <= u) lo = m + 1;
+        if (a[(head + m) & mask].u <= u) lo = m + 1;
         else hi = m;
     }
     return lo;
 }
 
-/* Tickers of `late` below or at u. */
-static size_t late_upper(const symstate *S, uint64_t u)
-{
-    size_t lo = 0, hi = S->nlate;
-    while (lo < hi) {
-        size_t m = lo + (hi - lo) / 2;
-        if (S->late[m].u <= u) lo = m + 1;
-        else hi = m;
-    }
-    return lo;
-}
+static size_t ring_upper(const symstate *S, uint64_t u) { return upper(S->hist, S->hhead, S->hcap - 1, S->hlen, u); }
+static size_t late_upper(const symstate *S, uint64_t u) { return upper(S->late, 0, SIZE_MAX, S->nlate, u); }
 
 /* The ring and `late` as one sorted ring in a new array with room for `more` after them (a
  * power of two): of equal u, the ring's first (they came before: a later one of that u would
