@@ -1,26 +1,25 @@
-"""Pass 1 of an ITCH replay, kept between replays of the same file.
+"""Pass 1 of a replay, kept between replays of the same file: the sizing cache.
 
-A replay sizes every book from a first pass over the whole day (about a third of
-a replay without reports). Researchers replay one day many times: other symbols,
-other reports, other headroom. The first replay of a file keeps what its pass 1
-found in a small entry (about 100 bytes per symbol, plus the directory); a later
-replay of the same, unchanged file reads the entry instead of scanning again.
+A replay sizes every book from a first pass over the whole file (about a third of an ITCH
+replay without reports, a fifth of a .lobc one). Researchers replay one file many times:
+other symbols, other reports. The first replay of a file keeps what its pass 1 found in a
+small entry; a later replay of the same, unchanged file reads the entry instead of
+scanning again.
 
-Which file an entry belongs to is decided without reading the whole file: its
-resolved path, size, modification time (ns), inode and device, the SHA-256 of
-its first and last 64 KiB, whether a truncated tail was allowed, this lobreplay's
-version and the compiled core's own SHA-256 (a rebuilt core may scan differently).
-The entry also holds the file's whole SHA-256 once a replay has computed it (every
-replay does unless --no-hash); a replay from the entry checks it against its own
-at the end, so a file rewritten in place with its size, time and both ends kept
-still cannot pass unnoticed: the entry is removed and the replay fails, saying so.
+Which file an entry belongs to is decided without reading the whole file: its resolved
+path, size, modification time (ns), inode and device, the SHA-256 of its first and last
+64 KiB, the options that change what pass 1 finds, this lobreplay's version and the
+compiled core's own SHA-256 (a rebuilt core may scan differently). The entry also holds the
+file's whole SHA-256 once a replay has computed it (every replay does unless --no-hash); a
+replay from the entry checks it against its own at the end, so a file rewritten in place
+with its size, time and both ends kept still cannot pass unnoticed: the entry is removed
+and the replay fails, saying so.
 
-Where: $LOBREPLAY_CACHE_DIR, else $XDG_CACHE_HOME/lobreplay, else
-~/.cache/lobreplay. LOBREPLAY_CACHE_DIR=off (or empty) turns it off, as does
-`--no-cache` for one replay. Deleting the directory is always safe
-(`lobreplay cache clear`). An entry that cannot be read is recomputed and
-rewritten; one that cannot be written is reported in the summary's notes; neither
-stops a replay.
+Where: $LOBREPLAY_CACHE_DIR, else $XDG_CACHE_HOME/lobreplay, else ~/.cache/lobreplay,
+one subdirectory per kind of replay. LOBREPLAY_CACHE_DIR=off (or empty) turns it off, as
+does `--no-cache` for one replay. Deleting the directory is always safe (`lobreplay cache
+clear`). An entry that cannot be read is recomputed and rewritten; one that cannot be
+written is reported in the summary's notes; neither stops a replay.
 """
 from __future__ import annotations
 
@@ -34,10 +33,11 @@ import time
 import numpy as np
 
 from . import __version__
+from .errors import InputError
 
-FORMAT = 1                # bumped whenever what pass 1 records, or how, changes
+FORMAT = 1                # bumped whenever an entry's layout, or what a pass 1 records, changes
 ENDS = 64 << 10           # bytes read at each end of the file for its fingerprint
-KIND = "itch-pass1"       # the entries' subdirectory and file prefix
+KINDS = ("itch-pass1", "lobc-pass1")  # the replays that keep entries: a subdirectory each
 _OFF = ("", "0", "off", "none", "no", "false")
 _core_digest: str | None = None
 
@@ -65,26 +65,26 @@ def core_digest() -> str:
     return _core_digest
 
 
-def identity(path: str, **options) -> dict:
-    """What identifies `path` as it is now (see the module's notes), with options that
-    change what pass 1 finds."""
+def identity(path: str, kind: str, **options) -> dict:
+    """What identifies `path` as it is now for a replay of `kind` (see the module's notes),
+    with the options that change what its pass 1 finds."""
     with open(path, "rb") as f:
         st = os.fstat(f.fileno())
         h = hashlib.sha256(f.read(ENDS))
         if st.st_size > ENDS:
             f.seek(max(ENDS, st.st_size - ENDS))
             h.update(f.read(ENDS))
-    return {"format": FORMAT, "kind": KIND, "lobreplay": __version__, "core": core_digest(),
+    return {"format": FORMAT, "kind": kind, "lobreplay": __version__, "core": core_digest(),
             "path": os.path.realpath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "inode": st.st_ino, "device": st.st_dev, "ends_sha256": h.hexdigest(), **options}
+            "inode": st.st_ino, "device": st.st_dev, "ends_sha256": h.hexdigest(), "options": options}
 
 
 def entry_path(directory: str, ident: dict) -> str:
     name = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
-    return os.path.join(directory, KIND, f"{name}.npz")
+    return os.path.join(directory, ident["kind"], f"{name}.npz")
 
 
-def _text(a: np.ndarray) -> dict:
+def _text(a: np.ndarray):
     return json.loads(a.tobytes().decode())
 
 
@@ -92,40 +92,32 @@ def _array(obj) -> np.ndarray:
     return np.frombuffer(json.dumps(obj, sort_keys=True).encode(), np.uint8)
 
 
-def load(path: str, ident: dict):
-    """(stats, meta) from the entry at path, or None when there is none. Raises
-    BadEntry (with the reason) for an entry that is unreadable or for another file."""
+def load(path: str, ident: dict) -> tuple[dict[str, np.ndarray], dict] | None:
+    """(arrays, meta) of the entry at path, or None when there is none. Raises BadEntry
+    (with the reason) for an entry that is unreadable or for another file."""
     try:
         with np.load(path, allow_pickle=False) as z:
             got, meta = _text(z["identity"]), _text(z["meta"])
-            rows, locates, blank = z["rows"], z["locates"], z["blank"]
+            arrays = {k: z[k] for k in z.files if k not in ("identity", "meta")}
     except (FileNotFoundError, NotADirectoryError):  # (no entry; or no cache directory where one would be)
         return None
     except Exception as e:  # (a torn or foreign file: zipfile, numpy and json each raise their own)
         raise BadEntry(f"unreadable ({type(e).__name__}: {e})") from None
     if got != ident:
         raise BadEntry("it was made for another file (a collision of the entry's name)")
-    from ._coreapi import LOCATE_DTYPE
-    if (rows.dtype != LOCATE_DTYPE or blank.dtype != LOCATE_DTYPE or len(rows) != len(locates)
-            or blank.shape != (1,) or not isinstance(meta, dict)):
+    if not isinstance(meta, dict):
         raise BadEntry("its figures do not have this lobreplay's layout")
-    stats = np.repeat(blank, 65536)
-    stats[locates] = rows
-    return stats, meta
+    return arrays, meta
 
 
-def save(path: str, ident: dict, stats: np.ndarray, blank: np.ndarray, meta: dict) -> None:
-    """Write the entry atomically (a crash leaves the old one or none, never half).
-    stats: pass 1's row per locate; blank: the row of a locate pass 1 never met (only
-    the other rows are written)."""
-    used = np.flatnonzero(stats != blank)
+def save(path: str, ident: dict, arrays: dict[str, np.ndarray], meta: dict) -> None:
+    """Write the entry atomically (a crash leaves the old one or none, never half)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, identity=_array(ident), locates=used.astype(np.uint16), rows=stats[used],
-                     blank=np.asarray(blank).reshape(1),
-                     meta=_array({**meta, "written_unix": round(time.time(), 3)}))
+            np.savez(f, identity=_array(ident), meta=_array({**meta, "written_unix": round(time.time(), 3)}),
+                     **arrays)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -133,34 +125,94 @@ def save(path: str, ident: dict, stats: np.ndarray, blank: np.ndarray, meta: dic
         raise
 
 
+class Entry:
+    """The sizing cache for one replay of one file: `find` before pass 1 (what an earlier
+    replay left, or None: scan), then, once the replay has succeeded, `keep` (store what
+    the scan found, with the file's SHA-256) or, for a pass 1 taken from the entry, `check`
+    (the SHA-256 the replay computed against the entry's). Troubles are lines in `notes`."""
+
+    def __init__(self, path: str, kind: str, notes: list[str], *, enabled: bool = True, **options):
+        self.path, self.kind, self.notes, self.options = path, kind, notes, options
+        self.where = self.ident = None
+        self.found: dict | None = None  # the meta of the entry find() returned
+        directory = cache_dir() if enabled else None
+        if directory is None:
+            return
+        try:
+            self.ident = identity(path, kind, **options)
+        except OSError:
+            return  # (pass 1 says what is wrong with the file)
+        self.where = entry_path(directory, self.ident)
+
+    def find(self) -> tuple[dict[str, np.ndarray], dict] | None:
+        if self.where is None:
+            return None
+        try:
+            got = load(self.where, self.ident)
+        except (BadEntry, OSError) as e:
+            self.notes.append(f"sizing cache entry {self.where}: {e}; pass 1 scanned the file again")
+            return None
+        self.found = got[1] if got else None
+        return got
+
+    def check(self, sha256: str) -> None:
+        """After a replay from the entry: InputError (the entry removed) if the file's SHA-256
+        is not the entry's; an entry without one (made with --no-hash) gains it."""
+        known = self.found.get("sha256", "")
+        if known and sha256 and known != sha256:
+            with contextlib.suppress(OSError):
+                os.remove(self.where)
+            raise InputError(
+                f"{self.path}: its SHA-256 is {sha256}, not {known} as when the sizing cache entry {self.where} "
+                "was made (the file changed in place since, its size, time and both ends kept: rewritten, "
+                "or damaged on the disk): this replay's books were sized from the old file's figures (and a "
+                ".lobc file's block checksums taken as checked then), so its reports cannot be trusted. "
+                "The entry is removed; replay again (or use --no-cache)")
+
+    def keep(self, arrays: dict[str, np.ndarray], meta: dict, sha256: str) -> None:
+        """After a replay that succeeded: store its pass 1 (or, from the entry, check it and
+        add the SHA-256 an entry made without one lacks)."""
+        if self.where is None:
+            return
+        if self.found is not None:
+            self.check(sha256)
+            if self.found.get("sha256") or not sha256:
+                return
+        try:
+            if identity(self.path, self.kind, **self.options) != self.ident:
+                self.notes.append("the input changed during the replay: its pass 1 was not kept in the sizing cache")
+                return
+            save(self.where, self.ident, arrays, {**meta, "sha256": sha256 or ""})
+        except OSError as e:
+            self.notes.append(f"could not write the sizing cache entry {self.where} ({e.strerror or e}): "
+                              "the next replay of this file scans it again")
+
+
 def entries(directory: str | None = None) -> list[str]:
     """The entry files in the cache directory (default: cache_dir())."""
     directory = cache_dir() if directory is None else directory
-    if not directory:
-        return []
-    sub = os.path.join(directory, KIND)
-    try:
-        names = os.listdir(sub)
-    except FileNotFoundError:
-        return []
-    return sorted(os.path.join(sub, n) for n in names if n.endswith(".npz"))
+    out = []
+    for kind in KINDS if directory else ():
+        sub = os.path.join(directory, kind)
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            out += [os.path.join(sub, n) for n in os.listdir(sub) if n.endswith(".npz")]
+    return sorted(out)
 
 
 def clear(directory: str | None = None) -> tuple[int, int]:
     """Remove every entry (and any temporary file left by a killed writer); returns
     (files removed, bytes freed)."""
     directory = cache_dir() if directory is None else directory
-    if not directory:
-        return 0, 0
-    sub = os.path.join(directory, KIND)
     n = freed = 0
-    for name in os.listdir(sub) if os.path.isdir(sub) else []:
-        if name.endswith((".npz", ".tmp")):
-            p = os.path.join(sub, name)
-            try:
-                size = os.path.getsize(p)
-                os.remove(p)
-            except OSError:
-                continue
-            n, freed = n + 1, freed + size
+    for kind in KINDS if directory else ():
+        sub = os.path.join(directory, kind)
+        for name in os.listdir(sub) if os.path.isdir(sub) else []:
+            if name.endswith((".npz", ".tmp")):
+                p = os.path.join(sub, name)
+                try:
+                    size = os.path.getsize(p)
+                    os.remove(p)
+                except OSError:
+                    continue
+                n, freed = n + 1, freed + size
     return n, freed

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import sys
 
-from .cli import desyncs_text, reports_text
+from .cli import desyncs_text, pass1_text, reports_text
 
 
 def _utc(ns) -> str:
@@ -59,7 +59,7 @@ def lobc_replay_config(args):
     reports, depth, every = depth_options(args, reports)
     return L2ReplayConfig(symbols=parse_symbols(args.symbols), reports=reports, timing=not args.no_timing,
                           price_mode=args.price_mode, allow_corrupt=args.allow_corrupt, depth_levels=depth,
-                          depth_every_ns=every,
+                          depth_every_ns=every, cache=not args.no_cache,
                           progress=not getattr(args, "no_progress", True) and sys.stderr.isatty())
 
 
@@ -73,7 +73,7 @@ def cmd_replay(args) -> int:
           f"and {s['messages_applied']:,} diff messages applied ({s['levels_applied']:,} level changes: "
           + ", ".join(f"{k} {v:,}" for k, v in ev.items()) + ")")
     if p2["records_per_second"]:
-        print(f"pass 1 {s['pass1']['seconds']:.2f} s, pass 2 {p2['seconds']:.2f} s "
+        print(f"{pass1_text(s['pass1'])}, pass 2 {p2['seconds']:.2f} s "
               f"({p2['records_per_second'] / 1e6:.2f} M records/s; core "
               f"{(p2['core_events_per_second'] or 0) / 1e6:.1f} M events/s), wall {s['wall_seconds']:.2f} s")
     print(desyncs_text(s) + f"; zero-quantity updates of unknown levels (normal): {s['zero_qty_unknown_level']:,}")
@@ -158,3 +158,6 @@ def replay_options(rp) -> None:
                     help="replay across damage inside the file: the sound blocks on both sides of a corrupt "
                          "one, every book losing sync across it until its next snapshot (default: an error; a "
                          "torn tail, what a crash leaves, is always replayed up to it)")
+    rp.add_argument("--no-cache", action="store_true",
+                    help="scan the file in pass 1 even if an earlier replay of it with these options left its "
+                         "sizing in the cache, and keep nothing there (`lobreplay cache` shows it)")

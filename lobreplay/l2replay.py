@@ -24,11 +24,11 @@ from types import SimpleNamespace
 import numpy as np
 import pyarrow as pa
 
-from . import __version__, _arrow, lobc
+from . import __version__, _arrow, cache, lobc
 from ._ahead import read_ahead
 from .errors import InputError
 from .itch.replay import _NoBar, prepare_output
-from .l2 import MAX_GRID_LEVELS, MAX_MESSAGE, SEQUENCE_RULES, L2Replay, check_max_message, scan_counts
+from .l2 import MAX_GRID_LEVELS, MAX_MESSAGE, SEQUENCE_RULES, BookSizing, L2Replay, check_max_message, scan_counts
 from .events import Kind
 from .latency import histogram_table, report_rows
 from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256, usable_cpus
@@ -81,6 +81,7 @@ class L2ReplayConfig:
     allow_corrupt: bool = False           # replay across damage inside the file (else an error)
     depth_levels: int = 0                 # > 0: depth.parquet, the N best levels of each book that changed ...
     depth_every_ns: int = 1_000_000_000   # ... at each multiple of this much receive time (0: after every change)
+    cache: bool = True                    # pass 1 from (and into) the sizing cache, lobreplay.cache
 
     def __post_init__(self):
         from .reports import config_names
@@ -113,6 +114,9 @@ class LobcReplay:
         self._done = (0, 0)  # (pass, records done in it): where an interrupted replay was
         self._records = 0    # the records of the file's whole blocks
         self._map = None     # with --symbols: the kept records' file indices (_RecordMap)
+        self.notes: list[str] = []  # for the summary (the sizing cache's troubles)
+        self._entry: cache.Entry | None = None  # the sizing cache entry of this file and these options
+        self._pass1: tuple[dict, dict] | None = None  # what pass 1 found, as the cache keeps it (_pass1_entry)
 
     def where(self) -> dict:
         """How far the replay got: its pass (0: before the first) and the records done in it
@@ -172,7 +176,10 @@ class LobcReplay:
                                             "torn": src.torn.as_dict() if src.torn else None,
                                             "damage": [t.as_dict() for t in src.damage]})
             meta["source_sha256"] = sha.result()
+            if self._pass1 is not None:  # (the replay succeeded: its pass 1 kept, or the entry checked)
+                self._entry.keep(*self._pass1, meta["source_sha256"])
             run.summary.update(res)
+            run.summary["notes"] = self.notes
         return run.summary
 
     def _selection(self, names: list[str]) -> list[int] | None:
@@ -212,10 +219,25 @@ class LobcReplay:
                 yield c
 
         t0 = time.perf_counter()
-        with self._bar("pass 1 (sizing)", src.records) as bar:
-            sizing, kinds = scan_counts(pass1_chunks(bar), names, headroom=cfg.headroom, mode=cfg.price_mode,
-                                        max_grid_levels=cfg.max_grid_levels, max_message=cfg.max_message)
+        self._entry = entry = cache.Entry(
+            self.path, "lobc-pass1", self.notes, enabled=cfg.cache, symbols=keep, headroom=cfg.headroom,
+            price_mode=cfg.price_mode, max_grid_levels=cfg.max_grid_levels, max_message=cfg.max_message,
+            allow_corrupt=cfg.allow_corrupt)
+        got = entry.find()
+        if got is not None:
+            try:
+                sizing, kinds, n = _pass1_of_entry(src, names, *got)
+            except (KeyError, TypeError, ValueError, IndexError) as e:
+                self.notes.append(f"sizing cache entry {entry.where}: its figures do not have this lobreplay's "
+                                  f"layout ({type(e).__name__}: {e}); pass 1 scanned the file again")
+                entry.found = got = None
+        if got is None:
+            with self._bar("pass 1 (sizing)", src.records) as bar:
+                sizing, kinds = scan_counts(pass1_chunks(bar), names, headroom=cfg.headroom, mode=cfg.price_mode,
+                                            max_grid_levels=cfg.max_grid_levels, max_message=cfg.max_message)
         pass1_s = time.perf_counter() - t0
+        scan_s = float(entry.found["seconds"]) if entry.found else pass1_s
+        self._pass1 = _pass1_entry(src, sizing, kinds, n, scan_s) if entry.where else None
         torn, blocks = src.torn, src.blocks
         if torn is not None and (not blocks or (torn.corrupt and not cfg.allow_corrupt)):
             what, hint = torn.reason, ""
@@ -277,7 +299,8 @@ class LobcReplay:
             "trades": c.trades, "bbo_changes": c.bbo_changes,
             "crossing_events": c.crossing_events,
             "bookticker": st,
-            "pass1": {"seconds": round(pass1_s, 3)},
+            "pass1": {"seconds": round(pass1_s, 3), "cached": entry.found is not None,
+                      **({"scan_seconds": scan_s, "cache_entry": entry.where} if entry.found else {})},
             "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(c.core_seconds, 3),
                       "core_events": c.core_events,
                       "records_per_second": round(n / pass2_s) if pass2_s else None,
@@ -327,6 +350,44 @@ class LobcReplay:
             hists = {k.name: rp.session.histogram(k) for k in Kind}
             hists["ALL"] = sum(hists.values())
             reports.write_table("latency_histograms", histogram_table(hists))
+
+
+def _pass1_entry(src: lobc.ChunkReader, sizing: dict, kinds: np.ndarray, n: int, seconds: float):
+    """(arrays, meta) of a sizing cache entry: what pass 1 found (the books' sizes, the
+    records by kind and kept) and the blocks it read, as its CRC checks left them (those
+    pass 2 reads: `heads`, `torn`, `damage`)."""
+    zs = [sizing[s] for s in sorted(sizing)]
+    arrays = {"kinds": np.asarray(kinds, np.int64),
+              "heads": np.array([list(h) for h in src.heads], np.int64).reshape(-1, 5),
+              "prices": np.concatenate([z.prices for z in zs]) if zs else np.zeros(0, np.int64),
+              "books": np.array([[z.symbol, len(z.prices), z.band_low, z.band_high, z.tick, z.capacity,
+                                  z.peak_levels, z.mode == "grid"] for z in zs], np.int64).reshape(-1, 8)}
+    meta = {"records": n, "seconds": round(seconds, 3),
+            "torn": src.torn.as_dict() if src.torn else None, "damage": [t.as_dict() for t in src.damage]}
+    return arrays, meta
+
+
+def _torn(d: dict | None) -> lobc.Torn | None:
+    return None if d is None else lobc.Torn(int(d["offset"]), int(d["bytes"]), str(d["reason"]),
+                                            None if d["next_block"] is None else int(d["next_block"]))
+
+
+def _pass1_of_entry(src: lobc.ChunkReader, names: list[str], arrays: dict, meta: dict):
+    """Pass 1 from a sizing cache entry (_pass1_entry wrote it): (sizing, kinds, records
+    kept); src takes the blocks as the entry's pass 1 left them."""
+    books, prices = arrays["books"], arrays["prices"]
+    if books.ndim != 2 or books.shape[1] != 8 or arrays["heads"].shape[1:] != (5,) or arrays["kinds"].shape != (256,):
+        raise ValueError("arrays of another shape")
+    sizing, at = {}, 0
+    for s, k, low, high, tick, cap, peak, grid in books.tolist():
+        sizing[s] = BookSizing(s, names[s], prices[at:at + k], "grid" if grid else "ladder", low, high, tick, cap,
+                               peak)
+        at += k
+    if at != len(prices):
+        raise ValueError("prices that do not add up")
+    src.heads = [tuple(h) for h in arrays["heads"].tolist()]
+    src.torn, src.damage = _torn(meta["torn"]), [_torn(d) for d in meta["damage"]]
+    return sizing, arrays["kinds"], int(meta["records"])
 
 
 def depth_schema(n: int) -> pa.Schema:

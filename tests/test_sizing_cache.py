@@ -154,7 +154,7 @@ def test_a_file_rewritten_behind_the_cache_fails_the_replay(day, tmp_path, cache
         fh.seek(mid + 2 + 7)
         fh.write(bytes([b[0] ^ 0x40]))
     _touch_like(day, st)
-    with pytest.raises(InputError, match="rewritten in place") as e:
+    with pytest.raises(InputError, match="changed in place since") as e:
         _replay(day, tmp_path / "b")
     assert "replay again" in str(e.value)
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["status"] == "failed"
@@ -248,3 +248,101 @@ def test_the_command_line(day, tmp_path, cache_dir, capsys):
     os.environ["LOBREPLAY_CACHE_DIR"] = "off"  # (monkeypatch restores the test's value)
     assert main(["cache"]) == 0
     assert "off" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- .lobc replays
+
+LOBC_SAME = ("records", "records_by_kind", "books", "messages_applied", "snapshots_applied", "messages_skipped",
+             "levels_applied", "events_by_kind", "desyncs", "desyncs_by_cause", "trades", "bbo_changes",
+             "crossing_events", "bookticker", "lobc", "report_rows", "source")
+
+
+def _lobc_day(tmp_path, damaged: bool):
+    """A capture of 1,200 messages in blocks of 500 records; damaged: a byte of block 3
+    flipped (damage inside the file, with sound blocks after it), and a torn tail."""
+    from tests.test_l2replay import synth_stream, write_lobc
+    recs, _ = synth_stream(93, n_messages=1200, n_symbols=2, gap_rate=0.03, ticker_error=0.02)
+    path = tmp_path / ("bad.lobc" if damaged else "feed.lobc")
+    write_lobc(path, recs, flush_records=500)
+    if damaged:
+        raw = bytearray(path.read_bytes())
+        raw[512 + 3 * (64 + 500 * 64) + 64 + 1000] ^= 0xFF
+        path.write_bytes(bytes(raw[:-10]))
+    return path
+
+
+def _lobc(path, out, **kw):
+    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    kw.setdefault("timing", False)
+    return replay_lobc(path, str(out), L2ReplayConfig(**kw), force=True)
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_lobc_replay_again_takes_pass1_from_the_cache_with_the_same_reports(tmp_path, cache_dir, damaged):
+    """Whole, or damaged inside and torn (--allow-corrupt): the blocks a scan's CRC checks
+    left come back from the entry with the figures, and the reports are the same."""
+    path = _lobc_day(tmp_path, damaged)
+    kw = {"allow_corrupt": True} if damaged else {}
+    first = _lobc(path, tmp_path / "a", **kw)
+    assert first["pass1"]["cached"] is False and len(cache.entries()) == 1
+    if damaged:
+        assert first["lobc"]["damage"] and first["lobc"]["torn"] and first["desyncs_by_cause"]["gap_damaged"] == 3  # (every symbol of the file)
+    second = _lobc(path, tmp_path / "b", **kw)
+    assert second["pass1"]["cached"] is True and second["pass1"]["scan_seconds"] == first["pass1"]["seconds"]
+    for key in LOBC_SAME:
+        assert second[key] == first[key], key
+    names = _tables(tmp_path / "a")
+    assert "bbo.parquet" in names and names == _tables(tmp_path / "b")
+    _same_tables(tmp_path / "a", tmp_path / "b", names)
+    assert second["notes"] == first["notes"] == []
+
+
+def test_a_lobc_entry_is_for_its_options(tmp_path, cache_dir):
+    """What a .lobc pass 1 finds depends on --symbols, --price-mode and the rest: each its
+    own entry; --reports and --depth do not change it."""
+    path = _lobc_day(tmp_path, False)
+    _lobc(path, tmp_path / "a")
+    assert _lobc(path, tmp_path / "a", reports=("bbo",), depth_levels=2)["pass1"]["cached"]
+    for kw in ({"symbols": ["BBB"]}, {"price_mode": "ladder"}, {"headroom": 0.5}, {"max_message": 9}):
+        assert not _lobc(path, tmp_path / "a", **kw)["pass1"]["cached"], kw
+        again = _lobc(path, tmp_path / "b", **kw)
+        scanned = _lobc(path, tmp_path / "c", cache=False, **kw)
+        assert again["pass1"]["cached"] and not scanned["pass1"]["cached"]
+        for key in LOBC_SAME:
+            assert again[key] == scanned[key], (kw, key)
+    assert len(cache.entries()) == 5
+
+
+def test_a_lobc_file_rewritten_behind_the_cache_fails_the_replay(tmp_path, cache_dir):
+    path = _lobc_day(tmp_path, False)
+    _lobc(path, tmp_path / "a")
+    st = os.stat(path)
+    with open(path, "r+b") as f:  # a record's quantity in block 4, outside both ends' 64 KiB
+        at = 512 + 4 * (64 + 500 * 64) + 64 + 10 * 64 + 40
+        assert cache.ENDS < at < st.st_size - cache.ENDS
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ 1]))
+    _touch_like(path, st)
+    with pytest.raises(InputError, match="changed in place since"):
+        _lobc(path, tmp_path / "b")
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["status"] == "failed"
+    assert cache.entries() == []
+    # scanned again, the block's CRC no longer matches: the file is damaged, and says so
+    with pytest.raises(InputError, match="CRC mismatch in block 4"):
+        _lobc(path, tmp_path / "c")
+
+
+def test_the_lobc_command_line(tmp_path, cache_dir, capsys):
+    path = _lobc_day(tmp_path, False)
+    args = ["replay", str(path), "-o", str(tmp_path / "o"), "--no-progress", "--no-reports", "--force"]
+    assert main(args) == 0
+    assert "from the sizing cache" not in capsys.readouterr().out
+    assert main(args) == 0
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("pass 1 ")]
+    assert len(line) == 1 and "(from the sizing cache; the scan took " in line[0], line
+    assert main(args + ["--no-cache"]) == 0
+    assert "from the sizing cache" not in capsys.readouterr().out
+    assert main(["cache"]) == 0
+    assert capsys.readouterr().out.startswith(f"{cache_dir}: 1 entry, ")

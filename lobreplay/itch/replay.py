@@ -304,33 +304,20 @@ class ItchReplay:
         """Pass 1, or what an earlier replay's pass 1 found in this same file (the sizing
         cache, lobreplay.cache; cfg.cache). keep_pass1 then stores or checks the entry."""
         t0 = time.perf_counter()
-        directory = cache.cache_dir() if self.cfg.cache else None
-        self._entry = None
-        got = None
-        if directory is not None:
+        self._entry = cache.Entry(self.path, "itch-pass1", self.notes, enabled=self.cfg.cache,
+                                  allow_truncated=self.cfg.allow_truncated)
+        got = self._entry.find()
+        if got is not None:
             try:
-                ident = cache.identity(self.path, allow_truncated=self.cfg.allow_truncated)
-            except OSError:
-                ident = None  # (pass 1 says what is wrong with the file)
-            if ident is not None:
-                where = cache.entry_path(directory, ident)
-                self._entry = (where, ident)
-                try:
-                    got = cache.load(where, ident)
-                except (cache.BadEntry, OSError) as e:
-                    self.notes.append(f"sizing cache entry {where}: {e}; pass 1 scanned the file again")
-        if got is None:
-            ascii0 = non_ascii_bytes()
-            p1 = self.pass1(threads)
-            p1.non_ascii = non_ascii_bytes() - ascii0
-            return p1
-        stats, m = got
-        return _Pass1(stats=stats, directory={int(k): v for k, v in m["directory"].items()},
-                      symbols={int(k): v for k, v in m["symbols"].items()},
-                      system_events=[(int(t), str(c)) for t, c in m["system_events"]],
-                      seconds=time.perf_counter() - t0, messages=int(m["messages"]),
-                      non_ascii=int(m["non_ascii"]),
-                      cached={"entry": self._entry[0], "scan_seconds": m["seconds"], "sha256": m.get("sha256", "")})
+                return _pass1_of_entry(*got, self._entry.where, t0)
+            except (KeyError, TypeError, ValueError) as e:
+                self.notes.append(f"sizing cache entry {self._entry.where}: its figures do not have this "
+                                  f"lobreplay's layout ({type(e).__name__}: {e}); pass 1 scanned the file again")
+                self._entry.found = None
+        ascii0 = non_ascii_bytes()
+        p1 = self.pass1(threads)
+        p1.non_ascii = non_ascii_bytes() - ascii0
+        return p1
 
     def keep_pass1(self, p1: _Pass1, sha256: str) -> None:
         """After a replay that succeeded: store pass 1 in the sizing cache (with the file's
@@ -338,32 +325,14 @@ class ItchReplay:
         against this replay's (InputError, the entry removed, if they differ)."""
         if self._entry is None:
             return
-        where, ident = self._entry
-        if p1.cached is not None:
-            known = p1.cached["sha256"]
-            if known and sha256 and known != sha256:
-                with contextlib.suppress(OSError):
-                    os.remove(where)
-                raise InputError(
-                    f"{self.path}: its SHA-256 is {sha256}, not {known} as when the sizing cache entry {where} "
-                    "was made (the file was rewritten in place, its size, time and both ends kept): this "
-                    "replay's books were sized from the old file's figures and its reports cannot be trusted. "
-                    "The entry is removed; replay again (or use --no-cache)")
-            if known or not sha256:
-                return
-        try:
-            if cache.identity(self.path, allow_truncated=self.cfg.allow_truncated) != ident:
-                self.notes.append("the input changed during the replay: its pass 1 was not kept in the sizing cache")
-                return
-            meta = {"directory": {str(k): v for k, v in p1.directory.items()},
-                    "symbols": {str(k): v for k, v in p1.symbols.items()},
-                    "system_events": p1.system_events, "messages": p1.messages, "non_ascii": p1.non_ascii,
-                    "seconds": p1.cached["scan_seconds"] if p1.cached else round(p1.seconds, 3),
-                    "sha256": sha256 or ""}
-            cache.save(where, ident, p1.stats, _blank_locate(), meta)
-        except OSError as e:
-            self.notes.append(f"could not write the sizing cache entry {where} ({e.strerror or e}): "
-                              "the next replay of this file scans it again")
+        blank = _blank_locate()
+        used = np.flatnonzero(p1.stats != blank)
+        arrays = {"locates": used.astype(np.uint16), "rows": p1.stats[used], "blank": blank.reshape(1)}
+        meta = {"directory": {str(k): v for k, v in p1.directory.items()},
+                "symbols": {str(k): v for k, v in p1.symbols.items()},
+                "system_events": p1.system_events, "messages": p1.messages, "non_ascii": p1.non_ascii,
+                "seconds": p1.cached["scan_seconds"] if p1.cached else round(p1.seconds, 3)}
+        self._entry.keep(arrays, meta, sha256)
 
     # ---- pass 2 ----
 
@@ -843,6 +812,21 @@ def _ts_array(values) -> pa.Array:
     if isinstance(values, pa.Array):
         return values
     return _arrow.array(np.asarray(values).astype("datetime64[ns]"), pa.timestamp("ns", tz="UTC"))
+
+
+def _pass1_of_entry(arrays: dict, m: dict, where: str, t0: float) -> _Pass1:
+    """A pass 1 from a sizing cache entry (keep_pass1 wrote it): every locate's figures
+    (those pass 1 never met written once, `blank`), the directory and the S events."""
+    rows, locates, blank = arrays["rows"], arrays["locates"], arrays["blank"]
+    if rows.dtype != core.LOCATE_DTYPE or blank.dtype != core.LOCATE_DTYPE or rows.shape != locates.shape:
+        raise ValueError("per-locate figures of another layout")
+    stats = np.repeat(blank, 65536)
+    stats[locates] = rows
+    return _Pass1(stats=stats, directory={int(k): v for k, v in m["directory"].items()},
+                  symbols={int(k): v for k, v in m["symbols"].items()},
+                  system_events=[(int(t), str(c)) for t, c in m["system_events"]],
+                  seconds=time.perf_counter() - t0, messages=int(m["messages"]), non_ascii=int(m["non_ascii"]),
+                  cached={"entry": where, "scan_seconds": m["seconds"]})
 
 
 @functools.cache
