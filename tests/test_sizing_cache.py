@@ -230,8 +230,12 @@ def test_jobs_use_the_cache_too(day, tmp_path, cache_dir):
     assert not many["pass1"]["cached"] and len(cache.entries()) == 1
 
 
-def test_the_command_line(day, tmp_path, cache_dir, capsys):
-    args = ["itch", "replay", str(day), "-o", str(tmp_path / "o"), "--no-progress", "--no-reports", "--force"]
+@pytest.mark.parametrize("kind", ["itch", "lobc"])
+def test_the_command_line(kind, day, tmp_path, cache_dir, capsys):
+    """A replay run twice says the second took pass 1 from the cache; --no-cache scans;
+    `lobreplay cache` shows the entry and `cache clear` removes it."""
+    replay = ["itch", "replay", str(day)] if kind == "itch" else ["replay", str(_lobc_day(tmp_path, False))]
+    args = replay + ["-o", str(tmp_path / "o"), "--no-progress", "--no-reports", "--force"]
     assert main(args) == 0
     assert "from the sizing cache" not in capsys.readouterr().out
     assert main(args) == 0
@@ -332,17 +336,3 @@ def test_a_lobc_file_rewritten_behind_the_cache_fails_the_replay(tmp_path, cache
     # scanned again, the block's CRC no longer matches: the file is damaged, and says so
     with pytest.raises(InputError, match="CRC mismatch in block 4"):
         _lobc(path, tmp_path / "c")
-
-
-def test_the_lobc_command_line(tmp_path, cache_dir, capsys):
-    path = _lobc_day(tmp_path, False)
-    args = ["replay", str(path), "-o", str(tmp_path / "o"), "--no-progress", "--no-reports", "--force"]
-    assert main(args) == 0
-    assert "from the sizing cache" not in capsys.readouterr().out
-    assert main(args) == 0
-    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("pass 1 ")]
-    assert len(line) == 1 and "(from the sizing cache; the scan took " in line[0], line
-    assert main(args + ["--no-cache"]) == 0
-    assert "from the sizing cache" not in capsys.readouterr().out
-    assert main(["cache"]) == 0
-    assert capsys.readouterr().out.startswith(f"{cache_dir}: 1 entry, ")
