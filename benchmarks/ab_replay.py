@@ -1,13 +1,14 @@
-"""Compare two checkouts of lobreplay on one ITCH replay, in alternating runs.
+"""Compare two checkouts of lobreplay on one ITCH or .lobc replay, in alternating runs.
 
     python benchmarks/ab_replay.py A_DIR B_DIR FILE [--reps N] [-- replay options...]
 
 Each checkout must have its core built in place (`python csrc/build_core.py` inside it;
 `git worktree add` makes a second checkout of another commit). Each run is a fresh
-process (`lobreplay itch replay FILE -o TMPDIR --force --no-progress ...`) importing that
-checkout's package and core; runs alternate A, B, A, B, ... Prints, per checkout, the
-minimum and median of the whole-process wall time, its CPU time (user + system, all
-threads), and pass 1, pass 2 and core seconds from summary.json.
+process (`lobreplay itch replay FILE -o TMPDIR --force --no-progress ...`, or `lobreplay
+lobc replay` for a FILE ending in .lobc) importing that checkout's package and core; runs
+alternate A, B, A, B, ... Prints, per checkout, the minimum and median of the
+whole-process wall time, its CPU time (user + system, all threads), and pass 1, pass 2 and
+core seconds from summary.json. Every run scans its file (the sizing cache is off).
 """
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def run(checkout: str, path: str, out: str, extra: list[str]) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import sys; from lobreplay.cli import main; sys.exit(main())",
-                    "itch", "replay", path, "-o", out, "--force", "--no-progress", *extra],
+                    *(("lobc",) if path.endswith(".lobc") else ("itch",)), "replay", path, "-o", out, "--force",
+                    "--no-progress", *extra],
                    env=env, cwd=out, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -62,7 +64,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=4)
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)
-    args, extra = ap.parse_args(argv[:cut]), argv[cut + 1:]  # after --: options for itch replay
+    args, extra = ap.parse_args(argv[:cut]), argv[cut + 1:]  # after --: options for the replay
     path = os.path.abspath(args.file)
     got = {k: {f: [] for f in FIELDS} for k in ("A", "B")}
     with tempfile.TemporaryDirectory() as tmp:
