@@ -17,9 +17,12 @@ and the replay fails, saying so.
 
 Where: $LOBREPLAY_CACHE_DIR, else $XDG_CACHE_HOME/lobreplay, else ~/.cache/lobreplay,
 one subdirectory per kind of replay. LOBREPLAY_CACHE_DIR=off (or empty) turns it off, as
-does `--no-cache` for one replay. Deleting the directory is always safe (`lobreplay cache
-clear`). An entry that cannot be read is recomputed and rewritten; one that cannot be
-written is reported in the summary's notes; neither stops a replay.
+does `--no-cache` for one replay. Entries are compressed (a full ITCH day's, about 9,000
+symbols, some 0.5-1 MB) and the cache keeps at most $LOBREPLAY_CACHE_MAX_MB (default 256)
+megabytes: past that, the entries used longest ago go (an entry's modification time is its
+last use). Deleting the directory is always safe (`lobreplay cache clear`). An entry that
+cannot be read is recomputed and rewritten; one that cannot be written is reported in the
+summary's notes; neither stops a replay.
 """
 from __future__ import annotations
 
@@ -38,6 +41,8 @@ from .errors import InputError
 FORMAT = 1                # bumped whenever an entry's layout, or what a pass 1 records, changes
 ENDS = 64 << 10           # bytes read at each end of the file for its fingerprint
 KINDS = ("itch-pass1", "lobc-pass1")  # the replays that keep entries: a subdirectory each
+MAX_MB = 256              # the cache's size, unless LOBREPLAY_CACHE_MAX_MB says otherwise
+STALE_TMP = 3600          # seconds after which a writer's temporary file is a killed writer's
 _OFF = ("", "0", "off", "none", "no", "false")
 _core_digest: str | None = None
 
@@ -53,6 +58,18 @@ def cache_dir() -> str | None:
         return None if v.strip().lower() in _OFF else v
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "lobreplay")
+
+
+def max_bytes() -> int:
+    """The cache's size limit (LOBREPLAY_CACHE_MAX_MB, megabytes; default MAX_MB)."""
+    v = os.environ.get("LOBREPLAY_CACHE_MAX_MB", "").strip()
+    try:
+        mb = float(v) if v else MAX_MB
+    except ValueError:
+        raise InputError(f"LOBREPLAY_CACHE_MAX_MB: expected a number of megabytes, got {v!r}") from None
+    if not mb >= 0:
+        raise InputError(f"LOBREPLAY_CACHE_MAX_MB: expected a number of megabytes >= 0, got {v!r}")
+    return int(mb * 1e6)
 
 
 def core_digest() -> str:
@@ -107,6 +124,8 @@ def load(path: str, ident: dict) -> tuple[dict[str, np.ndarray], dict] | None:
         raise BadEntry("it was made for another file (a collision of the entry's name)")
     if not isinstance(meta, dict):
         raise BadEntry("its figures do not have this lobreplay's layout")
+    with contextlib.suppress(OSError):
+        os.utime(path)  # (used now: the last to go when the cache is pruned)
     return arrays, meta
 
 
@@ -116,13 +135,55 @@ def save(path: str, ident: dict, arrays: dict[str, np.ndarray], meta: dict) -> N
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, identity=_array(ident), meta=_array({**meta, "written_unix": round(time.time(), 3)}),
-                     **arrays)
+            np.savez_compressed(f, identity=_array(ident),
+                                meta=_array({**meta, "written_unix": round(time.time(), 3)}), **arrays)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
+
+
+def prune(directory: str, limit: int, keep: str | None = None) -> tuple[int, int]:
+    """Remove the entries used longest ago until those left take at most `limit` bytes
+    (never `keep`, the one just written), and temporary files of writers killed an hour or
+    more ago; returns (files removed, bytes freed)."""
+    now, n, freed = time.time(), 0, 0
+    found = []
+    for p in entries(directory) + _files(directory, ".tmp"):
+        with contextlib.suppress(OSError):
+            st = os.stat(p)
+            if p.endswith(".tmp"):
+                if now - st.st_mtime > STALE_TMP and _remove(p):
+                    n, freed = n + 1, freed + st.st_size
+            else:
+                found.append((st.st_mtime, st.st_size, p))
+    total = sum(size for _, size, _ in found)
+    for _, size, p in sorted(found):
+        if total <= limit:
+            break
+        if p != keep and _remove(p):
+            total -= size
+            n, freed = n + 1, freed + size
+    return n, freed
+
+
+def _remove(path: str) -> bool:
+    try:
+        os.remove(path)
+        return True
+    except OSError:
+        return False
+
+
+def _files(directory: str, suffix: str) -> list[str]:
+    """The files of every kind's subdirectory whose names end so."""
+    out = []
+    for kind in KINDS:
+        sub = os.path.join(directory, kind)
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            out += [os.path.join(sub, n) for n in os.listdir(sub) if n.endswith(suffix)]
+    return sorted(out)
 
 
 class Entry:
@@ -138,6 +199,7 @@ class Entry:
         directory = cache_dir() if enabled else None
         if directory is None:
             return
+        self.limit = max_bytes()  # (a bad setting said now, not after the replay)
         try:
             self.ident = identity(path, kind, **options)
         except OSError:
@@ -183,6 +245,7 @@ class Entry:
                 self.notes.append("the input changed during the replay: its pass 1 was not kept in the sizing cache")
                 return
             save(self.where, self.ident, arrays, {**meta, "sha256": sha256 or ""})
+            prune(os.path.dirname(os.path.dirname(self.where)), self.limit, keep=self.where)
         except OSError as e:
             self.notes.append(f"could not write the sizing cache entry {self.where} ({e.strerror or e}): "
                               "the next replay of this file scans it again")
@@ -191,12 +254,7 @@ class Entry:
 def entries(directory: str | None = None) -> list[str]:
     """The entry files in the cache directory (default: cache_dir())."""
     directory = cache_dir() if directory is None else directory
-    out = []
-    for kind in KINDS if directory else ():
-        sub = os.path.join(directory, kind)
-        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-            out += [os.path.join(sub, n) for n in os.listdir(sub) if n.endswith(".npz")]
-    return sorted(out)
+    return _files(directory, ".npz") if directory else []
 
 
 def clear(directory: str | None = None) -> tuple[int, int]:
@@ -204,15 +262,11 @@ def clear(directory: str | None = None) -> tuple[int, int]:
     (files removed, bytes freed)."""
     directory = cache_dir() if directory is None else directory
     n = freed = 0
-    for kind in KINDS if directory else ():
-        sub = os.path.join(directory, kind)
-        for name in os.listdir(sub) if os.path.isdir(sub) else []:
-            if name.endswith((".npz", ".tmp")):
-                p = os.path.join(sub, name)
-                try:
-                    size = os.path.getsize(p)
-                    os.remove(p)
-                except OSError:
-                    continue
-                n, freed = n + 1, freed + size
+    for p in (entries(directory) + _files(directory, ".tmp")) if directory else []:
+        try:
+            size = os.path.getsize(p)
+        except OSError:
+            continue
+        if _remove(p):
+            n, freed = n + 1, freed + size
     return n, freed

@@ -311,8 +311,9 @@ def _cmd_cache(args) -> int:
         return 0
     files = cache.entries(where)
     size = sum(os.path.getsize(f) for f in files if os.path.exists(f))
-    print(f"{where}: {len(files):,} entr{'y' if len(files) == 1 else 'ies'}, {size:,} bytes "
-          "(each the pass 1 of one file, reused while the file is unchanged; safe to delete)")
+    print(f"{where}: {len(files):,} entr{'y' if len(files) == 1 else 'ies'}, {size:,} bytes of at most "
+          f"{cache.max_bytes():,} (LOBREPLAY_CACHE_MAX_MB; each the pass 1 of one file, reused while the file is "
+          "unchanged; the least recently used go first; safe to delete)")
     return 0
 
 

@@ -6,6 +6,7 @@ cache that cannot be read or written never stops a replay."""
 import json
 import os
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -336,3 +337,43 @@ def test_a_lobc_file_rewritten_behind_the_cache_fails_the_replay(tmp_path, cache
     # scanned again, the block's CRC no longer matches: the file is damaged, and says so
     with pytest.raises(InputError, match="CRC mismatch in block 4"):
         _lobc(path, tmp_path / "c")
+
+
+def test_the_cache_keeps_its_size_the_least_recently_used_going_first(day, tmp_path, cache_dir, monkeypatch):
+    import zipfile
+    copies = []
+    for k in range(3):  # three files (the same bytes at three paths: three entries)
+        copies.append(tmp_path / f"20191230.copy{k}.itch")
+        shutil.copy(day, copies[-1])
+    _replay(copies[0], tmp_path / "o")
+    (first,) = cache.entries()
+    with zipfile.ZipFile(first) as z:  # (compressed: a full day's entry is some 0.5-1 MB)
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_DEFLATED}
+    size = os.path.getsize(first)
+    monkeypatch.setenv("LOBREPLAY_CACHE_MAX_MB", str(2.5 * size / 1e6))  # room for two entries
+    _replay(copies[1], tmp_path / "o")
+    old = time.time() - 100
+    for p in cache.entries():
+        os.utime(p, (old, old))
+    assert _replay(copies[0], tmp_path / "o")["pass1"]["cached"]  # (used now: copy 1's is the oldest)
+    tmp = os.path.join(os.path.dirname(first), "killed-writer.tmp")
+    fresh = os.path.join(os.path.dirname(first), "writing-now.tmp")
+    for p, age in ((tmp, 2 * cache.STALE_TMP), (fresh, 0)):
+        with open(p, "wb") as f:
+            f.write(b"half an entry")
+        os.utime(p, (time.time() - age, time.time() - age))
+    _replay(copies[2], tmp_path / "o")  # a third entry: copy 1's goes
+    assert _replay(copies[0], tmp_path / "o")["pass1"]["cached"]
+    assert _replay(copies[2], tmp_path / "o")["pass1"]["cached"]
+    assert not os.path.exists(tmp) and os.path.exists(fresh)
+    assert len(cache.entries()) == 2
+    assert not _replay(copies[1], tmp_path / "o")["pass1"]["cached"]
+
+
+@pytest.mark.parametrize("bad", ["lots", "-1"])
+def test_a_bad_cache_size_is_an_error_before_the_replay(day, tmp_path, cache_dir, monkeypatch, bad):
+    monkeypatch.setenv("LOBREPLAY_CACHE_MAX_MB", bad)
+    with pytest.raises(InputError, match=f"LOBREPLAY_CACHE_MAX_MB: expected a number of megabytes.*{bad}"):
+        _replay(day, tmp_path / "o")
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert s["status"] == "failed" and s.get("pass1") is None
