@@ -219,11 +219,10 @@ class Entry:
 
     def check(self, sha256: str) -> None:
         """After a replay from the entry: InputError (the entry removed) if the file's SHA-256
-        is not the entry's; an entry without one (made with --no-hash) gains it."""
+        is not the one the entry holds (if it holds one: made with --no-hash, it does not)."""
         known = self.found.get("sha256", "")
         if known and sha256 and known != sha256:
-            with contextlib.suppress(OSError):
-                os.remove(self.where)
+            _remove(self.where)
             raise InputError(
                 f"{self.path}: its SHA-256 is {sha256}, not {known} as when the sizing cache entry {self.where} "
                 "was made (the file changed in place since, its size, time and both ends kept: rewritten, "
