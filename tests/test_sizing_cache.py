@@ -377,3 +377,19 @@ def test_a_bad_cache_size_is_an_error_before_the_replay(day, tmp_path, cache_dir
         _replay(day, tmp_path / "o")
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert s["status"] == "failed" and s.get("pass1") is None
+
+
+def test_a_file_that_changes_during_the_replay_is_not_kept(day, tmp_path, cache_dir, monkeypatch):
+    """A file touched between pass 1 and the end (a capture still appending, an edit): what
+    pass 1 found may not be the file's any more, so no entry is written, and a note says so."""
+    from lobreplay.itch import replay as R
+    real = R.ItchReplay._pass2
+
+    def touching(self, *a, **k):
+        st = os.stat(day)
+        os.utime(day, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        return real(self, *a, **k)
+    monkeypatch.setattr(R.ItchReplay, "_pass2", touching)
+    s = _replay(day, tmp_path / "a")
+    assert s["status"] == "ok" and cache.entries() == []
+    assert s["notes"] == ["the input changed during the replay: its pass 1 was not kept in the sizing cache"]
