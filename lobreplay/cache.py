@@ -256,6 +256,27 @@ def entries(directory: str | None = None) -> list[str]:
     return _files(directory, ".npz") if directory else []
 
 
+def describe(path: str) -> dict:
+    """What the entry at path is for (`lobreplay cache list`): its kind, source file (path,
+    size, options), bytes, last use, and whether the source is gone or changed since (by
+    its size, time and inode: no bytes read), or {"entry": path, "error": ...}."""
+    try:
+        st = os.stat(path)
+        with np.load(path, allow_pickle=False) as z:
+            ident = _text(z["identity"])
+        out = {"entry": path, "bytes": st.st_size, "last_used_unix": st.st_mtime, "kind": ident["kind"],
+               "source": ident["path"], "source_size": ident["size"], "options": ident.get("options", {})}
+    except Exception as e:  # (a torn or foreign file: what list shows, not a failure)
+        return {"entry": path, "error": f"unreadable ({type(e).__name__}: {e})"}
+    try:
+        now = os.stat(ident["path"])
+        same = (now.st_size, now.st_mtime_ns, now.st_ino) == (ident["size"], ident["mtime_ns"], ident["inode"])
+        out["source_state"] = "unchanged" if same else "changed since"
+    except OSError:
+        out["source_state"] = "gone"
+    return out
+
+
 def clear(directory: str | None = None) -> tuple[int, int]:
     """Remove every entry (and any temporary file left by a killed writer); returns
     (files removed, bytes freed)."""

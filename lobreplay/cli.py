@@ -310,6 +310,16 @@ def _cmd_cache(args) -> int:
         print(f"{where}: removed {n:,} file(s), {freed:,} bytes")
         return 0
     files = cache.entries(where)
+    if args.action == "list":  # (the most recently used first)
+        rows = sorted((cache.describe(f) for f in files), key=lambda d: -d.get("last_used_unix", 0))
+        for d in rows:
+            if "error" in d:
+                print(f"{d['entry']}: {d['error']}")
+                continue
+            used = time.strftime("%Y-%m-%d %H:%M", time.localtime(d["last_used_unix"]))
+            opts = ", ".join(f"{k}={v}" for k, v in sorted(d["options"].items()) if v not in (None, False))
+            print(f"{used}  {d['kind']:<10}  {d['bytes']:>9,} B  {d['source']} ({d['source_size']:,} bytes; "
+                  f"{d['source_state']}{'; ' + opts if opts else ''})")
     size = sum(os.path.getsize(f) for f in files if os.path.exists(f))
     print(f"{where}: {len(files):,} entr{'y' if len(files) == 1 else 'ies'}, {size:,} bytes of at most "
           f"{cache.max_bytes():,} (LOBREPLAY_CACHE_MAX_MB; each the pass 1 of one file, reused while the file is "
@@ -396,8 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=_cmd_itch_replay, stop_note=REPORTS_WHOLE)
 
     ca = sub.add_parser("cache", help="the sizing cache: what pass 1 found in files already replayed")
-    ca.add_argument("action", nargs="?", choices=("info", "clear"), default="info",
-                    help="info (default): where it is and what it holds; clear: remove every entry")
+    ca.add_argument("action", nargs="?", choices=("info", "list", "clear"), default="info",
+                    help="info (default): where it is and how big; list: each entry's file (the most recently "
+                         "used first), and whether that file is gone or changed since; clear: remove every entry")
     ca.set_defaults(func=_cmd_cache)
 
     from .binance.cli import add_commands as add_binance_commands

@@ -220,7 +220,8 @@ class LobcReplay:
 
         t0 = time.perf_counter()
         self._entry = entry = cache.Entry(
-            self.path, "lobc-pass1", self.notes, enabled=cfg.cache, symbols=keep, headroom=cfg.headroom,
+            self.path, "lobc-pass1", self.notes, enabled=cfg.cache,
+            symbols=None if keep is None else [names[i] for i in keep], headroom=cfg.headroom,
             price_mode=cfg.price_mode, max_grid_levels=cfg.max_grid_levels, max_message=cfg.max_message,
             allow_corrupt=cfg.allow_corrupt)
         got = entry.find()

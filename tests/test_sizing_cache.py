@@ -393,3 +393,27 @@ def test_a_file_that_changes_during_the_replay_is_not_kept(day, tmp_path, cache_
     s = _replay(day, tmp_path / "a")
     assert s["status"] == "ok" and cache.entries() == []
     assert s["notes"] == ["the input changed during the replay: its pass 1 was not kept in the sizing cache"]
+
+
+def test_cache_list_names_each_entrys_file_and_whether_it_changed(day, tmp_path, cache_dir, capsys):
+    lobc_file = _lobc_day(tmp_path, False)
+    _replay(day, tmp_path / "a")
+    _lobc(lobc_file, tmp_path / "b", symbols=["BBB"])
+    assert main(["cache", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 and out[2].startswith(f"{cache_dir}: 2 entries, ")
+    lobc_line = [ln for ln in out if "lobc-pass1" in ln]
+    assert len(lobc_line) == 1 and f"{lobc_file} ({os.path.getsize(lobc_file):,} bytes; unchanged; " in lobc_line[0]
+    assert "symbols=['BBB']" in lobc_line[0]
+    assert out[0] == lobc_line[0]  # (the most recently used first)
+    st = os.stat(day)
+    os.utime(day, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000))
+    os.remove(lobc_file)
+    bad = os.path.join(os.path.dirname(cache.entries()[0]), "0" * 32 + ".npz")
+    with open(bad, "wb") as f:
+        f.write(b"not an entry")
+    assert main(["cache", "list"]) == 0
+    out = capsys.readouterr().out
+    assert f"{day} ({st.st_size:,} bytes; changed since)" in out
+    assert f"{lobc_file} (" in out and "; gone; " in out
+    assert f"{bad}: unreadable (" in out
