@@ -187,15 +187,18 @@ def _files(directory: str, suffix: str) -> list[str]:
 
 
 class Entry:
-    """The sizing cache for one replay of one file: `find` before pass 1 (what an earlier
-    replay left, or None: scan), then, once the replay has succeeded, `keep` (store what
-    the scan found, with the file's SHA-256) or, for a pass 1 taken from the entry, `check`
-    (the SHA-256 the replay computed against the entry's). Troubles are lines in `notes`."""
+    """The sizing cache for one replay of one file. `find` before pass 1: what an earlier
+    replay left, or None (scan). After a scan, `scanned` stores what it found at once (a
+    replay stopped or failed later leaves it too), without the file's SHA-256, which the
+    replay knows only at its end; `finish`, once the replay has succeeded, adds it, or, for
+    a pass 1 taken from the entry, checks the entry's against it (`check`). Troubles are
+    lines in `notes`."""
 
     def __init__(self, path: str, kind: str, notes: list[str], *, enabled: bool = True, **options):
         self.path, self.kind, self.notes, self.options = path, kind, notes, options
         self.where = self.ident = None
         self.found: dict | None = None  # the meta of the entry find() returned
+        self._got = None                # (arrays, meta) of that entry, or of the scan stored
         directory = cache_dir() if enabled else None
         if directory is None:
             return
@@ -214,12 +217,38 @@ class Entry:
         except (BadEntry, OSError) as e:
             self.notes.append(f"sizing cache entry {self.where}: {e}; pass 1 scanned the file again")
             return None
-        self.found = got[1] if got else None
+        self.found, self._got = (got[1], got) if got else (None, None)
         return got
+
+    def unusable(self, why: str) -> None:
+        """The entry find() returned cannot be used after all (its figures' layout): noted,
+        and pass 1 scans."""
+        self.notes.append(f"sizing cache entry {self.where}: its figures do not have this lobreplay's layout "
+                          f"({why}); pass 1 scanned the file again")
+        self.found = self._got = None
+
+    def scanned(self, arrays: dict[str, np.ndarray], meta: dict) -> None:
+        """Right after pass 1 scanned the file: store what it found."""
+        if self.where is not None:
+            self._got = (arrays, meta)
+            self._write("")
+
+    def finish(self, sha256: str) -> None:
+        """After a replay that succeeded: a pass 1 from the entry checked against the file's
+        SHA-256; that SHA-256 added to an entry without one."""
+        if self.where is None or self._got is None:  # (off, or the scan's entry not written)
+            return
+        if self.found is not None:
+            self.check(sha256)
+            if self.found.get("sha256"):
+                return
+        if sha256:
+            self._write(sha256)
 
     def check(self, sha256: str) -> None:
         """After a replay from the entry: InputError (the entry removed) if the file's SHA-256
-        is not the one the entry holds (if it holds one: made with --no-hash, it does not)."""
+        is not the one the entry holds (if it holds one: one made with --no-hash, or by a
+        replay stopped after its pass 1, does not)."""
         known = self.found.get("sha256", "")
         if known and sha256 and known != sha256:
             _remove(self.where)
@@ -230,22 +259,20 @@ class Entry:
                 ".lobc file's block checksums taken as checked then), so its reports cannot be trusted. "
                 "The entry is removed; replay again (or use --no-cache)")
 
-    def keep(self, arrays: dict[str, np.ndarray], meta: dict, sha256: str) -> None:
-        """After a replay that succeeded: store its pass 1 (or, from the entry, check it and
-        add the SHA-256 an entry made without one lacks)."""
-        if self.where is None:
-            return
-        if self.found is not None:
-            self.check(sha256)
-            if self.found.get("sha256") or not sha256:
-                return
+    def _write(self, sha256: str) -> None:
+        """The entry (self._got, with sha256) written, if the file is still the one it was
+        made from (else one written earlier in this replay goes)."""
+        arrays, meta = self._got
         try:
             if identity(self.path, self.kind, **self.options) != self.ident:
+                _remove(self.where)
+                self._got = None
                 self.notes.append("the input changed during the replay: its pass 1 was not kept in the sizing cache")
                 return
-            save(self.where, self.ident, arrays, {**meta, "sha256": sha256 or ""})
+            save(self.where, self.ident, arrays, {**meta, "sha256": sha256})
             prune(os.path.dirname(os.path.dirname(self.where)), self.limit, keep=self.where)
         except OSError as e:
+            self._got = None
             self.notes.append(f"could not write the sizing cache entry {self.where} ({e.strerror or e}): "
                               "the next replay of this file scans it again")
 

@@ -116,7 +116,6 @@ class LobcReplay:
         self._map = None     # with --symbols: the kept records' file indices (_RecordMap)
         self.notes: list[str] = []  # for the summary (the sizing cache's troubles)
         self._entry: cache.Entry | None = None  # the sizing cache entry of this file and these options
-        self._pass1: tuple[dict, dict] | None = None  # what pass 1 found, as the cache keeps it (_pass1_entry)
 
     def where(self) -> dict:
         """How far the replay got: its pass (0: before the first) and the records done in it
@@ -176,8 +175,8 @@ class LobcReplay:
                                             "torn": src.torn.as_dict() if src.torn else None,
                                             "damage": [t.as_dict() for t in src.damage]})
             meta["source_sha256"] = sha.result()
-            if self._pass1 is not None:  # (the replay succeeded: its pass 1 kept, or the entry checked)
-                self._entry.keep(*self._pass1, meta["source_sha256"])
+            if self._entry is not None:  # (the replay succeeded: its entry completed, or checked)
+                self._entry.finish(meta["source_sha256"])
             run.summary.update(res)
             run.summary["notes"] = self.notes
         return run.summary
@@ -229,16 +228,16 @@ class LobcReplay:
             try:
                 sizing, kinds, n = _pass1_of_entry(src, names, *got)
             except (KeyError, TypeError, ValueError, IndexError) as e:
-                self.notes.append(f"sizing cache entry {entry.where}: its figures do not have this lobreplay's "
-                                  f"layout ({type(e).__name__}: {e}); pass 1 scanned the file again")
-                entry.found = got = None
+                entry.unusable(f"{type(e).__name__}: {e}")
+                got = None
         if got is None:
             with self._bar("pass 1 (sizing)", src.records) as bar:
                 sizing, kinds = scan_counts(pass1_chunks(bar), names, headroom=cfg.headroom, mode=cfg.price_mode,
                                             max_grid_levels=cfg.max_grid_levels, max_message=cfg.max_message)
         pass1_s = time.perf_counter() - t0
         scan_s = float(entry.found["seconds"]) if entry.found else pass1_s
-        self._pass1 = _pass1_entry(src, sizing, kinds, n, scan_s) if entry.where else None
+        if got is None and entry.where:
+            entry.scanned(*_pass1_entry(src, sizing, kinds, n, scan_s))
         torn, blocks = src.torn, src.blocks
         if torn is not None and (not blocks or (torn.corrupt and not cfg.allow_corrupt)):
             what, hint = torn.reason, ""

@@ -417,3 +417,22 @@ def test_cache_list_names_each_entrys_file_and_whether_it_changed(day, tmp_path,
     assert f"{day} ({st.st_size:,} bytes; changed since)" in out
     assert f"{lobc_file} (" in out and "; gone; " in out
     assert f"{bad}: unreadable (" in out
+
+
+def test_a_replay_stopped_after_its_pass1_leaves_the_entry(day, tmp_path, cache_dir, monkeypatch):
+    """Ctrl-C (or a failure) in pass 2 of a long day does not cost the next replay its pass 1:
+    the entry is written as soon as the scan is done; the next replay, from it, adds the
+    file's SHA-256 (so the one after that checks it)."""
+    from lobreplay.itch import replay as R
+    real = R.ItchReplay._pass2
+
+    def stopped(self, *a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(R.ItchReplay, "_pass2", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        _replay(day, tmp_path / "a")
+    (entry,) = cache.entries()
+    assert _meta(entry)["sha256"] == ""
+    monkeypatch.setattr(R.ItchReplay, "_pass2", real)
+    s = _replay(day, tmp_path / "b")
+    assert s["pass1"]["cached"] and _meta(entry)["sha256"] == s["source"]["source_sha256"] != ""

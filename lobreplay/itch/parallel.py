@@ -88,7 +88,7 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             summary = merge(parts, out_dir, summaries, max(s.pop("last_event_ns") for s in summaries), hists)
             if hgrm is not None:
                 hgrm.get()
-        whole.keep_pass1(p1, sha256)
+        whole.keep_pass1(sha256)
         summary["notes"] = summary.get("notes", []) + whole.notes
         summary["text_bytes_outside_ascii"] = p1.non_ascii + sum(s.get("text_bytes_outside_ascii", 0) for s in summaries)
         summary["parallel"] = {

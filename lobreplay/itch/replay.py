@@ -302,7 +302,8 @@ class ItchReplay:
 
     def sizing_pass(self, threads: int = 1) -> _Pass1:
         """Pass 1, or what an earlier replay's pass 1 found in this same file (the sizing
-        cache, lobreplay.cache; cfg.cache). keep_pass1 then stores or checks the entry."""
+        cache, lobreplay.cache; cfg.cache; a scan is stored there at once). keep_pass1, at the
+        end of a replay that succeeded, completes or checks the entry."""
         t0 = time.perf_counter()
         self._entry = cache.Entry(self.path, "itch-pass1", self.notes, enabled=self.cfg.cache,
                                   allow_truncated=self.cfg.allow_truncated)
@@ -311,28 +312,20 @@ class ItchReplay:
             try:
                 return _pass1_of_entry(*got, self._entry.where, t0)
             except (KeyError, TypeError, ValueError) as e:
-                self.notes.append(f"sizing cache entry {self._entry.where}: its figures do not have this "
-                                  f"lobreplay's layout ({type(e).__name__}: {e}); pass 1 scanned the file again")
-                self._entry.found = None
+                self._entry.unusable(f"{type(e).__name__}: {e}")
         ascii0 = non_ascii_bytes()
         p1 = self.pass1(threads)
         p1.non_ascii = non_ascii_bytes() - ascii0
+        if self._entry.where:
+            self._entry.scanned(*_entry_of_pass1(p1))
         return p1
 
-    def keep_pass1(self, p1: _Pass1, sha256: str) -> None:
-        """After a replay that succeeded: store pass 1 in the sizing cache (with the file's
-        SHA-256 when known), or, for a pass 1 from the cache, check the entry's SHA-256
-        against this replay's (InputError, the entry removed, if they differ)."""
-        if self._entry is None:
-            return
-        blank = _blank_locate()
-        used = np.flatnonzero(p1.stats != blank)
-        arrays = {"locates": used.astype(np.uint16), "rows": p1.stats[used], "blank": blank.reshape(1)}
-        meta = {"directory": {str(k): v for k, v in p1.directory.items()},
-                "symbols": {str(k): v for k, v in p1.symbols.items()},
-                "system_events": p1.system_events, "messages": p1.messages, "non_ascii": p1.non_ascii,
-                "seconds": p1.cached["scan_seconds"] if p1.cached else round(p1.seconds, 3)}
-        self._entry.keep(arrays, meta, sha256)
+    def keep_pass1(self, sha256: str) -> None:
+        """After a replay that succeeded: the file's SHA-256 added to the sizing cache entry,
+        or, for a pass 1 from the cache, checked against the entry's (InputError, the entry
+        removed, if they differ)."""
+        if self._entry is not None:
+            self._entry.finish(sha256)
 
     # ---- pass 2 ----
 
@@ -386,7 +379,7 @@ class ItchReplay:
             run.summary.update(self._pass2(p1, sizing, run.reports))
             run.summary["source"] = self.src_meta()  # with the file's SHA-256
             if self._given_pass1 is None:
-                self.keep_pass1(p1, run.summary["source"]["source_sha256"])
+                self.keep_pass1(run.summary["source"]["source_sha256"])
             run.summary["notes"] = notes + self.notes + ([] if cfg.hash else
                                                          ["no SHA-256 of the input (--no-hash): source_sha256 is empty"])
             # (bytes outside ASCII in text fields, written as "?": counted each time a field is
@@ -814,8 +807,22 @@ def _ts_array(values) -> pa.Array:
     return _arrow.array(np.asarray(values).astype("datetime64[ns]"), pa.timestamp("ns", tz="UTC"))
 
 
+def _entry_of_pass1(p1: _Pass1) -> tuple[dict, dict]:
+    """(arrays, meta) of a sizing cache entry for a pass 1 (_pass1_of_entry reads it): the
+    figures of the locates pass 1 met, and of one it did not (`blank`), the directory and
+    the S events."""
+    blank = _blank_locate()
+    used = np.flatnonzero(p1.stats != blank)
+    arrays = {"locates": used.astype(np.uint16), "rows": p1.stats[used], "blank": blank.reshape(1)}
+    meta = {"directory": {str(k): v for k, v in p1.directory.items()},
+            "symbols": {str(k): v for k, v in p1.symbols.items()},
+            "system_events": p1.system_events, "messages": p1.messages, "non_ascii": p1.non_ascii,
+            "seconds": round(p1.seconds, 3)}
+    return arrays, meta
+
+
 def _pass1_of_entry(arrays: dict, m: dict, where: str, t0: float) -> _Pass1:
-    """A pass 1 from a sizing cache entry (keep_pass1 wrote it): every locate's figures
+    """A pass 1 from a sizing cache entry (_entry_of_pass1 made it): every locate's figures
     (those pass 1 never met written once, `blank`), the directory and the S events."""
     rows, locates, blank = arrays["rows"], arrays["locates"], arrays["blank"]
     if rows.dtype != core.LOCATE_DTYPE or blank.dtype != core.LOCATE_DTYPE or rows.shape != locates.shape:
