@@ -18,11 +18,11 @@ and the replay fails, saying so.
 Where: $LOBREPLAY_CACHE_DIR, else $XDG_CACHE_HOME/lobreplay, else ~/.cache/lobreplay,
 one subdirectory per kind of replay. LOBREPLAY_CACHE_DIR=off (or empty) turns it off, as
 does `--no-cache` for one replay. Entries are compressed (a full ITCH day's, about 9,000
-symbols, some 0.5-1 MB) and the cache keeps at most $LOBREPLAY_CACHE_MAX_MB (default 256)
-megabytes: past that, the entries used longest ago go (an entry's modification time is its
-last use). Deleting the directory is always safe (`lobreplay cache clear`). An entry that
-cannot be read is recomputed and rewritten; one that cannot be written is reported in the
-summary's notes; neither stops a replay.
+symbols, some 0.7 MB by the 1,000-symbol day's 75 KB) and the cache keeps at most
+$LOBREPLAY_CACHE_MAX_MB (default 256) megabytes: past that, the entries used longest ago
+go (an entry's modification time is its last use). Deleting the directory is always safe
+(`lobreplay cache clear`). An entry that cannot be read is recomputed and rewritten; one
+that cannot be written is reported in the summary's notes; neither stops a replay.
 """
 from __future__ import annotations
 
