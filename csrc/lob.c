@@ -1000,17 +1000,37 @@ static inline uint64_t ticks_to_ns(const lob_session *s, uint64_t ticks)
  * measured once per process (the TSC is invariant: every session gets the same). */
 static _Atomic uint64_t tsc_mult_cached;
 
+/* A TSC reading *c and the CLOCK_MONOTONIC time *t it was taken at: the reading between two
+ * clock readings, *t their middle, the tightest of up to 16 tries. A thread preempted between
+ * a clock reading and the TSC reading (a VM's vCPU stolen for 14 us) skewed the 2 ms
+ * calibration by 0.7 % for the whole process; bracketed, the skew is at most half the
+ * bracket (under 1 us: 0.05 %). */
+static void tsc_at(int64_t *t, uint64_t *c)
+{
+    int64_t best = INT64_MAX;
+    for (int k = 0; k < 16 && best >= 1000; k++) {
+        int64_t a = lob_clock_ns();
+        uint64_t x = clock_ticks(LOB_CLOCK_TSC);
+        int64_t b = lob_clock_ns();
+        if (b - a < best) {
+            best = b - a;
+            *t = a + (b - a) / 2;
+            *c = x;
+        }
+    }
+}
+
 static uint64_t tsc_calibrate(void)
 {
     uint64_t have = atomic_load_explicit(&tsc_mult_cached, memory_order_relaxed);
     if (have) return have;
-    int64_t t0 = lob_clock_ns(), t1;
-    uint64_t c0 = clock_ticks(LOB_CLOCK_TSC), c1;
-    do {
-        t1 = lob_clock_ns();
-        c1 = clock_ticks(LOB_CLOCK_TSC);
-    } while (t1 - t0 < 2000000);
-    if (c1 <= c0) return 0;
+    int64_t t0 = 0, t1 = 0;
+    uint64_t c0 = 0, c1 = 0;
+    tsc_at(&t0, &c0);
+    while (lob_clock_ns() - t0 < 2000000) {
+    }
+    tsc_at(&t1, &c1);
+    if (c1 <= c0 || t1 <= t0) return 0;
     uint64_t mult = (uint64_t)((((unsigned __int128)(uint64_t)(t1 - t0)) << 32) / (c1 - c0));
     atomic_store_explicit(&tsc_mult_cached, mult, memory_order_relaxed);
     return mult;
