@@ -237,7 +237,7 @@ class LobcReplay:
         pass1_s = time.perf_counter() - t0
         scan_s = float(entry.found["seconds"]) if entry.found else pass1_s
         if got is None and entry.where:
-            entry.scanned(*_pass1_entry(src, sizing, kinds, n, scan_s))
+            entry.scanned(*_entry_of_pass1(src, sizing, kinds, n, scan_s))
         torn, blocks = src.torn, src.blocks
         if torn is not None and (not blocks or (torn.corrupt and not cfg.allow_corrupt)):
             what, hint = torn.reason, ""
@@ -352,7 +352,7 @@ class LobcReplay:
             reports.write_table("latency_histograms", histogram_table(hists))
 
 
-def _pass1_entry(src: lobc.ChunkReader, sizing: dict, kinds: np.ndarray, n: int, seconds: float):
+def _entry_of_pass1(src: lobc.ChunkReader, sizing: dict, kinds: np.ndarray, n: int, seconds: float):
     """(arrays, meta) of a sizing cache entry: what pass 1 found (the books' sizes, the
     records by kind and kept) and the blocks it read, as its CRC checks left them (those
     pass 2 reads: `heads`, `torn`, `damage`)."""
@@ -367,13 +367,8 @@ def _pass1_entry(src: lobc.ChunkReader, sizing: dict, kinds: np.ndarray, n: int,
     return arrays, meta
 
 
-def _torn(d: dict | None) -> lobc.Torn | None:
-    return None if d is None else lobc.Torn(int(d["offset"]), int(d["bytes"]), str(d["reason"]),
-                                            None if d["next_block"] is None else int(d["next_block"]))
-
-
 def _pass1_of_entry(src: lobc.ChunkReader, names: list[str], arrays: dict, meta: dict):
-    """Pass 1 from a sizing cache entry (_pass1_entry wrote it): (sizing, kinds, records
+    """Pass 1 from a sizing cache entry (_entry_of_pass1 made it): (sizing, kinds, records
     kept); src takes the blocks as the entry's pass 1 left them."""
     books, prices = arrays["books"], arrays["prices"]
     if books.ndim != 2 or books.shape[1] != 8 or arrays["heads"].shape[1:] != (5,) or arrays["kinds"].shape != (256,):
@@ -386,7 +381,8 @@ def _pass1_of_entry(src: lobc.ChunkReader, names: list[str], arrays: dict, meta:
     if at != len(prices):
         raise ValueError("prices that do not add up")
     src.heads = [tuple(h) for h in arrays["heads"].tolist()]
-    src.torn, src.damage = _torn(meta["torn"]), [_torn(d) for d in meta["damage"]]
+    src.torn = None if meta["torn"] is None else lobc.Torn.from_dict(meta["torn"])
+    src.damage = [lobc.Torn.from_dict(d) for d in meta["damage"]]
     return sizing, arrays["kinds"], int(meta["records"])
 
 

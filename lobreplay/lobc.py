@@ -333,6 +333,12 @@ class Torn:
         return {"offset": self.offset, "bytes": self.bytes, "reason": self.reason, "corrupt": self.corrupt,
                 "next_block": self.next_block}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> Torn:
+        """The Torn whose as_dict() d is (a sizing cache entry keeps them so)."""
+        return cls(int(d["offset"]), int(d["bytes"]), str(d["reason"]),
+                   None if d["next_block"] is None else int(d["next_block"]))
+
 
 def torn_text(t: dict) -> str:
     """A Torn's as_dict() (as summaries hold it) in one line for a person: where, how much,

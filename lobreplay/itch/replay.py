@@ -225,7 +225,7 @@ class ItchReplay:
         self._dirty: set[int] = set()
         self._samples: list = []   # depth samples waiting to be written
         self.notes: list[str] = []  # for the summary's notes (the sizing cache's troubles)
-        self._entry = None          # (sizing cache entry, the file's identity) of sizing_pass
+        self._entry: cache.Entry | None = None  # this file's sizing cache entry (sizing_pass)
 
     # ---- helpers ----
 
