@@ -12,6 +12,10 @@
 //    counting global operator new for the textbook.
 // 5. CHECK that both books produced the same per-event results, the same
 //    executions and the same final state; exit non-zero if not.
+// 6. Floors: parts of the work (reading and dispatching the events, the id
+//    index and order records) timed alone on the same stream, in the same
+//    alternating runs, as a bound on what any core can reach here.
+//    (namespace floors below.)
 //
 // Build (see run_core.sh):
 //   gcc -O2 -std=c11 -c csrc/lob.c -o build/lob.o
@@ -31,12 +35,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <sys/mman.h>
 #include <functional>
 #include <list>
 #include <map>
 #include <memory>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -973,6 +979,277 @@ static bool diff_runs(const Stream &S, const std::vector<lob_result> &ra, const 
     return ok;
 }
 
+// ---------------------------------------------------------------------------
+// Floors: parts of what a book must do with this stream, each timed alone on
+// the same recorded events (warm-up untimed, as for the books). A core cannot
+// cost less than the parts it cannot avoid, so these bound what the ratio
+// target can reach on this machine.
+//   dispatch: read each event, branch on its kind, and walk the resting orders
+//             it filled completely (their ids: from the core's own run of the
+//             stream, below);
+//   index:    the same, plus the id index and the order records as the core
+//             keeps them (8-byte slots: a 32-bit hash tag and a record number,
+//             home at the tag's top bits, linear probing, backward-shift
+//             deletion; 32-byte records from a LIFO free list): an insert for
+//             an order that rests, a find and a delete for a CANCEL, a REPLACE's
+//             old id and every filled order. No price levels, queues, bitmap,
+//             matching or per-event results;
+//   direct:   as index, with an array indexed by the id itself instead of the
+//             hash index (the issue's ids are 64-bit and assigned by the feed,
+//             so no core may rely on it: a bound for any index).
+// Each floor ends with as many live orders as the core's books (checked).
+// ---------------------------------------------------------------------------
+namespace floors {
+
+constexpr uint32_t NIL = 0xFFFFFFFFu;
+
+// n values of T on transparent huge pages where the kernel gives them (2 MiB-aligned,
+// advised MADV_HUGEPAGE), as the core's arena keeps its books: the floors' tables and
+// records get the same pages as the core's.
+template <class T>
+class Huge {
+    struct Free {
+        void operator()(T *p) const { std::free(p); }
+    };
+    std::unique_ptr<T[], Free> p_;
+    size_t n_ = 0;
+
+public:
+    explicit Huge(size_t n, T fill = T{}) : n_(n) {
+        const size_t page = size_t{2} << 20, bytes = (n * sizeof(T) + page - 1) / page * page;
+        void *p = nullptr;
+        if (posix_memalign(&p, page, bytes ? bytes : page)) die("floors: out of memory");
+#ifdef MADV_HUGEPAGE
+        madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+        p_.reset(static_cast<T *>(p));
+        std::fill(p_.get(), p_.get() + n, fill);
+    }
+    T &operator[](size_t i) { return p_[i]; }
+    const T &operator[](size_t i) const { return p_[i]; }
+    size_t size() const { return n_; }
+    T *begin() { return p_.get(); }
+    T *end() { return p_.get() + n_; }
+};
+
+struct Fills {                    // what the core's run of the stream did, per event
+    std::vector<uint32_t> start;  // event i filled ids[start[i] .. start[i + 1]) completely
+    std::vector<uint64_t> ids;
+    std::vector<uint32_t> instr;  // the book of each of those orders
+    std::vector<uint8_t> rests;   // event i applied (1) and left an order resting (2)
+    uint64_t max_id = 0;
+};
+
+static Fills of(const Stream &S) {
+    lob_session *s = core_session(S);
+    const size_t n = S.ev.size();
+    std::vector<lob_result> res(n);
+    std::vector<lob_exec> ex(exec_cap(S, true) + exec_cap(S, false));
+    lob_outputs out{};
+    out.results = res.data();
+    out.execs = ex.data();
+    out.exec_cap = ex.size();
+    const int rc = lob_session_apply(s, S.ev.data(), n, &out);
+    if (rc != LOB_OK || out.n_done != n) die("floors: the core's run of the stream: %s (%d)", lob_strerror(rc), rc);
+    lob_session_free(s);
+    Fills F;
+    F.start.assign(n + 1, 0);
+    F.rests.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+        F.rests[i] = res[i].status != LOB_OK ? 0 : res[i].resting > 0 ? 2 : 1;
+        F.max_id = std::max({F.max_id, S.ev[i].id, S.ev[i].kind == LOB_REPLACE ? S.ev[i].new_id : 0});
+    }
+    for (size_t j = 0; j < out.n_exec; ++j)
+        if (ex[j].maker_remaining == 0) F.start[ex[j].event_index + 1]++;
+    for (size_t i = 0; i < n; ++i) F.start[i + 1] += F.start[i];
+    F.ids.resize(F.start[n]);
+    F.instr.resize(F.start[n]);
+    std::vector<uint32_t> at(F.start.begin(), F.start.end() - 1);
+    for (size_t j = 0; j < out.n_exec; ++j)
+        if (ex[j].maker_remaining == 0) {
+            const uint32_t k = at[ex[j].event_index]++;
+            F.ids[k] = ex[j].maker_id;
+            F.instr[k] = ex[j].instrument;
+        }
+    return F;
+}
+
+struct Order {  // the core's record layout
+    uint64_t id;
+    int64_t qty;
+    uint32_t next, prev, level, slot;
+};
+static_assert(sizeof(Order) == 32, "a record as the core's");
+
+struct Pool {  // records from a LIFO free list
+    Huge<Order> orders;
+    uint32_t free_head = 0, live = 0;
+    explicit Pool(uint32_t capacity) : orders(capacity) {}
+    void reset() {
+        const uint32_t n = (uint32_t)orders.size();
+        for (uint32_t i = 0; i < n; ++i) orders[i] = Order{0, 0, i + 1 < n ? i + 1 : NIL, NIL, NIL, NIL};
+        free_head = 0;
+        live = 0;
+    }
+    uint32_t take(uint64_t id, int64_t qty) {
+        const uint32_t oi = free_head;
+        if (oi == NIL) die("floors: book full");
+        Order &o = orders[oi];
+        free_head = o.next;
+        o.id = id;
+        o.qty = qty;
+        ++live;
+        return oi;
+    }
+    void give(uint32_t oi) {
+        Order &o = orders[oi];
+        o.qty = 0;
+        o.next = free_head;
+        free_head = oi;
+        --live;
+    }
+};
+
+struct Dispatch {  // no state but a count and a checksum
+    uint64_t sum = 0;
+    uint32_t live = 0;
+    Dispatch(uint32_t, uint64_t) {}
+    uint32_t count() const { return live; }
+    void reset() { sum = 0, live = 0; }
+    void add(uint64_t id, int64_t qty) { sum += id ^ (uint64_t)qty, ++live; }
+    void remove(uint64_t id) { sum += id, --live; }
+};
+
+struct Slot {
+    uint32_t tag, order;
+};
+
+struct Hashed {
+    Pool pool;
+    Huge<Slot> slots;
+    uint32_t mask = 0;
+    int shift = 0;
+    static int bits_for(uint32_t capacity) {  // the core's: the next power of two >= 2 x capacity, at least 16
+        int bits = 4;
+        while ((1ULL << bits) < 2ULL * capacity) ++bits;
+        return bits;
+    }
+    Hashed(uint32_t capacity, uint64_t) : pool(capacity), slots(size_t{1} << bits_for(capacity)) {
+        mask = (uint32_t)(slots.size() - 1);
+        shift = 32 - bits_for(capacity);
+    }
+    uint32_t count() const { return pool.live; }
+    void reset() {
+        pool.reset();
+        for (auto &s : slots) s.order = NIL;
+    }
+    static uint32_t tag_of(uint64_t id) { return (uint32_t)((id * 0x9E3779B97F4A7C15ULL) >> 32); }
+    uint32_t probe(uint64_t id, uint32_t tag, bool *found) const {  // the slot of id, or where it belongs
+        for (uint32_t i = tag >> shift;; i = (i + 1) & mask) {
+            const auto &s = slots[i];
+            if (s.order == NIL) return *found = false, i;
+            if (s.tag == tag && pool.orders[s.order].id == id) return *found = true, i;
+        }
+    }
+    void add(uint64_t id, int64_t qty) {
+        const uint32_t tag = tag_of(id);
+        bool found;
+        const uint32_t i = probe(id, tag, &found);
+        if (found) die("floors: id %" PRIu64 " twice", id);
+        const uint32_t oi = pool.take(id, qty);
+        slots[i] = {tag, oi};
+        pool.orders[oi].slot = i;
+    }
+    void remove(uint64_t id) {
+        bool found;
+        uint32_t i = probe(id, tag_of(id), &found);
+        if (!found) die("floors: id %" PRIu64 " is not live", id);
+        pool.give(slots[i].order);
+        for (uint32_t j = i;;) {  // backward shift, as the core's index_remove_at
+            j = (j + 1) & mask;
+            const auto sj = slots[j];
+            if (sj.order == NIL) break;
+            const uint32_t k = sj.tag >> shift;
+            if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) continue;
+            slots[i] = sj;
+            pool.orders[sj.order].slot = i;
+            i = j;
+        }
+        slots[i].order = NIL;
+    }
+};
+
+struct Direct {
+    Pool pool;
+    Huge<uint32_t> at;  // id -> record
+    Direct(uint32_t capacity, uint64_t max_id) : pool(capacity), at(max_id + 1, NIL) {}
+    uint32_t count() const { return pool.live; }
+    void reset() {
+        pool.reset();
+        std::fill(at.begin(), at.end(), NIL);
+    }
+    void add(uint64_t id, int64_t qty) {
+        if (at[id] != NIL) die("floors: id %" PRIu64 " twice", id);
+        at[id] = pool.take(id, qty);
+    }
+    void remove(uint64_t id) {
+        const uint32_t oi = at[id];
+        if (oi == NIL || pool.orders[oi].id != id) die("floors: id %" PRIu64 " is not live", id);
+        pool.give(oi);
+        at[id] = NIL;
+    }
+};
+
+// ns per timed event; *live: the orders left in all books at the end.
+template <class Book>
+static double run(const Stream &S, const Fills &F, std::vector<Book> &books, uint64_t *live, uint64_t *sum) {
+    for (auto &b : books) b.reset();
+    const size_t n = S.ev.size();
+    int64_t t0 = now_ns();
+    for (size_t i = 0; i < n; ++i) {
+        if (i == S.P.warmup) t0 = now_ns();
+        const lob_event &e = S.ev[i];
+        Book &b = books[e.instrument];
+        const uint8_t r = F.rests[i];
+        switch (e.kind) {
+        case LOB_NEW:
+            if (r == 2) b.add(e.id, e.qty);
+            break;
+        case LOB_CANCEL:
+            if (r) b.remove(e.id);
+            break;
+        case LOB_REPLACE:
+            if (r) b.remove(e.id);
+            if (r == 2) b.add(e.new_id, e.qty);
+            break;
+        default:
+            die("floors: event kind %d", e.kind);
+        }
+        for (uint32_t k = F.start[i]; k < F.start[i + 1]; ++k) books[F.instr[k]].remove(F.ids[k]);
+    }
+    const int64_t t1 = now_ns();
+    *live = 0;
+    for (auto &b : books) *live += b.count();
+    if constexpr (std::is_same_v<Book, Dispatch>)
+        for (auto &b : books) *sum += b.sum;
+    return (double)(t1 - t0) / (double)S.P.timed;
+}
+
+struct All {  // the three floors' books, made once (outside the timed regions)
+    std::vector<Dispatch> d;
+    std::vector<Hashed> h;
+    std::vector<Direct> x;
+    All(const Stream &S, const Fills &F) {
+        for (uint32_t k = 0; k < S.P.instruments; ++k) {
+            d.emplace_back(S.P.capacity, F.max_id);
+            h.emplace_back(S.P.capacity, F.max_id);
+            x.emplace_back(S.P.capacity, F.max_id);
+        }
+    }
+};
+
+}  // namespace floors
+
 static double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const size_t n = v.size();
@@ -1074,11 +1351,17 @@ int main(int argc, char **argv) {
     std::printf("clock (lob_clock_probe, 1e6 readings): %.1f ns per reading, smallest step %" PRId64
                 " ns, OS resolution %" PRId64 " ns\n", cost, step, osres);
 
+    // The floors' inputs, from one untimed run of the core over the stream.
+    const floors::Fills F = floors::of(S);
+    floors::All FL(S, F);
+
     bool ok = true;
     // Reference pair for the detailed check: core and textbook, same chunking.
     std::vector<lob_result> ref_res_core, ref_res_tb;
     std::vector<lob_exec> ref_ex_core, ref_ex_tb;
     std::vector<Run> cores, tbs, wholes;
+    std::vector<double> fd, fh, fx;  // floors: dispatch, index, direct
+    uint64_t floor_live[3] = {0, 0, 0}, floor_sum = 0;
     std::printf("\nbatch runs (fresh session + %zu untimed warm-up events each, then %zu timed events), "
                 "alternating core/textbook:\n", P.warmup, P.timed);
     char cname[64], wname[64], tname[64];
@@ -1091,8 +1374,12 @@ int main(int argc, char **argv) {
         Run t = run_textbook(S, B, chunk, tname);
         if (r == 0) { ref_res_tb = B.res; ref_ex_tb.assign(B.ex.begin(), B.ex.begin() + t.n_exec); }
         Run w = run_core(S, B, 0, false, wname);
-        std::printf("  rep %d: core %7.1f ns/msg | textbook %7.1f ns/msg | core whole-array %7.1f ns/msg\n", r + 1,
-                    c.ns_per_msg, t.ns_per_msg, w.ns_per_msg);
+        fd.push_back(floors::run(S, F, FL.d, &floor_live[0], &floor_sum));
+        fh.push_back(floors::run(S, F, FL.h, &floor_live[1], &floor_sum));
+        fx.push_back(floors::run(S, F, FL.x, &floor_live[2], &floor_sum));
+        std::printf("  rep %d: core %7.1f ns/msg | textbook %7.1f ns/msg | core whole-array %7.1f ns/msg | floors "
+                    "%.1f / %.1f / %.1f\n", r + 1, c.ns_per_msg, t.ns_per_msg, w.ns_per_msg, fd.back(), fh.back(),
+                    fx.back());
         std::fflush(stdout);
         cores.push_back(c);
         tbs.push_back(t);
@@ -1119,6 +1406,20 @@ int main(int argc, char **argv) {
                 ratio_med <= 0.15 ? "MET" : "NOT MET");
     std::printf("  ratio core whole-array/textbook: median %.3f (%.1f%%)\n", median(vw) / median(vt),
                 100 * median(vw) / median(vt));
+
+    // The floors (see namespace floors): what parts of the work cost alone, against the target.
+    std::printf("\n  floors: parts of a book's work alone on the same stream (ns/message, median; %% of the textbook's "
+                "median)\n");
+    const double target = 0.15 * median(vt);
+    auto floor_row = [&](const char *n, const std::vector<double> &v) {
+        std::printf("  %-58s %7.1f  (%.1f%%)\n", n, median(v), 100 * median(v) / median(vt));
+    };
+    floor_row("dispatch: read, branch on the kind, walk the filled orders", fd);
+    floor_row("index: + the core's id index and order records (no levels)", fh);
+    floor_row("direct: + an array by id instead of the index (a bound)", fx);
+    std::printf("  %-58s %7.1f  (15.0%%)\n", "issue target for the whole core", target);
+    std::printf("  the core itself does the index floor's work plus levels, queues, matching and results: %.1f ns "
+                "above it (median)\n", median(vc) - median(fh));
 
     uint64_t core_allocs = 0;
     for (auto &x : cores) core_allocs += x.allocs;
@@ -1182,6 +1483,17 @@ int main(int argc, char **argv) {
                 ok = false;
                 break;
             }
+    uint64_t core_live = 0;
+    for (const Final &f : c0.fin) core_live += f.orders;
+    for (int k = 0; k < 3; ++k)
+        if (floor_live[k] != core_live) {
+            std::printf("  CHECK FAILED: floor %d ends with %" PRIu64 " live orders, the core's books with %" PRIu64
+                        "\n", k, floor_live[k], core_live);
+            ok = false;
+        }
+    std::printf("  floors end with the core's %" PRIu64 " live orders: %s (checksum %016" PRIx64 ")\n", core_live,
+                floor_live[0] == core_live && floor_live[1] == core_live && floor_live[2] == core_live ? "OK" : "NO",
+                floor_sum);
     if (g_invalid_books) ok = false;
     std::printf("  lob_book_validate after every core run: %s\n", g_invalid_books ? "FAILED" : "OK");
     std::printf("  per-event results, executions (all fields) and final books %s\n",
