@@ -148,17 +148,10 @@ def test_each_injected_fault_is_found_with_its_cause(synthetic_day, tmp_path, ki
         assert len(d) <= 2, s["desyncs_by_cause"]
 
 
-def _same_replay(path, tmp_path, **cfg) -> dict:
-    """Replay path with the events regrouped by book and without: every table identical,
-    row for row, and the same counts. Returns the grouped replay's summary."""
+def _same_reports(a, sa: dict, b, sb: dict) -> None:
+    """Two replays' report directories (a, b) and summaries: every table identical, row for
+    row, and the same counts."""
     import glob
-    runs = []
-    for group in (False, True):
-        out = tmp_path / f"{os.path.basename(path)}.{group}"
-        s = replay_itch(str(path), str(out), ReplayConfig(group_books=group, timing=False, **cfg))
-        assert s["pass2"]["grouped_by_book"] is group
-        runs.append((out, s))
-    (a, sa), (b, sb) = runs
     names = sorted(os.path.basename(p) for p in glob.glob(str(a / "*.parquet")))
     assert names == sorted(os.path.basename(p) for p in glob.glob(str(b / "*.parquet"))) and "bbo.parquet" in names
     for name in names:
@@ -166,7 +159,44 @@ def _same_replay(path, tmp_path, **cfg) -> dict:
         assert ta.equals(tb), name
     for key in ("events", "desyncs", "desyncs_by_cause", "residual_orders", "report_rows", "messages"):
         assert sa[key] == sb[key], key
-    return sb
+
+
+def _same_replay(path, tmp_path, **cfg) -> dict:
+    """Replay path with the events regrouped by book and without: every table identical,
+    row for row, and the same counts. Returns the grouped replay's summary."""
+    runs = []
+    for group in (False, True):
+        out = tmp_path / f"{os.path.basename(path)}.{group}"
+        s = replay_itch(str(path), str(out), ReplayConfig(group_books=group, timing=False, **cfg))
+        assert s["pass2"]["grouped_by_book"] is group
+        runs.append((out, s))
+    _same_reports(*runs[0], *runs[1])
+    return runs[1][1]
+
+
+@pytest.mark.parametrize("fault", ["drop_add", "crossed_add"])
+@pytest.mark.parametrize("mode", ["change", "change-grouped", "sampled"])
+def test_the_core_called_in_small_pieces_replays_the_same(synthetic_day, tmp_path, monkeypatch, fault, mode):
+    """Pass 2 hands the core at most PIECE events a call, into the same output arrays each
+    time. With pieces of 997 events instead of 65,536 (every chunk cut many times, at any
+    event) every table is the same, row for row: a day with rejects (drop_add: unknown
+    references) or core desyncs (crossed_add), every report, a depth row after every change
+    (events in file order or regrouped by book), or depth samples every second (pieces
+    also cut at each sample time)."""
+    from lobreplay.itch import replay as rp
+    path = tmp_path / "20191230.faulty.itch"
+    inject(fault, synthetic_day, path, seed=3)
+    cfg = dict(timing=False, depth_levels=3, depth_every_ns=0 if mode.startswith("change") else 10**9,
+               group_books=mode == "change-grouped")
+    runs = []
+    for piece in (rp.PIECE, 997):
+        monkeypatch.setattr(rp, "PIECE", piece)
+        out = tmp_path / f"piece{piece}"
+        runs.append((out, replay_itch(str(path), str(out), ReplayConfig(**cfg))))
+    _same_reports(*runs[0], *runs[1])
+    s = runs[1][1]
+    assert s["events"] > 20 * 997 and s["desyncs"] > 0 and s["report_rows"]["depth"] > 100
+    assert s["pass2"]["grouped_by_book"] is (mode == "change-grouped")
 
 
 @pytest.mark.parametrize("kind", [None] + sorted(FAULTS))

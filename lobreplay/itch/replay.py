@@ -99,6 +99,7 @@ class ReplayConfig:
 # on this machine (32 MiB of L3) with the same day cut to N symbols: 300 books (30 MiB) a
 # loss, 600 (56 MiB) a gain (benchmarks/RESULTS.md).
 GROUP_BYTES = 48 << 20
+PIECE = 1 << 18  # events per core call in pass 2: its output arrays have this many rows, reused
 
 
 @dataclass
@@ -440,7 +441,7 @@ class ItchReplay:
         n_events = 0
         last_ts = 0
         t0 = time.perf_counter()
-        apply_s = 0.0
+        self._core_s = 0.0  # in the core's calls (_apply_chunk)
         slots: list[tuple[np.ndarray, ...] | None] = [None, None]
 
         def events_of(chunk, slot: int):
@@ -463,41 +464,27 @@ class ItchReplay:
         if group and sampling:
             raise InputError("group_books: not with depth samples by time (--depth with --every > 0)")
         counts = np.empty(65536, np.uint32) if group else None
-        res = np.empty(0, RESULT_DTYPE)  # (grown at the first chunk with events; a chunk may have none)
-        bbo = np.empty(0, BBO_DTYPE) if want_bbo else None
-        bev = np.empty(0, np.uint32) if want_bbo else None
+        # the core's outputs: PIECE rows each, reused for every call; with timing on written
+        # once now, as a first write to a fresh page inside the core would be a page fault
+        # timed as an event's latency
+        prep = _touched if cfg.timing else (lambda a: a)
+        scratch = (prep(np.empty(PIECE, RESULT_DTYPE)), prep(np.empty(PIECE, BBO_DTYPE)) if want_bbo else None,
+                   prep(np.empty(PIECE, np.uint32)) if want_bbo else None)
+        change_depth = cfg.depth_levels if cfg.depth_levels and "depth" in reports and not sampling else 0
         self._done = (2, 0)
         with self._bar("pass 2") as bar:
             for chunk, (ev, ts, mi) in read_ahead(self.src, events_of, slots=len(slots), thread=self._spare_core()):
                 k = len(ev)
-                if len(res) < k:
-                    # the core's outputs, reused for every chunk, and with timing on written
-                    # once now: a first write to a fresh page inside the core would be a page
-                    # fault timed as an event's latency
-                    cap = max(k + k // 4, 2 * len(res))  # (few growths: each is written through)
-                    prep = _touched if cfg.timing else (lambda a: a)
-                    res = prep(np.empty(cap, RESULT_DTYPE))
-                    # the top of book of the events that change it (bbo_changes: the core
-                    # writes those rows only, and which events they follow)
-                    bbo = prep(np.empty(cap, BBO_DTYPE)) if want_bbo else None
-                    bev = prep(np.empty(cap, np.uint32)) if want_bbo else None
-                a0 = time.perf_counter()
-                if cfg.depth_levels and "depth" in reports and cfg.depth_every_ns == 0:
-                    out = sess.apply(ev, bbo=bbo[:k] if want_bbo else False, depth_levels=cfg.depth_levels,
-                                     results=res[:k], bbo_changes=bev[:k] if want_bbo else False)
+                out, rejects = self._apply_chunk(sess, ev, ts, scratch, change_depth, sampling)
+                if change_depth:
                     self._depth_changes(out.depth, ev, ts, mi, symtab, reports)
-                elif cfg.depth_levels and "depth" in reports:
-                    out = self._apply_sampling(sess, ev, ts, (bbo[:k], bev[:k]) if want_bbo else None, res[:k])
+                elif sampling:
                     self._flush_samples(symtab, reports)
-                else:
-                    out = sess.apply(ev, bbo=bbo[:k] if want_bbo else False, results=res[:k],
-                                     bbo_changes=bev[:k] if want_bbo else False)
-                apply_s += time.perf_counter() - a0
                 n_events += k
                 if k:  # the chunk's last event in file order
                     last_ts = int(ts[int(np.argmax(mi))] if group else ts[k - 1])
                 self._done = (2, chunk.first_message + chunk.n)  # (replayed; its rows come next)
-                self._chunk_reports(chunk, ev, ts, mi, out, symtab, select, reports, desync_per_locate)
+                self._chunk_reports(chunk, ev, ts, mi, out, rejects, symtab, select, reports, desync_per_locate)
                 bar.update(self.src.raw_position - bar.n)
         if cfg.depth_levels and "depth" in reports and cfg.depth_every_ns and self._dirty:
             # the books changed since their last sample, at the first boundary after the file's
@@ -547,44 +534,71 @@ class ItchReplay:
             "clock": ({"source": clock["source"], "ns_per_tick": round(clock["ns_per_tick"], 6),
                        "reading_cost_ns": round(clock["cost_ns"], 1), "smallest_step_ns": clock["min_step_ns"],
                        "note": "each latency figure includes about one reading"} if clock else None),
-            "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(apply_s, 3), "grouped_by_book": group,
+            "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(self._core_s, 3), "grouped_by_book": group,
                       "messages_per_second": round(read.messages / pass2_s) if pass2_s else None,
-                      "core_events_per_second": round(n_events / apply_s) if apply_s else None},
+                      "core_events_per_second": round(n_events / self._core_s) if self._core_s else None},
         }
 
-    def _apply_sampling(self, sess, ev, ts, bbo_out, results):
-        """Apply a chunk in pieces that end at each multiple of depth_every_ns, and
-        sample the N-level book of every symbol that had events since its last sample
-        (the book as it stands after every event with time_ns < the sample time).
-        bbo_out: None, or the (rows, events) arrays for the top-of-book changes."""
+    def _apply_chunk(self, sess, ev, ts, scratch, depth_levels: int, sampling: bool):
+        """Apply a chunk's events in pieces of at most PIECE events, each into the same
+        output arrays (scratch: results, bbo rows, bbo events), and with depth samples by
+        time also in pieces that end at each multiple of depth_every_ns, sampling the N-level
+        book of every symbol that had events since its last sample there (the book as it
+        stands after every event with time_ns < the sample time). depth_levels > 0: the rows
+        of every change of the N best levels. Returns the chunk's rows (a BatchResult without
+        per-event results; event indices into the chunk) and its rejects: the events the core
+        refused and their statuses."""
+        res, bbo, bev = scratch
+        cuts = [(hi, None) for hi in range(PIECE, len(ev), PIECE)]
         every = self.cfg.depth_every_ns
-        if self._next_sample is None and len(ts):
-            self._next_sample = (int(ts[0]) // every + 1) * every
-        cuts = []
-        if len(ts) and self._next_sample is not None and ts[-1] >= self._next_sample:
-            times = np.arange(self._next_sample, int(ts[-1]) + 1, every, dtype=np.int64)
-            cuts = list(zip(np.searchsorted(ts, times, side="left").tolist(), times.tolist()))
-        parts, dparts, bparts, lo = [], [], [], 0
+        if sampling:
+            if self._next_sample is None and len(ts):
+                self._next_sample = (int(ts[0]) // every + 1) * every
+            if len(ts) and self._next_sample is not None and ts[-1] >= self._next_sample:
+                times = np.arange(self._next_sample, int(ts[-1]) + 1, every, dtype=np.int64)
+                cuts += zip(np.searchsorted(ts, times, side="left").tolist(), times.tolist())
+                cuts.sort(key=lambda c: (c[0], c[1] is not None))  # (a sample after the piece that ends there)
+        parts, dparts, bparts, eparts, rparts, zparts, lo = [], [], [], [], [], [], 0
         for hi, when in cuts + [(len(ev), None)]:
             if hi > lo:
-                out = sess.apply(ev[lo:hi], results=results[lo:hi], bbo=bbo_out[0][lo:hi] if bbo_out else False,
-                                 bbo_changes=bbo_out[1][lo:hi] if bbo_out else False)
+                m = hi - lo
+                t = time.perf_counter()
+                out = sess.apply(ev[lo:hi], results=res[:m], bbo=bbo[:m] if bbo is not None else False,
+                                 bbo_changes=bev[:m] if bbo is not None else False, depth_levels=depth_levels)
+                self._core_s += time.perf_counter() - t
                 for src, dst in ((out.execs, parts), (out.desyncs, dparts)):
-                    if len(src):
-                        src = src.copy()
+                    if len(src):  # (fresh arrays: apply copies its rows out of its buffers)
                         src["event_index"] += lo
                         dst.append(src)
-                if bbo_out and len(out.bbo):
-                    bparts.append((out.bbo.copy(), out.bbo_event + lo))
-                self._dirty.update(np.unique(ev["instrument"][lo:hi]).tolist())
+                if bbo is not None and len(out.bbo):  # (views of scratch: copied)
+                    bparts.append(out.bbo.copy())
+                    eparts.append(out.bbo_event + lo)
+                st = res["status"][:m]
+                if st.any():  # (no copy of the strided field otherwise)
+                    bad = np.flatnonzero(st)
+                    rparts.append((bad + lo, st[bad]))
+                if depth_levels and len(out.depth["event"]):
+                    out.depth["event"] = out.depth["event"] + lo
+                    zparts.append(out.depth)
+                if sampling:
+                    self._dirty.update(np.unique(ev["instrument"][lo:hi]).tolist())
                 lo = hi
             if when is not None:
                 self._sample(sess, when)
                 self._next_sample = when + every
         from ..book import BatchResult, _join
-        rows = _join([b for b, _ in bparts], BBO_DTYPE) if bbo_out else None
-        events = (np.concatenate([e for _, e in bparts]) if bparts else np.empty(0, np.uint32)) if bbo_out else None
-        return BatchResult(results, _join(parts, EXEC_DTYPE), rows, _join(dparts, DESYNC_DTYPE), bbo_event=events)
+        depth = None
+        if depth_levels:
+            depth = {key: (np.concatenate([z[key] for z in zparts]) if zparts else
+                           np.empty((0, 2, depth_levels) if key != "event" else 0,
+                                    np.uint32 if key in ("event", "counts") else np.int64))
+                     for key in ("event", "prices", "qtys", "counts")}
+        rejects = ((np.concatenate([r[0] for r in rparts]), np.concatenate([r[1] for r in rparts])) if rparts
+                   else (np.empty(0, np.int64), np.empty(0, np.int32)))
+        out = BatchResult(None, _join(parts, EXEC_DTYPE), _join(bparts, BBO_DTYPE) if bbo is not None else None,
+                          _join(dparts, DESYNC_DTYPE), depth,
+                          (np.concatenate(eparts) if eparts else np.empty(0, np.uint32)) if bbo is not None else None)
+        return out, rejects
 
     def _sample(self, sess, when: int) -> None:
         """Queue one depth sample of every book with events since its last sample
@@ -636,7 +650,8 @@ class ItchReplay:
         for name, n in zip(u.tolist(), c.tolist()):
             self.counts[bucket][name] = self.counts[bucket].get(name, 0) + n
 
-    def _chunk_reports(self, chunk, ev, ts, mi, out, symtab, select, reports: ReportSet, per_locate) -> None:
+    def _chunk_reports(self, chunk, ev, ts, mi, out, rejects, symtab, select, reports: ReportSet,
+                       per_locate) -> None:
         msg = chunk.first_message + mi.astype(np.int64) if reports.writers else None  # (only reports use it)
         if self.cfg.status_tables and self.cfg.reports:
             for t, idx in positions_of(chunk, STATUS_TYPES).items():  # (one pass over the chunk)
@@ -646,10 +661,9 @@ class ItchReplay:
                     reports.write_table(f"status_{t}_{LAYOUTS[t].name}",
                                         to_arrow({k: v[keep] for k, v in cols.items()}))
         # rejects: events the core refused (unknown references, duplicates, ...)
-        st = out.results["status"]
-        bad = np.flatnonzero(st) if st.any() else np.empty(0, np.int64)  # (any: no copy of the strided field)
+        bad, codes = rejects
         rej_cause = np.array([REJECT_CAUSE.get(Status(int(c)), Status(int(c)).name.lower())
-                              for c in st[bad].tolist()], dtype=object)
+                              for c in codes.tolist()], dtype=object)
         if len(bad):
             self._count("rejects", rej_cause)
             np.add.at(per_locate, ev["instrument"][bad], 1)
@@ -678,10 +692,9 @@ class ItchReplay:
         if "executions" in reports:
             self._executions(chunk, out, ts, msg, symtab, select, reports)
         if "bbo" in reports:
-            # (a copy: the rows are in a buffer the next chunk reuses, and the writer's thread
-            # encodes them later)
+            # (the rows are the chunk's own: _apply_chunk copied them out of the core's buffer,
+            # which the next piece reuses, and the writer's thread encodes them later)
             ch, b = self._file_order(out.bbo_event.astype(np.int64), mi, out.bbo)
-            b = b if self.grouped else b.copy()  # (regrouped: b[o], a copy already)
             reports.write("bbo", {
                 "time_ns": ts[ch], "ts": self._utc(ts[ch]), "message": msg[ch], "locate": b["instrument"],
                 "symbol": symbols_of(symtab, b["instrument"]), "bid_price": b["bid_price"], "bid_qty": b["bid_qty"],
