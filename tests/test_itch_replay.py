@@ -178,7 +178,7 @@ def _same_replay(path, tmp_path, **cfg) -> dict:
 @pytest.mark.parametrize("mode", ["change", "change-grouped", "sampled"])
 def test_the_core_called_in_small_pieces_replays_the_same(synthetic_day, tmp_path, monkeypatch, fault, mode):
     """Pass 2 hands the core at most PIECE events a call, into the same output arrays each
-    time. With pieces of 997 events instead of 65,536 (every chunk cut many times, at any
+    time. With pieces of 997 events instead of PIECE (every chunk cut many times, at any
     event) every table is the same, row for row: a day with rejects (drop_add: unknown
     references) or core desyncs (crossed_add), every report, a depth row after every change
     (events in file order or regrouped by book), or depth samples every second (pieces
