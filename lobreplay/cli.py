@@ -342,7 +342,8 @@ def desyncs_text(s: dict) -> str:
 
 def reports_text(out_dir: str, rows: dict, *files: str) -> str:
     """The report files a replay wrote: each table with its rows, then the other files."""
-    return f"reports in {out_dir}/: " + ", ".join([f"{k} ({v:,} rows)" for k, v in rows.items()] + list(files))
+    return f"reports in {out_dir}/: " + ", ".join([f"{k} ({v:,} row{'' if v == 1 else 's'})" for k, v in rows.items()]
+                                                  + list(files))
 
 
 def add_itch_replay_options(rp) -> None:

@@ -20,6 +20,12 @@ def test_demo_in_process(capsys):
     assert "every book passed validate()" in out
 
 
+def test_the_report_line_counts_rows_in_english():
+    from lobreplay.cli import reports_text
+    assert reports_text("out", {"desyncs": 0, "bbo": 1, "executions": 1234}, "summary.json") == \
+        "reports in out/: desyncs (0 rows), bbo (1 row), executions (1,234 rows), summary.json"
+
+
 def test_no_verb_prints_help_and_fails(capsys):
     assert main([]) == 2
     assert "usage: lobreplay" in capsys.readouterr().err
