@@ -448,6 +448,26 @@ class LobcData:
         return self.torn is None and not self.damage
 
 
+_PCAP = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d", b"\x0a\x0d\x0d\x0a")
+
+
+def _looks_like(head: bytes) -> str:
+    """For a file that is not .lobc: what its first bytes look like, and the command that
+    reads that ("" if nothing known)."""
+    from .itch.spec import LENGTHS
+    itch = "; it looks like {}: `lobreplay itch replay` reads it"
+    if head[:2] == b"\x1f\x8b":
+        return ("; it is gzip: an ITCH day (`lobreplay itch replay`) or a recording to convert first "
+                "(`lobreplay capture binance --from-jsonl FILE -o X.lobc`)?")
+    if head[:4] in _PCAP:
+        return itch.format("a pcap capture (MoldUDP64 ITCH?)")
+    if len(head) >= 3 and LENGTHS.get(chr(head[2])) == int.from_bytes(head[:2], "big"):
+        return itch.format("ITCH 5.0 (a length and a message type)")
+    if re.match(rb"\s*(\d+ )?[{\[]", head[:64]):
+        return "; it looks like JSON lines: convert it first (`lobreplay capture binance --from-jsonl FILE -o X.lobc`)"
+    return ""
+
+
 def _open(path) -> tuple[int, dict, int]:
     """The file's size, its metadata and its header length (where the blocks start). Read
     with pread, not through a memory map: a file cut meanwhile is an error, not a SIGBUS."""
@@ -470,7 +490,8 @@ def _open(path) -> tuple[int, dict, int]:
     if len(head) < min(size, HEADER_MAX):  # cut since its size was taken
         size = len(head)
     if head[:4] != MAGIC:
-        raise InputError(f"{path}: offset 0: not a .lobc file (magic {head[:4]!r}, expected {MAGIC!r})")
+        raise InputError(f"{path}: offset 0: not a .lobc file (magic {head[:4]!r}, expected {MAGIC!r})"
+                         + _looks_like(head))
     if size < HEADER_LEN:
         raise InputError(f"{path}: offset {size}: file header cut short ({size} of {HEADER_LEN} bytes)")
     _, version, hlen, mlen = _HDR.unpack_from(head)

@@ -268,6 +268,31 @@ def test_output_directory_is_not_overwritten_without_force(synthetic_day, tmp_pa
     assert s["status"] == "ok" and (out / "desyncs.parquet").exists() and not (out / "bbo.parquet").exists()
 
 
+def test_a_directory_left_by_a_replay_that_failed_at_once_is_reused(synthetic_day, tmp_path):
+    """A replay that fails before writing any report (a bad input) leaves only its summary
+    (status failed); the next replay there needs no --force. Anything more is kept safe."""
+    bad = tmp_path / "20191230.bad.itch"
+    bad.write_bytes(b"\x07\x20" + bytes(100))
+    out = tmp_path / "o"
+    with pytest.raises(InputError, match="not an ITCH 5.0 file"):
+        replay_itch(str(bad), str(out))
+    assert os.listdir(out) == ["summary.json"] and json.loads((out / "summary.json").read_text())["status"] == "failed"
+    s = replay_itch(synthetic_day.path, str(out), ReplayConfig(reports=("desyncs",)))  # (no force)
+    assert s["status"] == "ok" and {"desyncs.parquet", "summary.json"} <= set(os.listdir(out))
+    with pytest.raises(InputError, match="not empty; pass --force"):  # a successful replay's: kept
+        replay_itch(synthetic_day.path, str(out))
+    for name in os.listdir(out):
+        (out / name).unlink()
+    (out / "summary.json").write_text(json.dumps({"status": "failed"}))
+    (out / "notes.txt").write_text("mine")  # a failed summary beside something else: kept
+    with pytest.raises(InputError, match="not empty; pass --force"):
+        replay_itch(synthetic_day.path, str(out))
+    (out / "notes.txt").unlink()
+    (out / "summary.json").write_text("{not json")  # not a summary this can read: kept
+    with pytest.raises(InputError, match="not empty; pass --force"):
+        replay_itch(synthetic_day.path, str(out))
+
+
 def test_table_writer_takes_late_metadata_when_it_opens(tmp_path):
     """A metadata value may be a Future (the file's SHA-256): resolved at the first write."""
     from concurrent.futures import Future

@@ -548,6 +548,24 @@ def test_iter_blocks_of_a_file_cut_while_it_is_read_ends_at_a_torn_tail(tmp_path
     assert c["torn"]["offset"] == 512 + 4 * (64 + 3 * 64) and "changed since it was opened" in c["torn"]["reason"]
 
 
+@pytest.mark.parametrize("head,hint", [
+    (b"\x1f\x8b\x08\x00" + bytes(60), "it is gzip: an ITCH day (`lobreplay itch replay`) or a recording"),
+    (b"\x00\x0cS\x00\x00" + bytes(60), "it looks like ITCH 5.0 (a length and a message type): `lobreplay itch replay`"),
+    (b"\xd4\xc3\xb2\xa1" + bytes(60), "it looks like a pcap capture (MoldUDP64 ITCH?)"),
+    (b'1700000000000000000 {"stream":"btcusdt@depth"}\n', "it looks like JSON lines: convert it first"),
+    (b'{"e":"depthUpdate"}\n', "it looks like JSON lines: convert it first"),
+    (b"PK\x03\x04" + bytes(60), None),  # (nothing known: no hint)
+])
+def test_a_file_that_is_not_lobc_says_what_it_looks_like(tmp_path, head, hint):
+    """`lobreplay replay day.itch.gz` (the .lobc replay given an ITCH day or a raw recording)
+    names the command that reads what the file looks like."""
+    p = tmp_path / "x.bin"
+    p.write_bytes(head)
+    with pytest.raises(InputError, match="x.bin: offset 0: not a .lobc file") as e:
+        lobc.check(p)
+    assert (hint in str(e.value)) if hint else str(e.value).endswith("expected b'LOBC')"), str(e.value)
+
+
 def test_bad_files_raise_input_error_naming_file_and_offset(tmp_path):
     p = tmp_path / "bad.lobc"
     good = tmp_path / "good.lobc"

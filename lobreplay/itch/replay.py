@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import json
 import os
 import re
 import sys
@@ -898,11 +899,26 @@ def replay_itch(path: str, out_dir: str, cfg: ReplayConfig | None = None, *, for
     return ItchReplay(path, out_dir, cfg).run()
 
 
+def _failed_before_writing(out_dir: str) -> bool:
+    """out_dir holds nothing but the summary.json of a replay that failed (e.g. at a bad
+    input, before any report): nothing a new replay there would lose."""
+    if os.listdir(out_dir) != ["summary.json"]:
+        return False
+    try:
+        with open(os.path.join(out_dir, "summary.json"), "rb") as f:
+            return json.load(f).get("status") == "failed"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def prepare_output(out_dir: str, force: bool) -> None:
+    """Make out_dir for a replay's reports: created if need be; one that holds files is
+    refused unless force (then the report files there are removed), except one that holds
+    only the summary of a replay that failed before writing anything."""
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise InputError(f"{out_dir}: exists and is not a directory")
     if os.path.isdir(out_dir) and os.listdir(out_dir):
-        if not force:
+        if not force and not _failed_before_writing(out_dir):
             raise InputError(f"{out_dir}: output directory is not empty; pass --force to overwrite")
         for name in os.listdir(out_dir):
             p = os.path.join(out_dir, name)
