@@ -1,0 +1,152 @@
+"""The ITCH replay's stages, each timed alone over a whole day in one process: what the
+pipeline costs at best on this machine, against issue 6's targets.
+
+    .venv/bin/python benchmarks/stages_itch.py FILE [--reps 3]
+
+The day is read and framed once into memory (kept: about its size again), then each stage
+runs alone over all of it, best of --reps, single-threaded, with nothing else in the process:
+
+  read + frame   ItchFile's chunks (the file from the page cache, the C framer)
+  scan           pass 1's sizing scan (core.ItchScan) over the framed chunks
+  events         pass 2's event conversion (core.itch_events), and the regrouping by book
+                 (core.itch_group) where a replay would regroup (books over GROUP_BYTES)
+  core           the events through a Session with the books pass 1 sizes, one call per
+                 chunk, reports and timing off (core_seconds of `--no-reports --no-timing`)
+
+A replay runs read + frame and events on a reader thread beside the main thread, which runs
+the scan (pass 1) and the core (pass 2): with a second core to itself the reader is hidden,
+so scan + core is the least a replay of this design can take, before any Python, report or
+start-up. The script prints each stage in ns per message and that sum as M msg/s against
+the targets (reports off: 25 M/s on `wide`, 35 M/s on `narrow`). It checks nothing beyond the
+core's own statuses (every event applied, the counts printed); the replay's tests do that.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lobreplay import _coreapi as core  # noqa: E402
+from lobreplay.book import Session  # noqa: E402
+from lobreplay.events import EVENT_DTYPE, RESULT_DTYPE  # noqa: E402
+from lobreplay.itch.reader import ItchFile  # noqa: E402
+from lobreplay.itch.replay import GROUP_BYTES, size_books  # noqa: E402
+
+TARGETS = {"wide": 25e6, "narrow": 35e6}
+
+
+def best(f, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("file")
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args()
+
+    chunks = []  # (buf, offsets, types, n): copies, since the reader reuses its buffers
+
+    def read():
+        chunks.clear()
+        for c in ItchFile(args.file).chunks():
+            chunks.append((c.buf.copy(), c.offsets.copy(), c.types.copy(), c.n))
+
+    def frame_only():
+        for _ in ItchFile(args.file).chunks():
+            pass
+
+    read()  # (kept for the stages below; timed without the copies next)
+    messages = sum(c[3] for c in chunks)
+    t_read = best(frame_only, args.reps)
+
+    stats = None
+
+    def scan():
+        nonlocal stats
+        sc = core.ItchScan()
+        for buf, offs, types, n in chunks:
+            sc.feed(buf, offs, types, n)
+        stats = sc.stats()
+
+    t_scan = best(scan, args.reps)
+    locates = [int(x) for x in np.flatnonzero(stats["price_gcd"] != 0)]
+    sizing, _ = size_books(stats, 0.2, locates)
+    select = np.zeros(65536, np.uint8)
+    select[[z.locate for z in sizing]] = 1
+
+    def session():
+        s = Session(65535)
+        for z in sizing:
+            s.add_book(z.locate, z.band_low, z.band_high, z.tick, z.capacity)
+        return s
+
+    group = session().book_bytes >= GROUP_BYTES
+    cap = max(c[3] for c in chunks) + 1
+    events = [(np.empty(cap, EVENT_DTYPE), np.empty(cap, np.int64), np.empty(cap, np.uint32)) for _ in chunks]
+    grouped = [(np.empty(cap, EVENT_DTYPE), np.empty(cap, np.int64), np.empty(cap, np.uint32)) for _ in chunks]
+    counts = np.empty(65536, np.uint32)
+    ks = []
+
+    def convert():
+        ks.clear()
+        for (buf, offs, types, n), (ev, ts, mi), out in zip(chunks, events, grouped):
+            k = core.itch_events(buf, offs, types, n, select, ev, ts, mi)
+            if group:
+                core.itch_group(ev[:k], ts[:k], mi[:k], counts, *(a[:k] for a in out))
+            ks.append(k)
+
+    t_events = best(convert, args.reps)
+    n_events = sum(ks)
+    res = np.empty(cap, RESULT_DTYPE)
+    rejects = []
+
+    def replay(s):
+        rejects.clear()
+        for k, (ev, _, _) in zip(ks, grouped if group else events):
+            out = s.apply(ev[:k], results=res[:k])
+            rejects.append(int(np.count_nonzero(out.results["status"])))
+
+    t_core = min(_timed(replay, session()) for _ in range(args.reps))
+
+    name = next((d for d in TARGETS if d in os.path.basename(args.file)), None)
+    per = lambda t: t / messages * 1e9  # noqa: E731
+    print(f"{os.path.basename(args.file)}: {messages:,} messages, {len(sizing):,} books "
+          f"({session().book_bytes / 2**20:.0f} MiB), {n_events:,} events "
+          f"({sum(rejects):,} refused by the core), regrouped by book: {group}; best of {args.reps}")
+    print("| stage | s | ns/message |\n|---|---:|---:|")
+    for label, t in (("read + frame", t_read), ("scan (pass 1)", t_scan),
+                     ("events" + (" + regroup" if group else ""), t_events), ("core (pass 2)", t_core)):
+        print(f"| {label} | {t:.3f} | {per(t):.1f} |")
+    crit = t_scan + t_core
+    print(f"| scan + core: the main thread's least | {crit:.3f} | {per(crit):.1f} |")
+    print(f"| every stage on one thread | {t_read + t_scan + t_events + t_core:.3f} | "
+          f"{per(t_read + t_scan + t_events + t_core):.1f} |")
+    line = f"scan + core alone: {messages / crit / 1e6:.1f} M msg/s"
+    if name:
+        line += (f" against the target of {TARGETS[name] / 1e6:.0f} M msg/s with reports off "
+                 f"({1e9 / TARGETS[name]:.1f} ns/message for both passes, start-up and Python included)")
+    print(line)
+    return 0
+
+
+def _timed(f, arg) -> float:
+    t = time.perf_counter()
+    f(arg)
+    return time.perf_counter() - t
+
+
+if __name__ == "__main__":
+    sys.exit(main())
