@@ -349,6 +349,8 @@ static void index_remove_at(lob_book *b, uint32_t i)
 
 /* ---- creation ------------------------------------------------------------ */
 
+enum { INDEX_ROOMY = 1 << 15 }; /* index slots (8 bytes each: 256 KiB) up to which it is kept a quarter full */
+
 /* From the session's arena when there is one, else from the heap. */
 static void *book_calloc(arena *a, size_t n, size_t size)
 {
@@ -380,10 +382,14 @@ static lob_book *book_new(arena *a, int64_t band_low, int64_t band_high, int64_t
     b->nwords = (uint32_t)((nlev + 63) / 64);
     b->nwords2 = (b->nwords + 63) / 64;
     b->tick_inv = UINT64_MAX / (uint64_t)tick + 1;
+    /* The id index: a power of two at least twice the pool (never more than half full),
+     * and four times it while that stays within INDEX_ROOMY slots (at most a quarter
+     * full): at a load near one half, probes and backward shifts cost more than a bigger
+     * table does while it stays small (benchmarks/RESULTS.md, "the id index's size"). */
     uint64_t nslots = 16;
     int bits = 4;
-    while (nslots < 2ULL * capacity) { /* <= 2^31 slots: slot numbers fit 32 bits */
-        nslots <<= 1;
+    while (nslots < 2ULL * capacity || (nslots < 4ULL * capacity && nslots < INDEX_ROOMY)) {
+        nslots <<= 1; /* <= 2^31 slots: capacity <= 2^30, so slot numbers fit 32 bits */
         bits++;
     }
     b->slot_mask = nslots - 1;
