@@ -26,9 +26,11 @@ import json
 import platform
 import statistics
 import sys
+import os
 import time
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # (numpy's idle BLAS threads would spin beside the timing)
+import numpy as np  # noqa: E402
 
 import lobreplay
 from lobreplay import EVENT_DTYPE, Kind, LobError, OrderBook, Session

@@ -1,7 +1,9 @@
 """A/B of the C framer alone: `python benchmarks/frame_ab.py CHECKOUT FILE` frames a whole
 BinaryFILE day held in memory with CHECKOUT's build (best of 7) and prints ns per message.
 Run it alternately for two checkouts (a git worktree with `python csrc/build_core.py` run in it)."""
-import sys, time, numpy as np
+import os, sys, time
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # (numpy's idle BLAS threads would spin beside the timing)
+import numpy as np
 sys.path.insert(0, sys.argv[1])
 from lobreplay import _coreapi as core
 import lobreplay; assert lobreplay.__file__.startswith(sys.argv[1]), lobreplay.__file__
