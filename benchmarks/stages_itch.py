@@ -56,6 +56,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("file")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--prefetch", choices=("auto", "on", "off"), default="auto",
+                    help="the core's software prefetching (Session.set_prefetch; a replay leaves it at auto)")
     args = ap.parse_args()
 
     chunks = []  # (buf, offsets, types, n): copies, since the reader reuses its buffers
@@ -92,6 +94,7 @@ def main() -> int:
         s = Session(65535)
         for z in sizing:
             s.add_book(z.locate, z.band_low, z.band_high, z.tick, z.capacity)
+        s.set_prefetch({"auto": None, "on": True, "off": False}[args.prefetch])
         return s
 
     group = session().book_bytes >= GROUP_BYTES
