@@ -17,7 +17,9 @@ A replay runs read + frame and events on a reader thread beside the main thread,
 the scan (pass 1) and the core (pass 2): with a second core to itself the reader is hidden,
 so scan + core is the least a replay of this design can take, before any Python, report or
 start-up. The script prints each stage in ns per message and that sum as M msg/s against
-the targets (reports off: 25 M/s on `wide`, 35 M/s on `narrow`). It checks nothing beyond the
+the targets (reports off: 25 M/s on `wide`, 35 M/s on `narrow`). A stage alone does not
+share the caches with the reader thread as it does in a replay: judge a change to one by
+`ab_replay.py` too (the core's prefetch off looked faster here and was slower in a replay). It checks nothing beyond the
 core's own statuses (every event applied, the counts printed); the replay's tests do that.
 """
 from __future__ import annotations
