@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from lobreplay import _coreapi as core  # noqa: E402
 from lobreplay.book import Session  # noqa: E402
-from lobreplay.events import EVENT_DTYPE, RESULT_DTYPE  # noqa: E402
+from lobreplay.events import BBO_DTYPE, EVENT_DTYPE, RESULT_DTYPE  # noqa: E402
 from lobreplay.itch.reader import ItchFile  # noqa: E402
 from lobreplay.itch.replay import GROUP_BYTES, size_books  # noqa: E402
 
@@ -60,6 +60,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--prefetch", choices=("auto", "on", "off"), default="auto",
                     help="the core's software prefetching (Session.set_prefetch; a replay leaves it at auto)")
+    ap.add_argument("--timing", action="store_true", help="the core stage with per-event timing (as every report)")
+    ap.add_argument("--bbo", action="store_true", help="the core stage writing top-of-book changes (the bbo report)")
     args = ap.parse_args()
 
     chunks = []  # (buf, offsets, types, n): copies, since the reader reuses its buffers
@@ -97,6 +99,7 @@ def main() -> int:
         for z in sizing:
             s.add_book(z.locate, z.band_low, z.band_high, z.tick, z.capacity)
         s.set_prefetch({"auto": None, "on": True, "off": False}[args.prefetch])
+        s.set_timing(args.timing)
         return s
 
     group = session().book_bytes >= GROUP_BYTES
@@ -117,12 +120,18 @@ def main() -> int:
     t_events = best(convert, args.reps)
     n_events = sum(ks)
     res = np.empty(cap, RESULT_DTYPE)
+    bbo = np.empty(cap, BBO_DTYPE) if args.bbo else False
+    bev = np.empty(cap, np.uint32) if args.bbo else False
+    for a in (res, bbo, bev):  # (written through once: no page fault inside the timed calls)
+        if a is not False:
+            a.view(np.uint8)[::4096] = 0
     rejects = []
 
     def replay(s):
         rejects.clear()
         for k, (ev, _, _) in zip(ks, grouped if group else events):
-            out = s.apply(ev[:k], results=res[:k])
+            out = s.apply(ev[:k], results=res[:k], bbo=bbo[:k] if args.bbo else False,
+                          bbo_changes=bev[:k] if args.bbo else False)
             rejects.append(int(np.count_nonzero(out.results["status"])))
 
     t_core = min(_timed(replay, session()) for _ in range(args.reps))
@@ -133,8 +142,9 @@ def main() -> int:
           f"({session().book_bytes / 2**20:.0f} MiB), {n_events:,} events "
           f"({sum(rejects):,} refused by the core), regrouped by book: {group}; best of {args.reps}")
     print("| stage | s | ns/message |\n|---|---:|---:|")
+    core_label = "core (pass 2" + "".join(f", {w}" for w, on in (("timing", args.timing), ("bbo", args.bbo)) if on) + ")"
     for label, t in (("read + frame", t_read), ("scan (pass 1)", t_scan),
-                     ("events" + (" + regroup" if group else ""), t_events), ("core (pass 2)", t_core)):
+                     ("events" + (" + regroup" if group else ""), t_events), (core_label, t_core)):
         print(f"| {label} | {t:.3f} | {per(t):.1f} |")
     crit = t_scan + t_core
     print(f"| scan + core: the main thread's least | {crit:.3f} | {per(crit):.1f} |")
