@@ -21,6 +21,8 @@ import time
 os.environ["LOBREPLAY_CACHE_DIR"] = "off"  # every replay here scans its file: pass 1 is timed, not read from the sizing cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if len(sys.argv) < 4 or not sys.argv[2].isdigit():
+    sys.exit(__doc__.split("\n\n")[1].strip())
 path, reps, sets = os.path.abspath(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
 compileall.compile_dir(os.path.join(ROOT, "lobreplay"), quiet=1)  # as installed (pip compiles bytecode)
 got = {s: {"wall": [], "cpu": [], "p1": [], "p2": [], "rss": []} for s in sets}
