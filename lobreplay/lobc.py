@@ -664,16 +664,18 @@ class ChunkReader:
         g["recv_ns"] = last_recv if last_recv is not None else int(self.meta.get("created_ns") or 0)
         return g
 
-    def verify(self) -> "ChunkReader":
+    def verify(self, start: int = 0) -> "ChunkReader":
         """One pass that checks every block's CRC, as chunks(verify=True) does, and keeps no
-        records: afterwards `torn` (and with past_damage `damage`) say everything. Returns self."""
-        for _ in self.chunks(verify=True):
+        records: afterwards `torn` (and with past_damage `damage`) say everything. start: the
+        blocks before heads[start] are taken as checked already (a reader that checked them
+        found them sound). Returns self."""
+        for _ in self.chunks(verify=True, start=start):
             pass
         return self
 
-    def chunks(self, *, verify: bool = False, buffers: int = 1):
+    def chunks(self, *, verify: bool = False, buffers: int = 1, start: int = 0):
         heads = self.heads
-        if not heads:
+        if len(heads) <= start:
             return
         room = max(max(h[2] for h in heads), min(self.chunk_records, self.records),
                    self._nsym if self.past_damage else 0)  # (a mark found on the way fits)
@@ -682,7 +684,7 @@ class ChunkReader:
         turn, last_recv = 0, None
         scratch = bytearray(UNIT)  # the block headers land here
         with open(self.path, "rb", buffering=0) as f:
-            i = 0
+            i = start
             while i < len(heads):
                 # (the buffers turn over as chunks are handed out: a pass that yields nothing, a
                 # run whose first block is bad, leaves the next one to the same buffer)
@@ -968,7 +970,8 @@ def check(path) -> dict:
             np.add.at(resyncs, rs, 1)
     after = None
     if r.torn is not None and r.torn.corrupt:  # what the sound blocks after the damage hold
-        w = ChunkReader(path, past_damage=True).verify()
+        # (the blocks before it, which r checked, are the same first ones: not read again)
+        w = ChunkReader(path, past_damage=True).verify(start=len(r.heads))
         sound = sum(h[2] for h in w.heads if h[1] != MARK)
         after = {"offset": r.torn.next_block, "blocks": w.blocks - r.blocks, "records": sound - r.records,
                  "damage": [t.as_dict() for t in w.damage], "to_the_end": w.torn is None}

@@ -257,6 +257,32 @@ def test_check_says_what_the_sound_blocks_after_the_damage_hold(tmp_path):
                                              "damage": [first, second], "to_the_end": False}
 
 
+def test_check_reads_the_blocks_before_the_damage_once(tmp_path, monkeypatch):
+    """lobc check of a file damaged near its end: the second pass, over the sound blocks after
+    the damage, starts at the damage instead of reading and checking again the blocks the
+    first pass found sound. The same figures as a reader that checks every block again."""
+    p = tmp_path / "x.lobc"
+    write(p, sample_records(40), flush_records=3)     # 13 blocks of 3 records, then 1
+    raw = bytearray(p.read_bytes())
+    size = 64 + 3 * 64
+    raw[512 + 11 * size + 64 + 5] ^= 1                 # block 11's records: blocks 12 and 13 after it
+    p.write_bytes(bytes(raw))
+    read = []
+    real = lobc._preadv_all
+    monkeypatch.setattr(lobc, "_preadv_all", lambda fd, bufs, offset: read.append(real(fd, bufs, offset)) or read[-1])
+    c = lobc.check(p)
+    body = len(raw) - 512
+    # the first pass reads the blocks (here in one run) and stops at block 11; the second reads
+    # from block 11 on (the run that met the damage, then the blocks after it again): at most
+    # the tail from the damage twice beyond the body. Before, it read all 14 blocks again.
+    tail = len(raw) - (512 + 11 * size)
+    assert sum(read) <= body + 2 * tail < 2 * body, (sum(read), body, tail)
+    w = lobc.ChunkReader(p, past_damage=True).verify()
+    assert c["records"] == 33 and c["torn"]["reason"] == "CRC mismatch in block 11"
+    assert c["after_damage"] == {"offset": 512 + 12 * size, "blocks": 2, "records": 4,
+                                 "damage": [t.as_dict() for t in w.damage], "to_the_end": True}
+
+
 def test_a_bad_block_inside_the_file_is_corrupt_and_at_its_end_torn(tmp_path):
     """A crash or kill -9 leaves at worst a partial last block, so a bad block with a sound
     block after it is damage inside the file: every reader stops there alike, and says
