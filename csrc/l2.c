@@ -1105,12 +1105,12 @@ static void lose_sync(ctx *x, uint16_t s)
 /* The last record of the unit that starts at rec[i] (l2.h, lob_l2_depth), as the walk
  * below takes it: a whole message, a BEGIN with the levels after it (no END), a
  * TICKER_BID with its TICKER_ASK, else the record alone. */
-static size_t unit_end(const lob_l2 *r, const lob_l2_record *rec, size_t n, size_t i)
+static size_t unit_end(const lob_l2 *r, const lob_l2_record *rec, size_t n, size_t i, size_t *stop)
 {
     const lob_l2_record *y = &rec[i];
     if (y->symbol >= r->nsym) return i;
     if (y->kind == LOB_L2_SNAPSHOT_BEGIN || y->kind == LOB_L2_DIFF_BEGIN) {
-        size_t j = group_stop(rec, n, i, r->nsym);
+        size_t j = *stop = group_stop(rec, n, i, r->nsym);
         return group_complete(rec, n, i, j, r->max_message) ? j : j - 1;
     }
     size_t j = y->kind == LOB_L2_TICKER_BID ? ticker_pair(rec, n, i, r->nsym) : 0;
@@ -1217,11 +1217,12 @@ static void sample(ctx *x, int64_t when, int64_t record)
 }
 
 /* Before the unit at rec[i]: the sample its receive time reaches, if a book changed since
- * the last; 0 if the depth rows need more room. */
-static int sample_before(ctx *x, size_t n, size_t i)
+ * the last; 0 if the depth rows need more room. *stop: group_stop's answer for a BEGIN at
+ * rec[i] (found here for the unit's end, so the walk need not look for it again). */
+static int sample_before(ctx *x, size_t n, size_t i, size_t *stop)
 {
     lob_l2 *r = x->r;
-    size_t j = unit_end(r, x->rec, n, i);
+    size_t j = unit_end(r, x->rec, n, i, stop);
     int64_t t = r->t_max;
     for (size_t p = i; p <= j; p++)
         if (x->rec[p].recv_ns > t) t = x->rec[p].recv_ns;
@@ -1343,7 +1344,8 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
         const lob_l2_record *y = &rec[i];
         uint16_t s = y->symbol;
         uint8_t k = y->kind;
-        if (r->depth_every && !sample_before(&x, n, i)) goto full;
+        size_t stop = SIZE_MAX; /* group_stop(rec, n, i, nsym) for a BEGIN, once known */
+        if (r->depth_every && !sample_before(&x, n, i, &stop)) goto full;
         if (s >= nsym) {
             if (!room(out, 0, 1, 0, 0)) goto full;
             desync_row(&x, i++, LOB_L2D_UNKNOWN_SYMBOL);
@@ -1352,7 +1354,7 @@ int lob_l2_feed(lob_l2 *r, const lob_l2_record *rec, size_t n, int64_t first_ind
         switch (k) {
         case LOB_L2_SNAPSHOT_BEGIN:
         case LOB_L2_DIFF_BEGIN: {
-            size_t j = group_stop(rec, n, i, nsym);
+            size_t j = stop != SIZE_MAX ? stop : group_stop(rec, n, i, nsym);
             if (!group_complete(rec, n, i, j, r->max_message)) {
                 if (!room(out, 0, 1, 0, 0)) goto full;
                 desync_row(&x, i++, LOB_L2D_INCOMPLETE_MESSAGE);
