@@ -211,7 +211,12 @@ def test_connection_age_cut_resyncs(tmp_path):
     rec = lobc.read(tmp_path / "cap.lobc").records
     _, reasons = segments(rec, 0)
     assert reasons and set(reasons) == {GAP_24H}
-    assert st["connects"] == len(reasons) + 1
+    # every cut is followed by a new connection, but the end of the capture can overtake the
+    # last one: cut while the test stops it (the file then ends with that GAP), before the
+    # handshake that would count (a slow machine's CI run saw 5 connects for 5 cuts)
+    ends_cut = rec[rec["symbol"] == 0]["kind"][-1] == GAP
+    assert st["connects"] == len(reasons) + 1 or (ends_cut and st["connects"] == len(reasons)), \
+        (st["connects"], len(reasons), ends_cut)
     _, before_end = segments(until_cut_after_end(fb, rec, "ETHUSDT"), 0)  # each of these resynced
     assert before_end
     verify(fb, tmp_path / "cap.lobc", {"ETHUSDT": before_end}, cut_after_end=True)
