@@ -44,6 +44,14 @@ def _join(parts: list, dtype) -> np.ndarray:
     return parts[0] if len(parts) == 1 else (np.concatenate(parts) if parts else np.empty(0, dtype))
 
 
+def _join_depth(parts: list[dict], n_levels: int) -> dict:
+    """Depth rows of several apply calls (BatchResult.depth each) as one: "event", then
+    "prices"/"qtys"/"counts" of shape (rows, 2, n_levels)."""
+    empty = {"event": np.empty(0, np.uint32), "prices": np.empty((0, 2, n_levels), np.int64),
+             "qtys": np.empty((0, 2, n_levels), np.int64), "counts": np.empty((0, 2, n_levels), np.uint32)}
+    return {k: np.concatenate([z[k] for z in parts]) if parts else e for k, e in empty.items()}
+
+
 class BookView:
     """Queries on one instrument's book (a view: it reflects later events)."""
 
@@ -216,9 +224,9 @@ class Session:
                 bev[nb:nb + nbo] += done
                 nb += nbo
             if nz:
-                zparts.append((zbuf[1][:nz] + done, zbuf[2][:nz * 2 * N].reshape(nz, 2, N).copy(),
-                               zbuf[3][:nz * 2 * N].reshape(nz, 2, N).copy(),
-                               zbuf[4][:nz * 2 * N].reshape(nz, 2, N).copy()))
+                zparts.append({"event": zbuf[1][:nz] + done,
+                               **{k: a[:nz * 2 * N].reshape(nz, 2, N).copy()
+                                  for k, a in zip(("prices", "qtys", "counts"), zbuf[2:])}})
             if nex:
                 part = execs[:nex].copy()
                 part["event_index"] += done
@@ -235,12 +243,7 @@ class Session:
                 desyncs = np.empty(2 * len(desyncs), DESYNC_DTYPE)
                 if exec_capacity is None:
                     self._scratch, self._scratch_d = execs, desyncs
-        depth = None
-        if N:
-            depth = {"event": np.concatenate([z[0] for z in zparts]) if zparts else np.empty(0, np.uint32)}
-            for j, key in ((1, "prices"), (2, "qtys"), (3, "counts")):
-                depth[key] = (np.concatenate([z[j] for z in zparts]) if zparts
-                              else np.empty((0, 2, N), np.uint32 if key == "counts" else np.int64))
+        depth = _join_depth(zparts, N) if N else None
         if bev is not None:
             return BatchResult(results, _join(parts, EXEC_DTYPE), bbo_arr[:nb], _join(dparts, DESYNC_DTYPE), depth,
                                bev[:nb])

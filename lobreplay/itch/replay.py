@@ -587,13 +587,8 @@ class ItchReplay:
             if when is not None:
                 self._sample(sess, when)
                 self._next_sample = when + every
-        from ..book import BatchResult, _join
-        depth = None
-        if depth_levels:
-            depth = {key: (np.concatenate([z[key] for z in zparts]) if zparts else
-                           np.empty((0, 2, depth_levels) if key != "event" else 0,
-                                    np.uint32 if key in ("event", "counts") else np.int64))
-                     for key in ("event", "prices", "qtys", "counts")}
+        from ..book import BatchResult, _join, _join_depth
+        depth = _join_depth(zparts, depth_levels) if depth_levels else None
         rejects = ((np.concatenate([r[0] for r in rparts]), np.concatenate([r[1] for r in rparts])) if rparts
                    else (np.empty(0, np.int64), np.empty(0, np.int32)))
         out = BatchResult(None, _join(parts, EXEC_DTYPE), _join(bparts, BBO_DTYPE) if bbo is not None else None,
