@@ -448,18 +448,16 @@ class LobcData:
         return self.torn is None and not self.damage
 
 
-_PCAP = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d", b"\x0a\x0d\x0d\x0a")
-
-
 def _looks_like(head: bytes) -> str:
     """For a file that is not .lobc: what its first bytes look like, and the command that
-    reads that ("" if nothing known)."""
+    reads that ("" if nothing known). The gzip and pcap magics are the ITCH reader's own."""
+    from .itch.reader import GZIP_MAGIC, PCAP_MAGICS
     from .itch.spec import LENGTHS
     itch = "; it looks like {}: `lobreplay itch replay` reads it"
-    if head[:2] == b"\x1f\x8b":
+    if head[:2] == GZIP_MAGIC:
         return ("; it is gzip: an ITCH day (`lobreplay itch replay`) or a recording to convert first "
                 "(`lobreplay capture binance --from-jsonl FILE -o X.lobc`)?")
-    if head[:4] in _PCAP:
+    if head[:4] in PCAP_MAGICS:
         return itch.format("a pcap capture (MoldUDP64 ITCH?)")
     if len(head) >= 3 and LENGTHS.get(chr(head[2])) == int.from_bytes(head[:2], "big"):
         return itch.format("ITCH 5.0 (a length and a message type)")
