@@ -289,17 +289,23 @@ def _rename_both(tmp, final, renamed: list) -> None:
     """The pair to its final names with Ctrl-C and SIGTERM held back in between (a stop after
     the first rename paired a new message file with the old order book): a signal waits until
     both are done (`renamed` gets True first; its handler runs then, and the export says it
-    was written)."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    main = threading.current_thread() is threading.main_thread()
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held) if main else None
+    was written). Held by handlers that only note it, not by blocking it: a signal sent to the
+    process goes to a thread that does not block it (the reader's), and Python then runs the
+    handler in the main thread all the same."""
+    noted: list[int] = []
+    old = {}
+    if threading.current_thread() is threading.main_thread():  # (only it may set handlers)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, lambda s, _frame: noted.append(s))
     try:
         os.replace(tmp[0], final[0])
         os.replace(tmp[1], final[1])
         renamed.append(True)
     finally:
-        if old is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        if noted:
+            signal.raise_signal(noted[0])  # (now, to the handler it was meant for)
 
 
 def _chunk_rows(chunk, ev, ts, mi, orders: _Orders, locate: int, decode_type) -> dict | None:
