@@ -504,7 +504,7 @@ int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digi
         int st = ok && c.p < c.end && *c.p == '{'
                      ? bn_message(&c, buf, usdm, price_digits, qty_digits, ln, levels, level_cap, &nv)
                      : LOB_BN_OTHER;
-        if (st != LOB_BN_OTHER && st != LOB_BN_DEPTH) { /* a trade or ticker: its (stream, s) pair */
+        if (st != LOB_BN_OTHER) { /* its (stream, s) pair */
             size_t k = 0;
             while (k < nn && !(span_eq(buf, ln->stream_start, ln->stream_len, lines[names[k]].stream_start,
                                        lines[names[k]].stream_len) &&
@@ -537,6 +537,103 @@ int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digi
     *n_levels = nv;
     *consumed = pos;
     *n_names = nn;
+    return LOB_OK;
+}
+
+/* ---- records of the decoded lines ---------------------------------------------------- */
+
+enum { BN_BID = 'B', BN_ASK = 'S', BN_TRADE_FLAG_AGG = 1 };
+
+static inline lob_l2_record *bn_record(lob_l2_record *r, uint8_t kind, uint8_t side, uint16_t symbol, int64_t recv_ns,
+                                       int64_t exch_ns)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->side = side;
+    r->symbol = symbol;
+    r->recv_ns = recv_ns;
+    r->exch_ns = exch_ns;
+    return r;
+}
+
+int lob_bn_records(const lob_bn_line *lines, size_t n_lines, size_t *pos, const int64_t *levels, size_t n_levels,
+                   const int32_t *name_sym, size_t n_names, lob_bn_sync *syms, size_t n_syms, int flags,
+                   lob_bn_taken *taken, lob_l2_record *out, size_t out_cap, size_t *n_out)
+{
+    if (!pos || !n_out || !taken || (n_lines && !lines) || (n_levels && !levels) || (n_names && !name_sym) ||
+        (n_syms && !syms) || (out_cap && !out) || n_syms > 65536)
+        return LOB_EARG;
+    int usdm = (flags & LOB_BN_USDM) != 0;
+    size_t i = *pos, o = 0;
+    for (; i < n_lines; i++) {
+        const lob_bn_line *ln = &lines[i];
+        if (ln->status == LOB_BN_OTHER)
+            break;
+        if (ln->name_id >= n_names)
+            return LOB_EARG;
+        int32_t sym = name_sym[ln->name_id];
+        if (sym >= (int32_t)n_syms)
+            return LOB_EARG;
+        size_t nlev = ln->status == LOB_BN_DEPTH ? (size_t)ln->n_bids + ln->n_asks
+                      : ln->status == LOB_BN_TICKER ? 2 : 1;
+        if (ln->level > n_levels || nlev > n_levels - ln->level)
+            return LOB_EARG;
+        if (sym < 0) { /* a name that is none of the symbols converted */
+            taken->messages++;
+            taken->unknown_symbol++;
+            continue;
+        }
+        const int64_t *lv = levels + 2 * ln->level;
+        int64_t exch = ln->exch_ms >= 0 ? ln->exch_ms * 1000000 : 0;
+        uint16_t s16 = (uint16_t)sym;
+        if (ln->status == LOB_BN_DEPTH) {
+            lob_bn_sync *sy = &syms[sym];
+            if (!sy->live || ln->last_id <= sy->last_u ||
+                (usdm ? ln->prev_id != sy->last_u : ln->first_id != sy->last_u + 1))
+                break; /* the machine decides: buffering, a duplicate, a gap */
+            if (nlev + 2 > out_cap - o)
+                break;
+            lob_l2_record *r = bn_record(&out[o++], LOB_L2_DIFF_BEGIN, 0, s16, ln->recv_ns, exch);
+            r->first_id = ln->first_id;
+            r->last_id = ln->last_id;
+            r->prev_id = ln->prev_id;
+            for (size_t k = 0; k < nlev; k++) {
+                r = bn_record(&out[o++], LOB_L2_DIFF_LEVEL, k < ln->n_bids ? BN_BID : BN_ASK, s16, ln->recv_ns, exch);
+                r->price = lv[2 * k];
+                r->qty = lv[2 * k + 1];
+            }
+            r = bn_record(&out[o++], LOB_L2_DIFF_END, 0, s16, ln->recv_ns, exch);
+            r->first_id = ln->first_id;
+            r->last_id = ln->last_id;
+            sy->last_u = ln->last_id;
+            sy->depth++;
+            sy->levels += nlev;
+        } else if (ln->status == LOB_BN_TICKER) {
+            if (out_cap - o < 2)
+                break;
+            for (int k = 0; k < 2; k++) {
+                lob_l2_record *r = bn_record(&out[o++], k ? LOB_L2_TICKER_ASK : LOB_L2_TICKER_BID, k ? BN_ASK : BN_BID,
+                                             s16, ln->recv_ns, exch);
+                r->first_id = ln->first_id;
+                r->price = lv[2 * k];
+                r->qty = lv[2 * k + 1];
+            }
+            taken->tickers++;
+        } else { /* trade, aggTrade */
+            if (out_cap - o < 1)
+                break;
+            lob_l2_record *r = bn_record(&out[o++], LOB_L2_TRADE, ln->maker ? BN_ASK : BN_BID, s16, ln->recv_ns, exch);
+            r->first_id = ln->first_id;
+            r->last_id = ln->last_id;
+            r->price = lv[0];
+            r->qty = lv[1];
+            r->flags = ln->status == LOB_BN_AGGTRADE ? BN_TRADE_FLAG_AGG : 0;
+            taken->trades++;
+        }
+        taken->messages++;
+    }
+    *pos = i;
+    *n_out = o;
     return LOB_OK;
 }
 

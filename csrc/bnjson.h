@@ -24,6 +24,7 @@
 #define LOB_BNJSON_H
 
 #include "lob.h"
+#include "l2.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,7 +52,7 @@ typedef struct lob_bn_line {
     uint32_t sym_start;       /* "s" (sym_len = -1: none) */
     int32_t sym_len;
     uint32_t n_bids, n_asks;
-    uint32_t name_id;         /* trades, tickers: index of its (stream, s) pair in names[] */
+    uint32_t name_id;         /* decoded lines: index of its (stream, s) pair in names[] */
     uint8_t status;           /* LOB_BN_DEPTH/TRADE/AGGTRADE/TICKER: decoded; LOB_BN_OTHER: for the Python path */
     uint8_t maker;            /* trades: m (1: true) */
     uint8_t reserved[2];
@@ -59,9 +60,9 @@ typedef struct lob_bn_line {
 
 /* Split buf[0 .. len) (len < 2^32) into lines at '\n' (a last line without one
  * counts) and decode the depthUpdate, trade, aggTrade and bookTicker messages among
- * them. The distinct (stream, s) pairs of the trades and tickers are numbered in
+ * them. The distinct (stream, s) pairs of the decoded messages are numbered in
  * order of appearance: names[k] is the index of the first line with name_id k
- * (*n_names of them, at most LOB_BN_NAMES; a trade or ticker with one more is left
+ * (*n_names of them, at most LOB_BN_NAMES; a message with one more is left
  * to the Python path). Writes one
  * lob_bn_line per line (up to line_cap) and the levels of the decoded messages
  * as price, qty pairs into levels[2 * level_cap] (price_digits, qty_digits: the
@@ -71,6 +72,36 @@ typedef struct lob_bn_line {
 int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digits, uint32_t qty_digits,
                   lob_bn_line *lines, size_t line_cap, size_t *n_lines, int64_t *levels, size_t level_cap,
                   size_t *n_levels, size_t *consumed, uint32_t *names, size_t *n_names);
+
+/* One symbol of the sync machine (lobreplay.binance.sync.DepthSync), as lob_bn_records
+ * sees and updates it. live and last_u are the machine's (in; last_u out too); the
+ * rest are added to (out) and the caller moves them into the machine's counts. */
+typedef struct lob_bn_sync {
+    uint64_t last_u;   /* the book's last update id */
+    uint64_t depth;    /* + depth messages of the symbol taken (each one applied) */
+    uint64_t levels;   /* + their level records */
+    uint8_t live;      /* synced: its diffs may be taken */
+    uint8_t reserved[7];
+} lob_bn_sync;
+
+/* Totals of the lines lob_bn_records took (added to). */
+typedef struct lob_bn_taken {
+    uint64_t messages, unknown_symbol, trades, tickers;
+} lob_bn_taken;
+
+/* The .lobc records of decoded lines, in line order, from line *pos on, as the sync
+ * machine would write them: a trade's TRADE record, a ticker's TICKER_BID and
+ * TICKER_ASK, and a depthUpdate's DIFF_BEGIN, levels (bids, then asks) and DIFF_END
+ * when its symbol is live and it continues the book (spot: U == last_u + 1, USD-M:
+ * pu == last_u; flags & LOB_BN_USDM); a message whose name maps to no symbol
+ * (name_sym[name_id] < 0) is counted and writes nothing. Stops at the first line
+ * that is none of these (the Python path's: an undecoded line, a depth message of a
+ * symbol that is not live or that does not continue its book: a duplicate, a gap),
+ * or before a line whose records would not fit: *pos is then that line (n_lines:
+ * all taken), *n_out the records written to out. Returns LOB_OK or LOB_EARG. */
+int lob_bn_records(const lob_bn_line *lines, size_t n_lines, size_t *pos, const int64_t *levels, size_t n_levels,
+                   const int32_t *name_sym, size_t n_names, lob_bn_sync *syms, size_t n_syms, int flags,
+                   lob_bn_taken *taken, lob_l2_record *out, size_t out_cap, size_t *n_out);
 
 enum { LOB_BN_VALUES_MAX = 4096 };
 

@@ -407,6 +407,19 @@ typedef struct lob_bn_line {
 int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digits, uint32_t qty_digits,
                   lob_bn_line *lines, size_t line_cap, size_t *n_lines, int64_t *levels, size_t level_cap,
                   size_t *n_levels, size_t *consumed, uint32_t *names, size_t *n_names);
+typedef struct lob_bn_sync {
+    uint64_t last_u;
+    uint64_t depth;
+    uint64_t levels;
+    uint8_t live;
+    uint8_t reserved[7];
+} lob_bn_sync;
+typedef struct lob_bn_taken {
+    uint64_t messages, unknown_symbol, trades, tickers;
+} lob_bn_taken;
+int lob_bn_records(const lob_bn_line *lines, size_t n_lines, size_t *pos, const int64_t *levels, size_t n_levels,
+                   const int32_t *name_sym, size_t n_names, lob_bn_sync *syms, size_t n_syms, int flags,
+                   lob_bn_taken *taken, lob_l2_record *out, size_t out_cap, size_t *n_out);
 #define LOB_BN_VALUES_MAX ...
 int lob_bn_values(const uint8_t *buf, size_t len, const uint8_t *key, size_t key_len, int word, uint32_t *starts,
                   uint32_t *lens, size_t cap, size_t *n, int *more);

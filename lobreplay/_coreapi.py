@@ -744,6 +744,29 @@ BN_DEPTH = lib.LOB_BN_DEPTH
 BN_TRADE, BN_AGGTRADE, BN_TICKER = lib.LOB_BN_TRADE, lib.LOB_BN_AGGTRADE, lib.LOB_BN_TICKER
 
 
+BN_SYNC_DTYPE = _struct_dtype_arrays("lob_bn_sync")
+BN_TAKEN_DTYPE = struct_dtype("lob_bn_taken")
+
+
+def bn_records(lines: np.ndarray, levels: np.ndarray, pos: int, name_sym: np.ndarray, syms: np.ndarray,
+               taken: np.ndarray, out: np.ndarray, *, usdm: bool) -> tuple[int, int]:
+    """The .lobc records of bn_decode's lines from line pos on, into out (RECORD_DTYPE), as
+    the sync machine would write them (lob_bn_records): trades, tickers, and the depth
+    messages that continue a live symbol's book. name_sym: int32, the symbol of each name_id
+    (-1: not converted); syms: BN_SYNC_DTYPE, one per symbol (live and last_u in; last_u and
+    the counts out); taken: one BN_TAKEN_DTYPE, added to. Returns (the line it stopped
+    before: the Python path's, or len(lines); the records written)."""
+    check_array(name_sym, np.dtype(np.int32), "name_sym")
+    p, n = ffi.new("size_t *", pos), ffi.new("size_t *")
+    raise_for_status(lib.lob_bn_records(_buf("lob_bn_line[]", lines), len(lines), p, _buf("int64_t[]", levels),
+                                        len(levels), _buf("int32_t[]", name_sym), len(name_sym),
+                                        _buf("lob_bn_sync[]", syms, True), len(syms),
+                                        lib.LOB_BN_USDM if usdm else 0, _buf("lob_bn_taken[]", taken, True),
+                                        _buf("lob_l2_record[]", out, True), len(out), n),
+                     "writing the records of decoded Binance messages")
+    return p[0], n[0]
+
+
 def bn_values(buf: bytes, key: bytes, *, word: bool = False, cap: int = 256) -> list[bytes] | None:
     """The distinct values of the string field `key` anywhere in buf, in order of first
     appearance (lob_bn_values: as the regex `"key":\\s*"([^"]+)"` finds them, or with word

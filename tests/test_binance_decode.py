@@ -17,8 +17,11 @@ from hypothesis import strategies as st
 import convert_golden
 import golden_common
 from lobreplay import lobc
-from lobreplay._coreapi import BN_DEPTH, bn_decode, bn_values
+from lobreplay._coreapi import (BN_DEPTH, BN_SYNC_DTYPE, BN_TAKEN_DTYPE, BN_TRADE, bn_decode, bn_records,
+                                bn_values)
+from lobreplay.binance import convert as convert_module
 from lobreplay.binance.convert import convert
+from lobreplay.errors import CoreArgumentError
 
 SPOT_SRC = golden_common.HFT / "spot" / "btcusdt_20240808.gz"
 USDM_SRC = golden_common.HFT / "usdm" / "btcusdt_20240808.gz"
@@ -324,7 +327,7 @@ def simple_lines(usdm: bool) -> list[bytes]:
 
 
 def test_the_decoder_takes_every_real_trade_and_ticker():
-    from lobreplay._coreapi import BN_TICKER, BN_TRADE
+    from lobreplay._coreapi import BN_TICKER
     for src, usdm in ((SPOT_SRC, False), (USDM_SRC, True)):
         blob = gzip.open(src).read()
         lines, levels = bn_decode(blob, usdm=usdm, price_digits=8, qty_digits=8)
@@ -352,7 +355,7 @@ def test_the_decoder_takes_every_real_trade_and_ticker():
 
 @pytest.mark.parametrize("usdm", [False, True])
 def test_trade_and_ticker_edges_convert_the_same_with_and_without_the_decoder(tmp_path, usdm):
-    from lobreplay._coreapi import BN_AGGTRADE, BN_TICKER, BN_TRADE
+    from lobreplay._coreapi import BN_AGGTRADE, BN_TICKER
     lines = simple_lines(usdm)
     for eol in (b"\n", b"\r\n"):
         src = tmp_path / "simple.jsonl"
@@ -474,15 +477,47 @@ def run_lines(usdm: bool, seed: int) -> list[bytes]:
 
 @pytest.mark.parametrize("usdm", [False, True])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_runs_in_sequence_convert_the_same_with_and_without_the_decoder(tmp_path, usdm, seed):
+def test_runs_in_sequence_convert_the_same_with_and_without_the_decoder(tmp_path, usdm, seed, monkeypatch):
     src = tmp_path / "runs.jsonl"
     src.write_bytes(b"\n".join(run_lines(usdm, seed)) + b"\n")
+    machine_lines = []  # the lines C left to the sync machine
+    feed_line = convert_module._feed_line
+    monkeypatch.setattr(convert_module, "_feed_line", lambda m, b, dec, lv, i, raw: (
+        machine_lines.append(int(dec[i]["status"])), feed_line(m, b, dec, lv, i, raw)))
     st = converted_same(src, tmp_path, market="usdm" if usdm else "spot", symbols=["BTCUSDT", "ETHUSDT"])
     assert st["depth"] > 3000 and st["gaps"] > 3 and st["trades"] > 100
     assert st["per_symbol"]["BTCUSDT"]["duplicates"] > 10
-    # and the decoder took most of the depth lines (the runs are the C path's, not Python's)
+    # the decoder took most of the depth lines, and C wrote the records of most of them: the
+    # machine saw each snapshot, each duplicate, gap or message after one (until the next
+    # snapshot), and no trade
     dec, _ = bn_decode(src.read_bytes(), usdm=usdm, price_digits=8, qty_digits=8)
     assert int((dec["status"] == BN_DEPTH).sum()) > st["depth"] * 0.9
+    depth_by_machine = machine_lines.count(BN_DEPTH)
+    assert st["per_symbol"]["BTCUSDT"]["duplicates"] <= depth_by_machine < st["depth"] * 0.2
+    assert machine_lines.count(0) >= st["snapshots"] and not set(machine_lines) - {0, BN_DEPTH}
+
+
+def test_bn_records_refuses_what_does_not_fit():
+    """lob_bn_records checks every index it follows (a name, a symbol, a level run)."""
+    blob = ("1 " + _env(TRADE) + "\n2 " + _depth(5, 6)).encode()
+    dec, levels, names = bn_decode(blob, usdm=False, price_digits=8, qty_digits=8, names=True)
+    assert dec["status"].tolist() == [BN_TRADE, BN_DEPTH] and len(names) == 2
+    syms = np.zeros(1, BN_SYNC_DTYPE)
+    syms["live"], syms["last_u"] = 1, 4
+    out = np.empty(8, lobc.RECORD_DTYPE)
+
+    def run(dec=dec, levels=levels, name_sym=np.zeros(2, np.int32), syms=syms):
+        return bn_records(dec, levels, 0, name_sym, syms, np.zeros(1, BN_TAKEN_DTYPE), out, usdm=False)
+
+    assert run() == (2, 1 + 2 + 3) and int(syms["last_u"][0]) == 6
+    syms["last_u"] = 4
+    for bad in (dict(name_sym=np.zeros(1, np.int32)), dict(name_sym=np.array([0, 1], np.int32)),
+                dict(levels=levels[:2])):
+        with pytest.raises(CoreArgumentError):
+            run(**bad)
+    # out of room: it stops before the line that does not fit, and says so
+    assert bn_records(dec, levels, 0, np.zeros(2, np.int32), syms, np.zeros(1, BN_TAKEN_DTYPE), out[:4],
+                      usdm=False) == (1, 1)
 
 
 _FRAGMENTS = ['"stream":', '"stream": ', '"stream":\t"', '"s":', '"s":"', '"', '"stream":"', 'btc', 'usdt', '@', '.',

@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import _gz, lobc
-from .._coreapi import BN_AGGTRADE, BN_DEPTH, BN_TICKER, BN_TRADE, bn_decode, bn_values
+from .._coreapi import BN_DEPTH, BN_SYNC_DTYPE, BN_TAKEN_DTYPE, bn_decode, bn_records, bn_values
 from ..errors import InputError
-from ..lobc import GAP_ROTATE, GAP_SHUTDOWN, INT64_MAX, RECORD_DTYPE, TICKER_ASK, TICKER_BID, TRADE
-from .sync import ASK, BID, MS, SPOT, TRADE_FLAG_AGG, USDM, DepthSync, decode_json, open_writer
+from ..lobc import GAP_ROTATE, GAP_SHUTDOWN, INT64_MAX, RECORD_DTYPE
+from .sync import SPOT, USDM, DepthSync, decode_json, open_writer
 
 CHUNK = 1 << 22
 
@@ -529,7 +529,7 @@ def _feed_decoded(machine: DepthSync, dd: tuple, recv_ns) -> None:
 
 def _symbols_of_names(machine: DepthSync, blob: bytes, dec: np.ndarray, names: np.ndarray) -> np.ndarray:
     """The symbol index (-1: unknown) of each (stream, s) name of bn_decode, as machine.feed
-    would find it."""
+    would find it (int32)."""
     out = []
     for i in names.tolist():
         ln = dec[i]
@@ -537,134 +537,112 @@ def _symbols_of_names(machine: DepthSync, blob: bytes, dec: np.ndarray, names: n
         st = machine._symbol_of(blob[ys:ys + yl].decode("ascii") if yl >= 0 else None,
                                 blob[ss:ss + sl].decode("ascii") if sl >= 0 else None)
         out.append(-1 if st is None else st.index)
-    return np.array(out, np.int64)
+    return np.array(out, np.int32)
 
 
 def _feed_blob(machine: DepthSync, blob: bytes, raw_fmt: bool) -> tuple[np.ndarray, int]:
     """One chunk of whole `<recv ns> <message>` lines (the last may lack its newline), in order;
     returns (the records taken from the machine after it, with those pending before it first;
-    the number of lines). The depthUpdate, trade, aggTrade and bookTicker messages are decoded
-    in C, the whole chunk in one call (lobreplay._coreapi.bn_decode). The trades and tickers it
-    takes need no sync state: they become records all at once, with the same counts as
-    machine.feed of their text, placed by line among the records of the other lines. Every
-    other line, and any line the decoder does not take whole, goes through machine.feed as
-    text (depth messages the decoder took: machine.feed_depth)."""
-    dec, levels, names = bn_decode(blob, usdm=machine.market == USDM, price_digits=machine.levels.dp,
+    the number of lines). The chunk is decoded in C in one call (bn_decode), and C writes the
+    records of the lines whose outcome needs no decision (bn_records: trades, tickers, and the
+    depth messages that continue a synced book) straight into one array, up to the first line
+    that does: that one goes through the machine (a depth message the decoder took:
+    machine.feed_depth; any other line: machine.feed of its text), and C goes on after it. The
+    machine's records and C's are put together in line order at the end."""
+    usdm = machine.market == USDM
+    dec, levels, names = bn_decode(blob, usdm=usdm, price_digits=machine.levels.dp,
                                    qty_digits=machine.levels.dq, names=True)
     nl = len(dec)
-    depth = _depth_of(blob, dec, levels)
-    status = dec["status"]
-    simple = status >= BN_TRADE
-    rest = np.flatnonzero(~simple)
-    starts, lens = dec["start"][rest].tolist(), dec["len"][rest].tolist()
-    pending = machine.pending_records
-    marks = _feed_text(machine, zip(rest.tolist(), (blob[a:a + n + 1] for a, n in zip(starts, lens))), raw_fmt,
-                       depth)
+    name_sym = _symbols_of_names(machine, blob, dec, names)
+    # room for every record C may write: a diff's levels and two, a ticker's two, a trade's one
+    out = np.empty(int(dec["n_bids"].sum()) + int(dec["n_asks"].sum()) + 2 * nl, RECORD_DTYPE)
+    syms = np.zeros(len(machine.syms), BN_SYNC_DTYPE)
+    machine.sync_to(syms)
+    taken = np.zeros(1, BN_TAKEN_DTYPE)
+    pieces = []  # (0: the machine's next records / 1: out's next records, how many), in line order
+    machine_n = machine.pending_records  # the machine's records accounted for in pieces (and before them)
+    if machine_n:
+        pieces.append((0, machine_n))
+    pos = done = 0
+    while True:
+        pos, n = bn_records(dec, levels, pos, name_sym, syms, taken, out[done:], usdm=usdm)
+        if n:
+            machine.sync_from(syms)
+            pieces.append((1, n))
+            done += n
+        if pos >= nl:
+            break
+        _feed_line(machine, blob, dec, levels, pos, raw_fmt)
+        pos += 1
+        if machine.pending_records > machine_n:
+            pieces.append((0, machine.pending_records - machine_n))
+            machine_n = machine.pending_records
+        machine.sync_to(syms)
+    machine.sync_counts(syms, taken[0])
     recs = machine.take_records()
-    sidx = np.flatnonzero(simple)
-    if not len(sidx):
+    if not done:
         return recs, nl
-    # the trades and tickers: their symbols, counts and records
-    stats = machine.stats
-    sym = _symbols_of_names(machine, blob, dec, names)[dec["name_id"][sidx]]
-    known = sym >= 0
-    stats["messages"] += len(sidx)
-    stats["unknown_symbol"] += len(sidx) - int(known.sum())
-    is_tk = status[sidx] == BN_TICKER
-    tr, tk = known & ~is_tk, known & is_tk
-    stats["trades"] += int(tr.sum())
-    stats["tickers"] += int(tk.sum())
-    # where each record goes: line by line, the records of a line in their order
-    sc = np.zeros(nl, np.int64)
-    sc[sidx[tr]] = 1
-    sc[sidx[tk]] = 2
-    pc = np.zeros(nl, np.int64)
-    counts = np.diff(np.array(marks + [len(recs)], np.int64))
-    pc[rest] = counts
-    sc_before = np.cumsum(sc) - sc
-    pc_before = np.cumsum(pc) - pc
-    total = len(recs) + int(sc.sum())
-    out = np.empty(total, RECORD_DTYPE)
-    rows = out.view(_ROW)  # records as opaque 64-byte items: a scatter copies each in one piece
-    if len(recs):
-        dest = np.arange(len(recs), dtype=np.int64)
-        dest[pending:] += np.repeat(sc_before[rest], counts)
-        np.put(rows, dest, np.ascontiguousarray(recs).view(_ROW))
-    # each kind's records built in a block of their own (fields written in sequence), then
-    # moved to their places as whole rows: one scatter per block instead of one per field
-    t, k = dec[sidx[tr]], dec[sidx[tk]]
-    lt, lk = sidx[tr], sidx[tk]
-    lv = levels[t["level"].astype(np.int64)]
-    np.put(rows, pending + pc_before[lt] + sc_before[lt], _block(
-        len(t), recv_ns=t["recv_ns"], exch_ns=np.where(t["exch_ms"] >= 0, t["exch_ms"] * MS, 0),
-        first_id=t["first_id"], last_id=t["last_id"], price=lv[:, 0], qty=lv[:, 1], kind=TRADE,
-        side=np.where(t["maker"] != 0, ASK, BID), symbol=sym[tr],
-        flags=np.where(t["status"] == BN_AGGTRADE, TRADE_FLAG_AGG, 0)))
-    pos = pending + pc_before[lk] + sc_before[lk]
-    exch = np.where(k["exch_ms"] >= 0, k["exch_ms"] * MS, 0)
-    lvl = k["level"].astype(np.int64)
-    for j, (kind, side) in enumerate(((TICKER_BID, BID), (TICKER_ASK, ASK))):
-        lv = levels[lvl + j]
-        np.put(rows, pos + j, _block(len(k), recv_ns=k["recv_ns"], exch_ns=exch, first_id=k["first_id"],
-                                     price=lv[:, 0], qty=lv[:, 1], kind=kind, side=side, symbol=sym[tk]))
-    return out, nl
+    if len(pieces) == 1:
+        return out[:done], nl
+    whole = np.empty(done + len(recs), RECORD_DTYPE)
+    at, src = 0, [0, 0]
+    for which, n in pieces:
+        whole[at:at + n] = (recs, out)[which][src[which]:src[which] + n]
+        src[which] += n
+        at += n
+    return whole, nl
 
 
-_ROW = np.dtype("V64")
-assert _ROW.itemsize == RECORD_DTYPE.itemsize
-
-
-def _block(n: int, **fields) -> np.ndarray:
-    """n records with these fields (the others 0), as _ROW items."""
-    rec = np.zeros(n, RECORD_DTYPE)
-    for f, v in fields.items():
-        rec[f] = v
-    return rec.view(_ROW)
+def _feed_line(machine: DepthSync, blob: bytes, dec: np.ndarray, levels: np.ndarray, i: int, raw_fmt: bool) -> None:
+    """Line i of a chunk through the machine: a depth message the decoder took as decoded, any
+    other line as text."""
+    ln = dec[i]
+    if ln["status"] == BN_DEPTH:
+        lv, nb, na = int(ln["level"]), int(ln["n_bids"]), int(ln["n_asks"])
+        ss, sl, ys, yl = (int(ln[f]) for f in ("stream_start", "stream_len", "sym_start", "sym_len"))
+        recv = int(ln["recv_ns"])
+        machine.feed_depth(blob[ss:ss + sl].decode("ascii") if sl >= 0 else None,
+                           blob[ys:ys + yl].decode("ascii") if yl >= 0 else None,
+                           int(ln["first_id"]), int(ln["last_id"]), int(ln["prev_id"]), int(ln["exch_ms"]), recv,
+                           levels[lv:lv + nb].copy(), levels[lv + nb:lv + nb + na].copy())
+        if machine.events:
+            _react(machine, recv, raw_fmt)
+        return
+    a = int(ln["start"])
+    _feed_text_line(machine, blob[a:a + int(ln["len"]) + 1], raw_fmt)
 
 
 def _feed_lines(machine: DepthSync, lines, raw_fmt: bool) -> np.ndarray:
     """One chunk of `<recv ns> <message>` lines (readlines), in order, all through machine.feed
     (the reference path, c_decoder=False); returns the records taken from the machine after it."""
-    _feed_text(machine, enumerate(lines), raw_fmt, {})
+    for line in lines:
+        _feed_text_line(machine, line, raw_fmt)
     return machine.take_records()
 
 
-def _feed_text(machine: DepthSync, items, raw_fmt: bool, depth: dict) -> list:
-    """(line index, line) items of a chunk, in order, through machine.feed (or machine.feed_depth
-    for the indices in `depth`). Returns machine.pending_records before each of them."""
-    feed = machine.feed
-    out = machine.out
-    marks = []
-    for i, line in items:
-        marks.append(out.n)
-        if depth:
-            dd = depth.get(i)
-            if dd is not None:
-                _feed_decoded(machine, dd, None)
-                if machine.events:
-                    _react(machine, dd[0], raw_fmt)
-                continue
-        sp = line.find(b" ")
-        if sp <= 0:
-            if line.strip():
-                machine.stats["malformed"] += 1
-            continue
-        try:
-            recv = int(line[:sp])
-        except ValueError:
+def _feed_text_line(machine: DepthSync, line: bytes, raw_fmt: bool) -> None:
+    """One `<recv ns> <message>` line through machine.feed (one of the capture's own lines in
+    a --raw file: the call the capture made)."""
+    sp = line.find(b" ")
+    if sp <= 0:
+        if line.strip():
             machine.stats["malformed"] += 1
-            continue
-        if not -INT64_MAX - 1 <= recv <= INT64_MAX:  # a receive time the records cannot hold
-            machine.stats["malformed"] += 1
-            continue
-        msg = line[sp + 1:]
-        if raw_fmt and msg.startswith(b'{"lobreplay"'):
-            _raw_control(machine, msg, recv)
-            continue
-        feed(msg, recv)
-        if machine.events:
-            _react(machine, recv, raw_fmt)
-    return marks
+        return
+    try:
+        recv = int(line[:sp])
+    except ValueError:
+        machine.stats["malformed"] += 1
+        return
+    if not -INT64_MAX - 1 <= recv <= INT64_MAX:  # a receive time the records cannot hold
+        machine.stats["malformed"] += 1
+        return
+    msg = line[sp + 1:]
+    if raw_fmt and msg.startswith(b'{"lobreplay"'):
+        _raw_control(machine, msg, recv)
+        return
+    machine.feed(msg, recv)
+    if machine.events:
+        _react(machine, recv, raw_fmt)
 
 
 def _raw_header(path) -> dict:

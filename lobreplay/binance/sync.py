@@ -371,6 +371,41 @@ class DepthSync:
     def symbol_stats(self) -> dict:
         return {s.name: dict(s.stats, live=s.state == LIVE, synced=s.synced, last_u=s.last_u) for s in self.syms}
 
+    # -------------------------------------------- the conversion's C record writer
+
+    # lob_bn_records (lobreplay.binance.convert) writes the records of the lines whose outcome
+    # is decided (trades, tickers, a live book's next diff) with the symbols' state in an
+    # array (lobreplay._coreapi.BN_SYNC_DTYPE), and the machine takes every other line:
+    # the two hand the state over at each switch.
+
+    def sync_to(self, arr: np.ndarray) -> None:
+        """Each symbol's live flag and last update id into arr."""
+        arr["live"] = [s.state == LIVE for s in self.syms]
+        arr["last_u"] = [s.last_u for s in self.syms]
+
+    def sync_from(self, arr: np.ndarray) -> None:
+        """What the writer changed: each symbol's last update id. (_depth_event also sets
+        fresh, which tells disconnected() whether a symbol that is not live has had events
+        since its last GAP: the writer takes only a live symbol's messages, and every way out
+        of live writes a GAP, which clears fresh, so it cannot matter here.)"""
+        for st, u in zip(self.syms, arr["last_u"].tolist()):
+            st.last_u = u
+
+    def sync_counts(self, arr: np.ndarray, taken) -> None:
+        """The counts of what the writer took (arr's per symbol, taken's in all) into the
+        stats, as feed and feed_depth would have counted them; arr's are zeroed."""
+        depth, levels = arr["depth"].tolist(), arr["levels"].tolist()
+        for st, n in zip(self.syms, depth):
+            if n:
+                st.stats["depth"] += n
+                st.stats["applied"] += n
+        stats = self.stats
+        stats["depth"] += sum(depth)
+        stats["diff_levels"] += sum(levels)
+        for k in ("messages", "unknown_symbol", "trades", "tickers"):
+            stats[k] += int(taken[k])
+        arr["depth"] = arr["levels"] = 0
+
     def feed(self, raw, recv_ns: int) -> None:
         """One websocket message (str/bytes JSON text, or an already decoded dict)."""
         self.stats["messages"] += 1
