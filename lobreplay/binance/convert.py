@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _gz, lobc
+from .._ahead import read_ahead
 from .._coreapi import BN_DEPTH, BN_SYNC_DTYPE, BN_TAKEN_DTYPE, bn_decode, bn_records, bn_values
 from ..errors import InputError
 from ..lobc import GAP_ROTATE, GAP_SHUTDOWN, INT64_MAX, RECORD_DTYPE
@@ -182,7 +183,7 @@ def _iter_chunks(path: Path, breaks: list | None = None):
             except _gz.ERRORS:
                 text = None  # the streaming reader below reports where it breaks
         if text is not None:
-            yield from _pieces(text, 4 * CHUNK)
+            yield from _pieces(text, CHUNK // 2)
             return
     with _open(path, tolerate=breaks is not None) as f:
         rest = b""
@@ -453,8 +454,8 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
                 for p in paths:
                     raw_fmt = detect_format(p) == "raw"
                     if c_decoder:
-                        for blob in kept.pop(p, None) or _iter_chunks(p, breaks):
-                            recs, n = _feed_blob(machine, blob, raw_fmt)
+                        for blob, decoded in _decoded(kept.pop(p, None) or _iter_chunks(p, breaks), machine):
+                            recs, n = _feed_blob(machine, blob, decoded, raw_fmt)
                             lines_n += n
                             w.add_many(recs)
                     else:
@@ -540,18 +541,36 @@ def _symbols_of_names(machine: DepthSync, blob: bytes, dec: np.ndarray, names: n
     return np.array(out, np.int32)
 
 
-def _feed_blob(machine: DepthSync, blob: bytes, raw_fmt: bool) -> tuple[np.ndarray, int]:
+class _Pieces:
+    """Pieces of text as read_ahead's source."""
+
+    def __init__(self, pieces):
+        self._pieces = pieces
+
+    def chunks(self, buffers: int = 1):
+        yield from self._pieces  # (each piece is a bytes object of its own: no buffer is reused)
+
+
+def _decoded(pieces, machine: DepthSync):
+    """(piece, its bn_decode) for each piece of text, the next piece read and decoded on a
+    thread while the caller converts this one (the C decoder runs without the GIL)."""
+    usdm, dp, dq = machine.market == USDM, machine.levels.dp, machine.levels.dq
+    return read_ahead(_Pieces(pieces), lambda blob, _slot: bn_decode(blob, usdm=usdm, price_digits=dp,
+                                                                      qty_digits=dq, names=True))
+
+
+def _feed_blob(machine: DepthSync, blob: bytes, decoded: tuple, raw_fmt: bool) -> tuple[np.ndarray, int]:
     """One chunk of whole `<recv ns> <message>` lines (the last may lack its newline), in order;
     returns (the records taken from the machine after it, with those pending before it first;
-    the number of lines). The chunk is decoded in C in one call (bn_decode), and C writes the
+    the number of lines). decoded: bn_decode(blob, names=True), the chunk decoded in C in one
+    call (_decoded). C writes the
     records of the lines whose outcome needs no decision (bn_records: trades, tickers, and the
     depth messages that continue a synced book) straight into one array, up to the first line
     that does: that one goes through the machine (a depth message the decoder took:
     machine.feed_depth; any other line: machine.feed of its text), and C goes on after it. The
     machine's records and C's are put together in line order at the end."""
     usdm = machine.market == USDM
-    dec, levels, names = bn_decode(blob, usdm=usdm, price_digits=machine.levels.dp,
-                                   qty_digits=machine.levels.dq, names=True)
+    dec, levels, names = decoded
     nl = len(dec)
     name_sym = _symbols_of_names(machine, blob, dec, names)
     # room for every record C may write: a diff's levels and two, a ticker's two, a trade's one
