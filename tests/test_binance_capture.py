@@ -190,6 +190,8 @@ def test_usdm_capture_two_connections(tmp_path):
     assert int((rec["kind"] == TRADE).sum()) > 0 and int((rec["kind"] == TICKER_BID).sum()) > 0
     d = rec[rec["kind"] == DIFF_BEGIN]
     assert (d["prev_id"] > 0).all()
+    # the CPU time of the run itself (bench_binance's "running" figure): the messages took some
+    assert st["messages_received"] > 5000 and 0 < st["cpu_seconds"] < 60
 
 
 def test_rate_limited_websocket_and_snapshot_back_off_then_succeed(tmp_path):

@@ -317,3 +317,44 @@ def test_fast_decimal_path_equals_parse_decimal():
     assert mode == 2 and vals == [112345678, 500, 12345678901 * 10**8, 100]
     with pytest.raises(ValueError):
         lv.prepare([["1.123456789", "1"]])
+
+
+@pytest.mark.parametrize("market", [SPOT, USDM])
+@pytest.mark.parametrize("seed", range(6))
+def test_snapshot_wanted_is_what_it_says_at_every_step(market, seed):
+    """snapshot_wanted() keeps the symbols that are not live aside (it is asked after every
+    message of a capture); at every step of a random run it equals its definition taken over
+    every symbol: buffering, with buffered events, no snapshot held and none asked for."""
+    rng = random.Random(seed)
+    syms = ["AAAUSDT", "BBBUSDT", "CCCUSDT"]
+    m = DepthSync(market, syms)
+    last = {s: 100 for s in syms}
+    wanted_seen = 0
+    for step in range(600):
+        s = rng.choice(syms)
+        r = rng.random()
+        if r < 0.55:  # the next diff, now and then with a hole or a repeat
+            jump = rng.choice([1, 1, 1, 1, 3, -2])
+            U = last[s] + jump
+            u = U + rng.randrange(3)
+            m.feed(dep(U, u, pu=last[s] + jump - 1 if market == USDM else None, sym=s), step)
+            last[s] = max(last[s], u)
+        elif r < 0.75:
+            m.feed_snapshot(s, snap(last[s] - rng.randrange(4)), step)
+        elif r < 0.85:
+            for w in m.snapshot_wanted():
+                if rng.random() < 0.5:
+                    m.mark_requested(w)
+        elif r < 0.9:
+            m.disconnected(step, GAP_DISCONNECT, rng.sample(syms, rng.randrange(1, 4)))
+        elif r < 0.95:
+            m.snapshot_failed(s, step, GAP_RATE_LIMIT)
+        else:
+            m.feed('{"stream":"%s@depth@100ms","data":{"e":"depthUpdate","U":' % s.lower(), step)  # malformed
+        expected = [st.name for st in m.syms if st.state == 0 and st.buffer and st.snapshot is None
+                    and not st.requested]
+        assert m.snapshot_wanted() == expected, step
+        wanted_seen += bool(expected)
+        m.take_records()
+        m.events = []
+    assert wanted_seen > 50 and m.stats["resyncs"] > 5

@@ -339,6 +339,7 @@ class DepthSync:
         if not self.symbols:
             raise ValueError("at least one symbol")
         self.syms = [_Sym(i, s) for i, s in enumerate(self.symbols)]
+        self._buffering = set(self.syms)  # the symbols whose state is BUFFERING
         self._by_name = {s.name: s for s in self.syms}
         self._by_stream = {}
         self.levels = Levels(price_scale, qty_scale)
@@ -359,7 +360,10 @@ class DepthSync:
         return self.out.n
 
     def snapshot_wanted(self) -> list[str]:
-        return [s.name for s in self.syms
+        # (asked after every message of a capture: only the symbols not live are looked at)
+        if not self._buffering:
+            return []
+        return [s.name for s in sorted(self._buffering, key=lambda s: s.index)
                 if s.state == BUFFERING and s.buffer and s.snapshot is None and not s.requested]
 
     def mark_requested(self, symbol: str) -> None:
@@ -720,6 +724,7 @@ class DepthSync:
             st.stats["first_L"] = L
         st.synced += 1
         st.state = LIVE
+        self._buffering.discard(st)
         st.snapshot = None
         st.last_u = L
         self._emit_diff(st, buf.popleft())
@@ -753,6 +758,7 @@ class DepthSync:
     def _lose(self, st):
         """The book of st is unknown from here: buffer again, ask for a snapshot."""
         st.state = BUFFERING
+        self._buffering.add(st)
         st.snapshot = None
 
     def _gap(self, st, recv_ns, reason, expected, received):
