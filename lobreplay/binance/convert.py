@@ -541,6 +541,10 @@ def _symbols_of_names(machine: DepthSync, blob: bytes, dec: np.ndarray, names: n
     return np.array(out, np.int32)
 
 
+_ROW = np.dtype("V64")  # a record as one opaque item: copied in one piece
+assert _ROW.itemsize == RECORD_DTYPE.itemsize
+
+
 class _Pieces:
     """Pieces of text as read_ahead's source."""
 
@@ -604,9 +608,10 @@ def _feed_blob(machine: DepthSync, blob: bytes, decoded: tuple, raw_fmt: bool) -
     if len(pieces) == 1:
         return out[:done], nl
     whole = np.empty(done + len(recs), RECORD_DTYPE)
+    rows, parts = whole.view(_ROW), (recs.view(_ROW), out.view(_ROW))  # (as opaque rows: numpy would copy each field)
     at, src = 0, [0, 0]
     for which, n in pieces:
-        whole[at:at + n] = (recs, out)[which][src[which]:src[which] + n]
+        rows[at:at + n] = parts[which][src[which]:src[which] + n]
         src[which] += n
         at += n
     return whole, nl
