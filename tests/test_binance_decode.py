@@ -538,3 +538,36 @@ def test_bn_values_finds_what_the_regex_finds(parts, key, word):
     assert bn_values(blob, key, word=word, cap=len(want)) == want
     if want:
         assert bn_values(blob, key, word=word, cap=len(want) - 1) is None
+
+
+def test_a_partial_scan_converts_the_same(tmp_path, monkeypatch):
+    """A recording with more text than the scan keeps is scanned only that far (the conversion
+    pass reads the rest, and scans it beside the decoder): the same .lobc as the whole scan of
+    the Python path; when the rest names a symbol the first part did not, convert() converts
+    again after a whole scan, and the result is the same again."""
+    monkeypatch.setattr(convert_module, "KEEP_BYTES", 1 << 20)
+    monkeypatch.setattr(convert_module, "CHUNK", 1 << 18)
+    scans = []
+    real_scan = convert_module._scan
+
+    def scan(*a, **kw):
+        seen = real_scan(*a, **kw)
+        scans.append(seen.partial)
+        return seen
+    monkeypatch.setattr(convert_module, "_scan", scan)
+    text = gzip.open(USDM_SRC).read()
+    src = tmp_path / "usdm.jsonl"
+    src.write_bytes(text[:len(text) // 4])  # about 7 MB of text: a partial scan of the first 1 MB
+    st = converted_same(src, tmp_path)
+    assert scans == [True, False] and st["symbols"] == ["BTCUSDT"] and st["depth"] > 1000  # (C, then Python)
+    # a symbol whose lines come only after the first MB
+    lines = text[:len(text) // 4].split(b"\n")
+    late = [b"%d %s" % (1_700_000_000_000_000_000 + i, _env(TRADE_USDM.replace("BTCUSDT", "ETHUSDT"),
+                                                              "ethusdt@trade").encode()) for i in range(3)]
+    at = int(len(lines) * 0.8)
+    src2 = tmp_path / "late.jsonl"
+    src2.write_bytes(b"\n".join(lines[:at] + late + lines[at:]))
+    scans.clear()
+    st = converted_same(src2, tmp_path)
+    assert scans == [True, False, False] and st["symbols"] == ["BTCUSDT", "ETHUSDT"] and st["trades"] > 3
+    assert st["seconds"] > 0 and st["unknown_symbol"] == 0

@@ -236,38 +236,56 @@ def _distinct(blob: bytes, key: bytes, rx: re.Pattern, *, word: bool = False):
 KEEP_BYTES = 1 << 27  # a scan keeps the text it read, up to this much, for the conversion pass
 
 
-def _scan(paths, keep: dict | None = None, breaks: list | None = None) -> tuple[set, set, str | None]:
+class _Seen:
+    """What a scan finds in a recording's text, piece by piece in order: the streams, the
+    symbols (from the streams; from the messages' "s" while no stream has been seen) and the
+    market (from the first piece that shows it). partial: the scan stopped before the end."""
+
+    def __init__(self):
+        self.streams, self.symbols, self.market, self.partial = set(), set(), None, False
+
+    def add(self, blob: bytes) -> None:
+        for s in _distinct(blob, b"stream", _STREAM_RE):
+            s = s.decode("ascii", "replace")
+            if s.startswith("!") or s.endswith("@depthSnapshot"):
+                continue
+            self.streams.add(s)
+            self.symbols.add(s.split("@", 1)[0].upper())
+        if not self.streams:
+            self.symbols.update(x.decode("ascii", "replace").upper() for x in _distinct(blob, b"s", _S_RE, word=True))
+        if self.market is None:
+            self.market = _market_of(blob)
+
+
+def _scan(paths, keep: dict | None = None, breaks: list | None = None, *, partial: bool = False) -> _Seen:
     """Streams, symbols and market seen in hftbacktest-style files (one pass of regexes).
     keep (a dict): the chunks of text read, path -> list, if all of them come to at most
     KEEP_BYTES (else it is left empty), so that a small recording is decompressed once.
-    breaks: as for _iter_chunks."""
-    streams, symbols, market = set(), set(), None
+    partial: a recording with more text than that is read only that far (`partial` is then
+    set on the result): the conversion pass, which reads it all anyway, sees the rest, and
+    convert() converts again if the rest had more to say (a day's file is then inflated
+    once for the conversion instead of twice). breaks: as for _iter_chunks."""
+    seen = _Seen()
     kept, kept_bytes = {}, 0
     if len(set(paths)) != len(paths):  # a file named twice is read twice
         keep = None
     for p in paths:
         chunks = kept.setdefault(p, []) if keep is not None else None
         for blob in _iter_chunks(p, breaks):
+            kept_bytes += len(blob)
             if chunks is not None:
-                kept_bytes += len(blob)
                 if kept_bytes <= KEEP_BYTES:
                     chunks.append(blob)
                 else:
                     keep, chunks = None, None
                     kept.clear()
-            for s in _distinct(blob, b"stream", _STREAM_RE):
-                s = s.decode("ascii", "replace")
-                if s.startswith("!") or s.endswith("@depthSnapshot"):
-                    continue
-                streams.add(s)
-                symbols.add(s.split("@", 1)[0].upper())
-            if not streams:
-                symbols.update(x.decode("ascii", "replace").upper() for x in _distinct(blob, b"s", _S_RE, word=True))
-            if market is None:
-                market = _market_of(blob)
+            seen.add(blob)
+            if partial and kept_bytes > KEEP_BYTES:
+                seen.partial = True
+                return seen
     if keep is not None:
         keep.update(kept)
-    return streams, symbols, market
+    return seen
 
 
 _USDM_SNAPSHOT_RE = re.compile(rb'"lastUpdateId":\d+,"E":')
@@ -355,7 +373,8 @@ def _cryptofeed_items(ws: Path, http: Path | None, breaks: list | None = None):
 
 
 def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: int = lobc.DEFAULT_SCALE,
-            qty_scale: int = lobc.DEFAULT_SCALE, c_decoder: bool = True, allow_truncated: bool = False) -> dict:
+            qty_scale: int = lobc.DEFAULT_SCALE, c_decoder: bool = True, allow_truncated: bool = False,
+            _whole_scan: bool = False, _since: tuple | None = None) -> dict:
     """Convert one recording (or several, read as one continuous recording) to a .lobc file.
     c_decoder=False decodes every message in Python (the same output, slower: the reference
     the C decoder of depth messages is tested against). allow_truncated: a gzip file that
@@ -365,20 +384,23 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
 
     Returns stats: messages, records by kind, gaps, resyncs, per-symbol sync results
     (`synced` > 0 means the book was synced at least once), levels and the speed."""
+    market_arg, symbols_arg = market, symbols
     paths = [Path(src)] if isinstance(src, (str, os.PathLike)) else [Path(p) for p in src]
     if not paths:
         raise InputError("convert: no input file")
     for p in paths:
         if not p.is_file():
             raise InputError(f"{p}: {'a directory, not a file' if p.is_dir() else 'no such file'}")
-    t0 = time.perf_counter()  # the whole conversion, format detection included
-    cpu0 = time.process_time()
+    # the whole conversion, format detection included (_since: of the first try, when the
+    # text after a partial scan named more than the scan had seen and this converts again)
+    t0, cpu0 = _since or (time.perf_counter(), time.process_time())
     fmts = {detect_format(p) for p in paths}
     if len(fmts) > 1 and not fmts <= {"hftbacktest", "raw"}:
         raise InputError(f"convert: mixed formats {sorted(fmts)}")
     fmt = fmts.pop() if len(fmts) == 1 else "hftbacktest"
     streams = []
     breaks = [] if allow_truncated else None
+    rest = None  # after a partial scan: the scan of the whole text, as the conversion pass reads it
     if fmt.startswith("cryptofeed"):
         if len(paths) != 1:
             raise InputError("convert: one cryptofeed log at a time (its .ws and .http files are paired)")
@@ -410,10 +432,18 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
             symbols = symbols or header.get("symbols")
             streams = header.get("streams", [])
         if symbols is None or market is None or not streams:
-            s_streams, s_symbols, s_market = _scan(paths, kept if c_decoder else None, breaks)
-            streams = streams or sorted(s_streams)
-            symbols = symbols or sorted(s_symbols)
-            market = market or s_market
+            seen = _scan(paths, kept if c_decoder else None, breaks, partial=c_decoder and not _whole_scan)
+            if seen.partial and (not seen.symbols or seen.market is None):  # (nothing to go on yet)
+                seen = _scan(paths, None, breaks)
+            taken = (not streams, symbols is None, market is None)  # what comes from the scan
+            streams = streams or sorted(seen.streams)
+            symbols = symbols or sorted(seen.symbols)
+            market = market or seen.market
+            if seen.partial:  # the conversion pass sees the rest: the same scan, to compare at the end
+                rest = _Seen()
+                agrees = lambda: ((not taken[0] or sorted(rest.streams) == streams)  # noqa: E731
+                                  and (not taken[1] or sorted(rest.symbols) == symbols)
+                                  and (not taken[2] or rest.market == market))
     if not symbols:
         raise InputError(f"{paths[0]}: no symbol found; pass symbols=")
     if market not in (SPOT, USDM):
@@ -454,7 +484,7 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
                 for p in paths:
                     raw_fmt = detect_format(p) == "raw"
                     if c_decoder:
-                        for blob, decoded in _decoded(kept.pop(p, None) or _iter_chunks(p, breaks), machine):
+                        for blob, decoded in _decoded(kept.pop(p, None) or _iter_chunks(p, breaks), machine, rest):
                             recs, n = _feed_blob(machine, blob, decoded, raw_fmt)
                             lines_n += n
                             w.add_many(recs)
@@ -465,7 +495,11 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
             w.add_many(machine.take_records())
             w.flush()
             out_records, out_bytes = w.records, w.bytes
-        os.replace(tmp, dst)
+        again = rest is not None and not agrees()
+        if again:  # the rest of the text named a stream, symbol or market the partial scan had not seen
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, dst)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -475,6 +509,10 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
     finally:
         if was_enabled:
             gc.enable()
+    if again:
+        return convert(paths, dst, market=market_arg, symbols=symbols_arg, price_scale=price_scale,
+                       qty_scale=qty_scale, c_decoder=c_decoder, allow_truncated=allow_truncated, _whole_scan=True,
+                       _since=(t0, cpu0))
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     st = dict(machine.stats)
@@ -555,12 +593,17 @@ class _Pieces:
         yield from self._pieces  # (each piece is a bytes object of its own: no buffer is reused)
 
 
-def _decoded(pieces, machine: DepthSync):
+def _decoded(pieces, machine: DepthSync, seen: _Seen | None = None):
     """(piece, its bn_decode) for each piece of text, the next piece read and decoded on a
-    thread while the caller converts this one (the C decoder runs without the GIL)."""
+    thread while the caller converts this one (the C decoder runs without the GIL); seen:
+    also scans each piece, on that thread."""
     usdm, dp, dq = machine.market == USDM, machine.levels.dp, machine.levels.dq
-    return read_ahead(_Pieces(pieces), lambda blob, _slot: bn_decode(blob, usdm=usdm, price_digits=dp,
-                                                                      qty_digits=dq, names=True))
+
+    def work(blob, _slot):
+        if seen is not None:
+            seen.add(blob)
+        return bn_decode(blob, usdm=usdm, price_digits=dp, qty_digits=dq, names=True)
+    return read_ahead(_Pieces(pieces), work)
 
 
 def _feed_blob(machine: DepthSync, blob: bytes, decoded: tuple, raw_fmt: bool) -> tuple[np.ndarray, int]:
