@@ -468,6 +468,16 @@ static int span_eq(const uint8_t *buf, uint32_t a, int32_t an, uint32_t b, int32
     return an == bn && (an < 0 || !memcmp(buf + a, buf + b, (size_t)an));
 }
 
+/* FNV-1a of a span (a length of -1, no span, hashes apart from the empty one). */
+static uint32_t span_hash(uint32_t h, const uint8_t *buf, uint32_t a, int32_t an)
+{
+    h = (h ^ (uint32_t)(an + 1)) * 16777619u;
+    for (int32_t i = 0; i < an; i++) h = (h ^ buf[a + (uint32_t)i]) * 16777619u;
+    return h;
+}
+
+enum { NAME_SLOTS = 4 * LOB_BN_NAMES }; /* the names' hash table: at most a quarter full */
+
 int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digits, uint32_t qty_digits,
                   lob_bn_line *lines, size_t line_cap, size_t *n_lines, int64_t *levels, size_t level_cap,
                   size_t *n_levels, size_t *consumed, uint32_t *names, size_t *n_names)
@@ -477,6 +487,8 @@ int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digi
         return LOB_EARG;
     int usdm = (flags & LOB_BN_USDM) != 0, bare = (flags & LOB_BN_BARE) != 0;
     size_t nl = 0, nv = 0, pos = 0, nn = 0;
+    uint32_t slot[NAME_SLOTS]; /* name id + 1 (0: empty), by the hash of its (stream, s) */
+    memset(slot, 0, sizeof slot);
     while (pos < len && nl < line_cap) {
         const uint8_t *nlp = memchr(buf + pos, '\n', len - pos);
         size_t end = nlp ? (size_t)(nlp - buf) : len;
@@ -504,18 +516,36 @@ int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digi
         int st = ok && c.p < c.end && *c.p == '{'
                      ? bn_message(&c, buf, usdm, price_digits, qty_digits, ln, levels, level_cap, &nv)
                      : LOB_BN_OTHER;
-        if (st != LOB_BN_OTHER) { /* its (stream, s) pair */
-            size_t k = 0;
-            while (k < nn && !(span_eq(buf, ln->stream_start, ln->stream_len, lines[names[k]].stream_start,
-                                       lines[names[k]].stream_len) &&
-                               span_eq(buf, ln->sym_start, ln->sym_len, lines[names[k]].sym_start,
-                                       lines[names[k]].sym_len)))
-                k++;
+        if (st != LOB_BN_OTHER) { /* its (stream, s) pair: among a few names by a look at each, else by hash */
+            size_t k = nn;
+            uint32_t h = 0;
+            if (nn <= 8) {
+                for (k = 0; k < nn && !(span_eq(buf, ln->stream_start, ln->stream_len, lines[names[k]].stream_start,
+                                                lines[names[k]].stream_len) &&
+                                        span_eq(buf, ln->sym_start, ln->sym_len, lines[names[k]].sym_start,
+                                                lines[names[k]].sym_len));
+                     k++) {
+                }
+            }
+            if (k == nn) { /* (a new name needs its slot: found by hash too) */
+                h = span_hash(span_hash(2166136261u, buf, ln->stream_start, ln->stream_len), buf, ln->sym_start,
+                              ln->sym_len) % NAME_SLOTS;
+                for (; slot[h]; h = (h + 1) % NAME_SLOTS) {
+                    const lob_bn_line *f = &lines[names[slot[h] - 1]];
+                    if (span_eq(buf, ln->stream_start, ln->stream_len, f->stream_start, f->stream_len) &&
+                        span_eq(buf, ln->sym_start, ln->sym_len, f->sym_start, f->sym_len)) {
+                        k = slot[h] - 1;
+                        break;
+                    }
+                }
+            }
             if (k == nn) {
-                if (nn < LOB_BN_NAMES)
+                if (nn < LOB_BN_NAMES) {
                     names[nn++] = (uint32_t)nl;
-                else
+                    slot[h] = (uint32_t)nn;
+                } else {
                     st = LOB_BN_OTHER; /* one name too many: the Python path */
+                }
             }
             ln->name_id = (uint32_t)k;
         }

@@ -33,7 +33,7 @@ extern "C" {
 enum { LOB_BN_USDM = 1, LOB_BN_BARE = 2 };   /* lob_bn_decode flags */
 enum { LOB_BN_OTHER = 0, LOB_BN_DEPTH = 1, LOB_BN_TRADE = 2, LOB_BN_AGGTRADE = 3,
        LOB_BN_TICKER = 4 };                 /* lob_bn_line.status */
-enum { LOB_BN_NAMES = 64 };                 /* distinct (stream, s) pairs of trades/tickers per call */
+enum { LOB_BN_NAMES = 1024 };               /* distinct (stream, s) pairs of decoded messages per call */
 
 /* One line of the batch. Offsets are into buf. Trades: first_id = last_id = t (aggTrade:
  * f, l), exch_ms = T, one price, qty pair at `level`, maker = m. Tickers: first_id = u,

@@ -571,3 +571,26 @@ def test_a_partial_scan_converts_the_same(tmp_path, monkeypatch):
     st = converted_same(src2, tmp_path)
     assert scans == [True, False, False] and st["symbols"] == ["BTCUSDT", "ETHUSDT"] and st["trades"] > 3
     assert st["seconds"] > 0 and st["unknown_symbol"] == 0
+
+
+def test_hundreds_of_names_are_numbered_by_first_appearance():
+    """The decoder looks a name up among a few by comparing, among more by hash: every line of
+    300 symbols' trades and tickers, interleaved, gets the number of its (stream, s) pair in
+    order of first appearance, none is left to the Python path."""
+    rng = np.random.default_rng(3)
+    syms = [f"S{i}X" for i in range(300)]
+    rows, want = [], {}
+    for k in range(2000):
+        s = syms[int(rng.integers(0, len(syms)))]
+        if rng.random() < 0.5:
+            name = (f"{s.lower()}@trade", s)
+            msg = _env(TRADE.replace("BTCUSDT", s), name[0])
+        else:
+            name = (None, s)
+            msg = _env(TICKER.replace("BTCUSDT", s), None)
+        want.setdefault(name, len(want))
+        rows.append((f"{k + 1} " + msg, want[name]))
+    blob = "\n".join(r for r, _ in rows).encode()
+    dec, _, names = bn_decode(blob, usdm=False, price_digits=8, qty_digits=8, names=True)
+    assert (dec["status"] != 0).all() and len(names) == len(want) > 300
+    assert dec["name_id"].tolist() == [n for _, n in rows]
