@@ -636,6 +636,7 @@ int lob_bn_records(const lob_bn_line *lines, size_t n_lines, size_t *pos, const 
             r->first_id = ln->first_id;
             r->last_id = ln->last_id;
             sy->last_u = ln->last_id;
+            sy->touched = 1;
             sy->depth++;
             sy->levels += nlev;
         } else if (ln->status == LOB_BN_TICKER) {

@@ -81,7 +81,8 @@ typedef struct lob_bn_sync {
     uint64_t depth;    /* + depth messages of the symbol taken (each one applied) */
     uint64_t levels;   /* + their level records */
     uint8_t live;      /* synced: its diffs may be taken */
-    uint8_t reserved[7];
+    uint8_t touched;   /* set to 1 when one of its depth messages is taken (last_u moved) */
+    uint8_t reserved[6];
 } lob_bn_sync;
 
 /* Totals of the lines lob_bn_records took (added to). */

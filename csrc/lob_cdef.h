@@ -412,7 +412,8 @@ typedef struct lob_bn_sync {
     uint64_t depth;
     uint64_t levels;
     uint8_t live;
-    uint8_t reserved[7];
+    uint8_t touched;
+    uint8_t reserved[6];
 } lob_bn_sync;
 typedef struct lob_bn_taken {
     uint64_t messages, unknown_symbol, trades, tickers;

@@ -594,3 +594,22 @@ def test_hundreds_of_names_are_numbered_by_first_appearance():
     dec, _, names = bn_decode(blob, usdm=False, price_digits=8, qty_digits=8, names=True)
     assert (dec["status"] != 0).all() and len(names) == len(want) > 300
     assert dec["name_id"].tolist() == [n for _, n in rows]
+
+
+def test_c_takes_the_lines_after_one_the_machine_applied(tmp_path, monkeypatch):
+    """A diff the machine applies (here one in a shape the decoder leaves to it) moves the
+    book's last update id: C must see that and take the lines after it again."""
+    machine_lines = []
+    feed_line = convert_module._feed_line
+    monkeypatch.setattr(convert_module, "_feed_line", lambda m, b, dec, lv, i, raw: (
+        machine_lines.append(int(dec[i]["status"])), feed_line(m, b, dec, lv, i, raw)))
+    body = {"lastUpdateId": 1000, "bids": [["100", "2"]], "asks": [["101", "1"]]}
+    rows = [json.dumps({"stream": "btcusdt@depthSnapshot", "data": body}, separators=(",", ":"))]
+    for k in range(200):
+        msg = _depth(1001 + k, 1001 + k)
+        rows.append(msg.replace('"U":', '"U": ') if k == 100 else msg)  # (a blank: the Python path's)
+    src = tmp_path / "odd.jsonl"
+    src.write_text("".join(f"{1_700_000_000_000_000_000 + i} {r}\n" for i, r in enumerate(rows)))
+    st = converted_same(src, tmp_path, market="spot", symbols=["BTCUSDT"])
+    assert st["per_symbol"]["BTCUSDT"]["applied"] == 200 and st["gaps"] == 0
+    assert machine_lines == [0, BN_DEPTH, 0]  # the snapshot, the diff that syncs, the odd one

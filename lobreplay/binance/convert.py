@@ -623,7 +623,7 @@ def _feed_blob(machine: DepthSync, blob: bytes, decoded: tuple, raw_fmt: bool) -
     # room for every record C may write: a diff's levels and two, a ticker's two, a trade's one
     out = np.empty(int(dec["n_bids"].sum()) + int(dec["n_asks"].sum()) + 2 * nl, RECORD_DTYPE)
     syms = np.zeros(len(machine.syms), BN_SYNC_DTYPE)
-    machine.sync_to(syms)
+    machine.sync_to(syms, everything=True)
     taken = np.zeros(1, BN_TAKEN_DTYPE)
     pieces = []  # (0: the machine's next records / 1: out's next records, how many), in line order
     machine_n = machine.pending_records  # the machine's records accounted for in pieces (and before them)

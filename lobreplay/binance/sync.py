@@ -340,6 +340,7 @@ class DepthSync:
             raise ValueError("at least one symbol")
         self.syms = [_Sym(i, s) for i, s in enumerate(self.symbols)]
         self._buffering = set(self.syms)  # the symbols whose state is BUFFERING
+        self._changed = set()  # the symbols whose state or last_u changed since the last sync_to
         self._by_name = {s.name: s for s in self.syms}
         self._by_stream = {}
         self.levels = Levels(price_scale, qty_scale)
@@ -382,18 +383,30 @@ class DepthSync:
     # array (lobreplay._coreapi.BN_SYNC_DTYPE), and the machine takes every other line:
     # the two hand the state over at each switch.
 
-    def sync_to(self, arr: np.ndarray) -> None:
-        """Each symbol's live flag and last update id into arr."""
-        arr["live"] = [s.state == LIVE for s in self.syms]
-        arr["last_u"] = [s.last_u for s in self.syms]
+    def sync_to(self, arr: np.ndarray, everything: bool = False) -> None:
+        """Each symbol's live flag and last update id into arr: those that changed since the
+        last call (everything: all of them)."""
+        if everything:
+            arr["live"] = [s.state == LIVE for s in self.syms]
+            arr["last_u"] = [s.last_u for s in self.syms]
+        else:
+            live, last_u = arr["live"], arr["last_u"]
+            for st in self._changed:
+                live[st.index] = st.state == LIVE
+                last_u[st.index] = st.last_u
+        self._changed.clear()
 
     def sync_from(self, arr: np.ndarray) -> None:
-        """What the writer changed: each symbol's last update id. (_depth_event also sets
-        fresh, which tells disconnected() whether a symbol that is not live has had events
-        since its last GAP: the writer takes only a live symbol's messages, and every way out
-        of live writes a GAP, which clears fresh, so it cannot matter here.)"""
-        for st, u in zip(self.syms, arr["last_u"].tolist()):
-            st.last_u = u
+        """What the writer changed: the last update id of each symbol it took a depth
+        message of. (_depth_event also sets fresh, which tells disconnected() whether a
+        symbol that is not live has had events since its last GAP: the writer takes only a
+        live symbol's messages, and every way out of live writes a GAP, which clears fresh,
+        so it cannot matter here.)"""
+        touched = np.flatnonzero(arr["touched"])
+        if len(touched):
+            for i, u in zip(touched.tolist(), arr["last_u"][touched].tolist()):
+                self.syms[i].last_u = u
+            arr["touched"] = 0
 
     def sync_counts(self, arr: np.ndarray, taken) -> None:
         """The counts of what the writer took (arr's per symbol, taken's in all) into the
@@ -725,6 +738,7 @@ class DepthSync:
         st.synced += 1
         st.state = LIVE
         self._buffering.discard(st)
+        self._changed.add(st)
         st.snapshot = None
         st.last_u = L
         self._emit_diff(st, buf.popleft())
@@ -752,6 +766,7 @@ class DepthSync:
         o.run(DIFF_LEVEL, ASK, i, ev.recv_ns, ev.exch_ns, ev.asks)
         o.single(DIFF_END, i, ev.recv_ns, exch_ns=ev.exch_ns, first_id=ev.U, last_id=ev.u)
         st.last_u = ev.u
+        self._changed.add(st)
         st.stats["applied"] += 1
         self.stats["diff_levels"] += ev.bids[2] + ev.asks[2]
 
@@ -759,6 +774,7 @@ class DepthSync:
         """The book of st is unknown from here: buffer again, ask for a snapshot."""
         st.state = BUFFERING
         self._buffering.add(st)
+        self._changed.add(st)
         st.snapshot = None
 
     def _gap(self, st, recv_ns, reason, expected, received):
