@@ -618,9 +618,15 @@ int lob_bn_records(const lob_bn_line *lines, size_t n_lines, size_t *pos, const 
         uint16_t s16 = (uint16_t)sym;
         if (ln->status == LOB_BN_DEPTH) {
             lob_bn_sync *sy = &syms[sym];
-            if (!sy->live || ln->last_id <= sy->last_u ||
-                (usdm ? ln->prev_id != sy->last_u : ln->first_id != sy->last_u + 1))
-                break; /* the machine decides: buffering, a duplicate, a gap */
+            if (!sy->live)
+                break; /* the machine decides: buffering */
+            if (ln->last_id <= sy->last_u) { /* old or a duplicate: ignored */
+                sy->duplicates++;
+                taken->messages++;
+                continue;
+            }
+            if (usdm ? ln->prev_id != sy->last_u : ln->first_id != sy->last_u + 1)
+                break; /* the machine decides: a gap */
             if (nlev + 2 > out_cap - o)
                 break;
             lob_l2_record *r = bn_record(&out[o++], LOB_L2_DIFF_BEGIN, 0, s16, ln->recv_ns, exch);
@@ -637,7 +643,7 @@ int lob_bn_records(const lob_bn_line *lines, size_t n_lines, size_t *pos, const 
             r->last_id = ln->last_id;
             sy->last_u = ln->last_id;
             sy->touched = 1;
-            sy->depth++;
+            sy->applied++;
             sy->levels += nlev;
         } else if (ln->status == LOB_BN_TICKER) {
             if (out_cap - o < 2)

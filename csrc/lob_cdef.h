@@ -409,8 +409,9 @@ int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digi
                   size_t *n_levels, size_t *consumed, uint32_t *names, size_t *n_names);
 typedef struct lob_bn_sync {
     uint64_t last_u;
-    uint64_t depth;
+    uint64_t applied;
     uint64_t levels;
+    uint64_t duplicates;
     uint8_t live;
     uint8_t touched;
     uint8_t reserved[6];

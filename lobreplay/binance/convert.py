@@ -610,12 +610,12 @@ def _feed_blob(machine: DepthSync, blob: bytes, decoded: tuple, raw_fmt: bool) -
     """One chunk of whole `<recv ns> <message>` lines (the last may lack its newline), in order;
     returns (the records taken from the machine after it, with those pending before it first;
     the number of lines). decoded: bn_decode(blob, names=True), the chunk decoded in C in one
-    call (_decoded). C writes the
-    records of the lines whose outcome needs no decision (bn_records: trades, tickers, and the
-    depth messages that continue a synced book) straight into one array, up to the first line
-    that does: that one goes through the machine (a depth message the decoder took:
-    machine.feed_depth; any other line: machine.feed of its text), and C goes on after it. The
-    machine's records and C's are put together in line order at the end."""
+    call (_decoded). C writes the records of the lines whose outcome needs no decision
+    (bn_records: trades, tickers, and the depth messages that continue a synced book; it
+    counts those the book has already) straight into one array, up to the first line that
+    does: that one goes through the machine (a depth message the decoder took:
+    machine.feed_depth; any other line: machine.feed of its text), and C goes on after it.
+    The machine's records and C's are put together in line order at the end."""
     usdm = machine.market == USDM
     dec, levels, names = decoded
     nl = len(dec)

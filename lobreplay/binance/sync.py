@@ -411,17 +411,18 @@ class DepthSync:
     def sync_counts(self, arr: np.ndarray, taken) -> None:
         """The counts of what the writer took (arr's per symbol, taken's in all) into the
         stats, as feed and feed_depth would have counted them; arr's are zeroed."""
-        depth, levels = arr["depth"].tolist(), arr["levels"].tolist()
-        for st, n in zip(self.syms, depth):
-            if n:
-                st.stats["depth"] += n
+        applied, dups, levels = arr["applied"].tolist(), arr["duplicates"].tolist(), arr["levels"].tolist()
+        for st, n, d in zip(self.syms, applied, dups):
+            if n or d:
+                st.stats["depth"] += n + d
                 st.stats["applied"] += n
+                st.stats["duplicates"] += d
         stats = self.stats
-        stats["depth"] += sum(depth)
+        stats["depth"] += sum(applied) + sum(dups)
         stats["diff_levels"] += sum(levels)
         for k in ("messages", "unknown_symbol", "trades", "tickers"):
             stats[k] += int(taken[k])
-        arr["depth"] = arr["levels"] = 0
+        arr["applied"] = arr["duplicates"] = arr["levels"] = 0
 
     def feed(self, raw, recv_ns: int) -> None:
         """One websocket message (str/bytes JSON text, or an already decoded dict)."""
