@@ -91,6 +91,21 @@ static int grow(void **p, size_t *cap, size_t need, size_t sz)
     return 1;
 }
 
+void lob_l2_records_check(const lob_l2_record *rec, size_t n, uint32_t n_symbols, size_t *bad_symbol,
+                          size_t *bad_kind)
+{
+    size_t bs = n, bk = n;
+    for (size_t i = 0; i < n && (bs == n || bk == n); i++) {
+        const lob_l2_record *x = &rec[i];
+        if (bs == n && x->symbol >= n_symbols) bs = i;
+        if (bk == n && (x->kind < LOB_L2_SNAPSHOT_BEGIN || x->kind > LOB_L2_TICKER_ASK ||
+                        (x->side != 0 && x->side != 'B' && x->side != 'S')))
+            bk = i;
+    }
+    *bad_symbol = bs;
+    *bad_kind = bk;
+}
+
 /* ==================================================================== pass 1 */
 
 typedef struct scan_entry {

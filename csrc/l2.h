@@ -47,6 +47,12 @@ enum {
     LOB_L2_TRADE = 7, LOB_L2_GAP = 8, LOB_L2_RESYNC = 9, LOB_L2_TICKER_BID = 10, LOB_L2_TICKER_ASK = 11
 };
 
+/* The first record of rec[0 .. n) whose symbol is n_symbols or more (*bad_symbol), and the
+ * first whose kind is none of the kinds above or whose side is not 0, 'B' or 'S'
+ * (*bad_kind); n where there is none. What a .lobc writer may write (lobreplay.lobc). */
+void lob_l2_records_check(const lob_l2_record *rec, size_t n, uint32_t n_symbols, size_t *bad_symbol,
+                          size_t *bad_kind);
+
 /* ---- pass 1 ---------------------------------------------------------- */
 
 /* Per symbol: whether it has a book (a SNAPSHOT_BEGIN or DIFF_BEGIN record),

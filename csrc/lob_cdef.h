@@ -258,6 +258,8 @@ int lob_l2_scan_finish(lob_l2_scan *s);
 void lob_l2_scan_symbols(const lob_l2_scan *s, lob_l2_scan_symbol *out);
 void lob_l2_scan_kinds(const lob_l2_scan *s, uint64_t *out);
 size_t lob_l2_scan_levels(const lob_l2_scan *s, uint16_t *symbols, int64_t *prices, size_t cap);
+void lob_l2_records_check(const lob_l2_record *rec, size_t n, uint32_t n_symbols, size_t *bad_symbol,
+                          size_t *bad_kind);
 
 typedef struct lob_l2_config {
     uint32_t n_symbols;

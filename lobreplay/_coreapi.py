@@ -570,6 +570,16 @@ L2_ROWS = (("bbo", L2_BBO_DTYPE, "lob_l2_bbo[]"), ("desyncs", L2_DESYNC_DTYPE, "
            ("depth", L2_DEPTH_DTYPE, "lob_l2_depth[]"))
 
 
+def l2_records_check(records: np.ndarray, n_symbols: int) -> tuple[int, int]:
+    """(the first record whose symbol is n_symbols or more, the first whose kind or side is
+    not one a .lobc file holds), each len(records) where there is none (lob_l2_records_check).
+    records: contiguous, of a 64-byte record dtype."""
+    n = len(records)
+    bs, bk = ffi.new("size_t *"), ffi.new("size_t *")
+    lib.lob_l2_records_check(_buf("lob_l2_record[]", records), n, n_symbols, bs, bk)
+    return bs[0], bk[0]
+
+
 class L2Scan:
     """Pass 1 of the L2 replay (lob_l2_scan): per symbol whether it has a book, its distinct
     level prices and the peak number of live levels (an upper bound of pass 2's book).

@@ -733,3 +733,30 @@ def test_parse_decimal_is_exact(whole, frac, zeros, d, lead):
         return
     assert lobc.parse_decimal(text, scale) == expected
     assert lobc.parse_decimal(lobc.format_decimal(expected, scale), scale) == expected
+
+
+def test_add_many_refuses_what_a_lobc_file_cannot_hold(tmp_path):
+    """The writer checks every record it is given (in C, one pass): a symbol beyond the
+    metadata's, a kind that is none of KIND_NAMES, a side other than 0, B or S; the message
+    names the first bad record. Every one of the 256 kinds and sides is tried."""
+    sides_ok = {0, ord("B"), ord("S")}
+    with lobc.LobcWriter(tmp_path / "w.lobc", venue="binance", market="spot", symbols=["A", "B"]) as w:
+        for kind in range(256):
+            for side in (0, ord("B"), ord("S"), 1, ord("b"), 255):
+                rec = np.zeros(5, lobc.RECORD_DTYPE)
+                rec["kind"], rec["side"] = lobc.TRADE, ord("B")
+                rec[3]["kind"], rec[3]["side"] = kind, side
+                if kind in lobc.KIND_NAMES and side in sides_ok:
+                    w.add_many(rec)
+                else:
+                    with pytest.raises(ValueError, match=f"record 3: kind {kind} / side {side}:"):
+                        w.add_many(rec)
+        rec = np.zeros(4, lobc.RECORD_DTYPE)
+        rec["kind"], rec["symbol"] = lobc.GAP, 1
+        rec[2]["symbol"] = 2
+        with pytest.raises(ValueError, match="symbol index is out of range .metadata has 2 symbols"):
+            w.add_many(rec)
+        n_before = w.records + w.pending
+    # what was refused was not written; what was taken was, whole
+    got = lobc.read(tmp_path / "w.lobc")
+    assert len(got.records) == n_before == 5 * len(lobc.KIND_NAMES) * len(sides_ok) and got.whole
