@@ -468,6 +468,13 @@ static int span_eq(const uint8_t *buf, uint32_t a, int32_t an, uint32_t b, int32
     return an == bn && (an < 0 || !memcmp(buf + a, buf + b, (size_t)an));
 }
 
+/* Whether lines a and b have the same (stream, s) name. */
+static int same_name(const uint8_t *buf, const lob_bn_line *a, const lob_bn_line *b)
+{
+    return span_eq(buf, a->stream_start, a->stream_len, b->stream_start, b->stream_len) &&
+           span_eq(buf, a->sym_start, a->sym_len, b->sym_start, b->sym_len);
+}
+
 /* FNV-1a of a span (a length of -1, no span, hashes apart from the empty one). */
 static uint32_t span_hash(uint32_t h, const uint8_t *buf, uint32_t a, int32_t an)
 {
@@ -520,20 +527,14 @@ int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digi
             size_t k = nn;
             uint32_t h = 0;
             if (nn <= 8) {
-                for (k = 0; k < nn && !(span_eq(buf, ln->stream_start, ln->stream_len, lines[names[k]].stream_start,
-                                                lines[names[k]].stream_len) &&
-                                        span_eq(buf, ln->sym_start, ln->sym_len, lines[names[k]].sym_start,
-                                                lines[names[k]].sym_len));
-                     k++) {
+                for (k = 0; k < nn && !same_name(buf, ln, &lines[names[k]]); k++) {
                 }
             }
             if (k == nn) { /* (a new name needs its slot: found by hash too) */
                 h = span_hash(span_hash(2166136261u, buf, ln->stream_start, ln->stream_len), buf, ln->sym_start,
                               ln->sym_len) % NAME_SLOTS;
                 for (; slot[h]; h = (h + 1) % NAME_SLOTS) {
-                    const lob_bn_line *f = &lines[names[slot[h] - 1]];
-                    if (span_eq(buf, ln->stream_start, ln->stream_len, f->stream_start, f->stream_len) &&
-                        span_eq(buf, ln->sym_start, ln->sym_len, f->sym_start, f->sym_len)) {
+                    if (same_name(buf, ln, &lines[names[slot[h] - 1]])) {
                         k = slot[h] - 1;
                         break;
                     }

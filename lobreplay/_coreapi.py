@@ -762,7 +762,7 @@ def bn_records(lines: np.ndarray, levels: np.ndarray, pos: int, name_sym: np.nda
                taken: np.ndarray, out: np.ndarray, *, usdm: bool) -> tuple[int, int]:
     """The .lobc records of bn_decode's lines from line pos on, into out (RECORD_DTYPE), as
     the sync machine would write them (lob_bn_records): trades, tickers, and the depth
-    messages that continue a live symbol's book. name_sym: int32, the symbol of each name_id
+    messages that continue a live symbol's book (those it has already: counted). name_sym: int32, the symbol of each name_id
     (-1: not converted); syms: BN_SYNC_DTYPE, one per symbol (live and last_u in; last_u and
     the counts out); taken: one BN_TAKEN_DTYPE, added to. Returns (the line it stopped
     before: the Python path's, or len(lines); the records written)."""

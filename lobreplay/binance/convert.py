@@ -544,21 +544,33 @@ def _decode_depth(machine: DepthSync, blob: bytes, *, bare: bool) -> dict:
     return _depth_of(blob, dec, levels)
 
 
+_DEPTH_FIELDS = ("recv_ns", "first_id", "last_id", "prev_id", "exch_ms", "level", "n_bids", "n_asks", "stream_start",
+                 "stream_len", "sym_start", "sym_len")  # a decoded depth line's, as _depth_tuple takes them
+
+
+def _span(blob: bytes, start: int, n: int) -> str | None:
+    """A name bn_decode found in blob (n = -1: none)."""
+    return blob[start:start + n].decode("ascii") if n >= 0 else None
+
+
+def _depth_tuple(blob: bytes, levels: np.ndarray, recv, U, u, pu, E, lv, nb, na, ss, sl, ys, yl, *,
+                 copy: bool = False) -> tuple:
+    """A decoded depth line (its _DEPTH_FIELDS) as (recv_ns, U, u, pu, E ms, bids, asks, stream,
+    s); copy: its levels copied out of `levels` (an event the machine buffers keeps them)."""
+    bids, asks = levels[lv:lv + nb], levels[lv + nb:lv + nb + na]
+    if copy:
+        bids, asks = bids.copy(), asks.copy()
+    return recv, U, u, pu, E, bids, asks, _span(blob, ss, sl), _span(blob, ys, yl)
+
+
 def _depth_of(blob: bytes, dec: np.ndarray, levels: np.ndarray) -> dict:
     idx = np.flatnonzero(dec["status"] == BN_DEPTH)
     if not len(idx):
         return {}
     d = dec[idx]
     levels = levels.copy()  # only the rows used: buffered events keep it alive
-    out = {}
-    for i, recv, U, u, pu, E, lv, nb, na, ss, sl, ys, yl in zip(
-            idx.tolist(), *(d[f].tolist() for f in ("recv_ns", "first_id", "last_id", "prev_id", "exch_ms", "level",
-                                                     "n_bids", "n_asks", "stream_start", "stream_len", "sym_start",
-                                                     "sym_len"))):
-        out[i] = (recv, U, u, pu, E, levels[lv:lv + nb], levels[lv + nb:lv + nb + na],
-                  blob[ss:ss + sl].decode("ascii") if sl >= 0 else None,
-                  blob[ys:ys + yl].decode("ascii") if yl >= 0 else None)
-    return out
+    return {i: _depth_tuple(blob, levels, *vals) for i, *vals in zip(idx.tolist(), *(d[f].tolist()
+                                                                                     for f in _DEPTH_FIELDS))}
 
 
 def _feed_decoded(machine: DepthSync, dd: tuple, recv_ns) -> None:
@@ -572,9 +584,8 @@ def _symbols_of_names(machine: DepthSync, blob: bytes, dec: np.ndarray, names: n
     out = []
     for i in names.tolist():
         ln = dec[i]
-        ss, sl, ys, yl = (int(ln[f]) for f in ("stream_start", "stream_len", "sym_start", "sym_len"))
-        st = machine._symbol_of(blob[ys:ys + yl].decode("ascii") if yl >= 0 else None,
-                                blob[ss:ss + sl].decode("ascii") if sl >= 0 else None)
+        st = machine._symbol_of(_span(blob, int(ln["sym_start"]), int(ln["sym_len"])),
+                                _span(blob, int(ln["stream_start"]), int(ln["stream_len"])))
         out.append(-1 if st is None else st.index)
     return np.array(out, np.int32)
 
@@ -665,15 +676,10 @@ def _feed_line(machine: DepthSync, blob: bytes, dec: np.ndarray, levels: np.ndar
     other line as text."""
     ln = dec[i]
     if ln["status"] == BN_DEPTH:
-        lv, nb, na = int(ln["level"]), int(ln["n_bids"]), int(ln["n_asks"])
-        ss, sl, ys, yl = (int(ln[f]) for f in ("stream_start", "stream_len", "sym_start", "sym_len"))
-        recv = int(ln["recv_ns"])
-        machine.feed_depth(blob[ss:ss + sl].decode("ascii") if sl >= 0 else None,
-                           blob[ys:ys + yl].decode("ascii") if yl >= 0 else None,
-                           int(ln["first_id"]), int(ln["last_id"]), int(ln["prev_id"]), int(ln["exch_ms"]), recv,
-                           levels[lv:lv + nb].copy(), levels[lv + nb:lv + nb + na].copy())
+        dd = _depth_tuple(blob, levels, *(int(ln[f]) for f in _DEPTH_FIELDS), copy=True)
+        _feed_decoded(machine, dd, None)
         if machine.events:
-            _react(machine, recv, raw_fmt)
+            _react(machine, dd[0], raw_fmt)
         return
     a = int(ln["start"])
     _feed_text_line(machine, blob[a:a + int(ln["len"]) + 1], raw_fmt)

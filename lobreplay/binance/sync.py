@@ -379,9 +379,9 @@ class DepthSync:
     # -------------------------------------------- the conversion's C record writer
 
     # lob_bn_records (lobreplay.binance.convert) writes the records of the lines whose outcome
-    # is decided (trades, tickers, a live book's next diff) with the symbols' state in an
-    # array (lobreplay._coreapi.BN_SYNC_DTYPE), and the machine takes every other line:
-    # the two hand the state over at each switch.
+    # is decided (trades, tickers, a live book's next diff; it counts a live book's duplicates)
+    # with the symbols' state in an array (lobreplay._coreapi.BN_SYNC_DTYPE), and the machine
+    # takes every other line: the two hand the state over at each switch.
 
     def sync_to(self, arr: np.ndarray, everything: bool = False) -> None:
         """Each symbol's live flag and last update id into arr: those that changed since the
