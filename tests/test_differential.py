@@ -296,7 +296,7 @@ def _mutant_replace_keeps_priority(orig):
     def apply(self, kind, oid, new_id, price, qty, side, tif, flags=0):
         o = self.orders.get(oid)
         if (kind == REPLACE and o is not None and price == o.price and new_id == oid and qty > 0
-                and len(self.levels[o.side][o.price]) > 1):
+                and o not in self.parked and len(self.levels[o.side][o.price]) > 1):
             o.qty = qty
             return (rb.OK, 0, qty, [], [])
         return orig(self, kind, oid, new_id, price, qty, side, tif, flags)
