@@ -152,6 +152,36 @@ def test_notional_sell_stops_at_the_first_bid_it_cannot_afford():
     assert b.depth(B) == [(120, 5, 1), (100, 1, 1)]
 
 
+def test_notional_sell_stops_at_the_bid_it_filled_in_part():
+    """Issue 26, item 6: 59 sells 4 at 12 (48; 11 left, less than another share at 12) and
+    stops there, although 11 would buy one share of the bid at 9 behind it (the core went on
+    to it: two makers filled in part). The same whichever path decides first: the dry walk
+    (a full book, an execution array with no room for every live order) or not, with STP."""
+    b = L.OrderBook(1, 1000, 1, 64)
+    b.new(1, B, 12, 10)
+    b.new(2, B, 9, 2)
+    f = b.new(3, S, 0, 59, MARKET, flags=NOTIONAL)
+    assert _rows(f) == [(1, 3, 12, 4, 6)] and (f.filled, f.resting) == (4, 0)
+    assert b.depth(B) == [(12, 6, 1), (9, 2, 1)]
+    b.validate()
+    # a buy cannot skip ahead this way (asks behind are dearer), and stops in the same place
+    a = L.OrderBook(1, 1000, 1, 64)
+    a.new(1, S, 9, 10)
+    a.new(2, S, 12, 2)
+    f = a.new(3, B, 0, 44, MARKET, flags=NOTIONAL)  # 4 x 9 = 36, 8 left
+    assert _rows(f) == [(1, 3, 9, 4, 6)] and a.depth(S) == [(9, 6, 1), (12, 2, 1)]
+    book = [(1, 0, 12, 10, 0, L.Kind.NEW, B, 0, 0), (2, 5, 9, 2, 0, L.Kind.NEW, B, 0, 0),
+            (4, 0, 8, 3, 0, L.Kind.NEW, B, 0, 0)]
+    for flags, part in ((NOTIONAL, 0), (NOTIONAL, 7), (NOTIONAL | RESTING, 7), (NOTIONAL | BOTH, 5)):
+        for cap, capacity in ((None, 64), (1, 64), (None, 3)):
+            s = L.Session(0)
+            s.add_book(0, 1, 1000, 1, capacity)
+            out = s.apply(events(book + [(3, part, 0, 59, 0, L.Kind.NEW, S, MARKET, flags)]), exec_capacity=cap)
+            assert out.results[-1]["filled"] == 4, (flags, part, cap, capacity)
+            assert _rows(L.Fill(0, 0, out.execs)) == [(1, 3, 12, 4, 6)]
+            assert s.book(0).depth(B) == [(12, 6, 1), (9, 2, 1), (8, 3, 1)]
+
+
 def test_notional_at_the_top_of_int64_and_at_non_positive_prices():
     top = 2**63 - 1
     b = L.OrderBook(top - 1000, top, 1, 8)

@@ -353,6 +353,34 @@ def _mutant_notional_skips_unaffordable(orig):
     return _plan
 
 
+def _mutant_notional_goes_on_after_a_partial_fill(orig):
+    def _plan(self, side, limit, qty, notional, participant, stp):
+        if not notional:
+            return orig(self, side, limit, qty, notional, participant, stp)
+        # the core before issue 26 (and this reference with it): each maker visited once, and
+        # what is left after a maker filled in part goes on to the makers behind it (a sell:
+        # cheaper bids), so that two makers could be filled in part
+        opp = self.levels[S if side == B else B]
+        actions, filled, stopped, left = [], 0, False, qty
+        for o in [o for p in sorted(opp, reverse=(side == S)) for o in opp[p]]:
+            can = min(o.qty, left // o.price) if o.price > 0 else 0
+            if can == 0:
+                break
+            if stp and o.participant == participant:
+                if stp & STP_RESTING:
+                    actions.append(("cancel", o))
+                if stp & STP_INCOMING:
+                    actions.append(("stop", o))
+                    stopped = True
+                    break
+                continue
+            actions.append(("trade", o, can))
+            filled += can
+            left -= can * o.price
+        return actions, filled, stopped
+    return _plan
+
+
 def _mutant_stopped_gtc_rests(orig):
     def _plan(self, side, limit, qty, notional, participant, stp):
         actions, filled, stopped = orig(self, side, limit, qty, notional, participant, stp)
@@ -374,6 +402,7 @@ MUTANTS = {
     "stale-orders-lifo": ("_rest_feed", _mutant_stale_orders_lifo, "realistic"),
     "stp-ignored": ("apply", _mutant_stp_ignored, "realistic"),
     "notional-skips-unaffordable": ("_plan", _mutant_notional_skips_unaffordable, "mixed"),
+    "notional-goes-on-after-a-partial-fill": ("_plan", _mutant_notional_goes_on_after_a_partial_fill, "mixed"),
     "stp-stopped-gtc-rests": ("_plan", _mutant_stopped_gtc_rests, "realistic"),
 }
 
