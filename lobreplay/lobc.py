@@ -932,7 +932,8 @@ def repair(src, dst, *, flush_records: int = 65536) -> dict | None:
     r = ChunkReader(src, past_damage=True).verify()  # (before the header is written)
     if r.torn is None and not r.damage:
         return None
-    if os.path.abspath(os.fspath(dst)) == os.path.abspath(r.path):
+    from .errors import same_file
+    if same_file(dst, r.path) or same_file(os.fspath(dst) + ".partial", r.path):
         raise ValueError(f"{dst}: the repaired file must not replace its source")
     m = r.meta
     done = {"records": r.records, "blocks": 0, "damage": [t.as_dict() for t in r.damage],

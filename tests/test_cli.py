@@ -428,3 +428,35 @@ def _main_with(patch: str, argv: list):
               f"sys.exit(main({argv!r}))\n")
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def test_an_output_that_is_an_input_is_refused_by_every_command(tmp_path, capsys):
+    """issue 26: every command that reads files and writes files refuses an output that is
+    one of its inputs (by path, or the same file by a hard link), --force or not, with one
+    line naming it: view over a file of the report directory it reads, itch lobster over
+    its ITCH file, replay-many with the dataset at an input. Nothing is changed."""
+    import os
+
+    from lobreplay.lobster import lobster_names
+    rep = tmp_path / "rep"
+    assert main(["itch", "replay", SAMPLE_DAY, "-o", str(rep), "--no-progress", "--no-timing"]) == 0
+    day = tmp_path / "day.itch.gz"
+    day.write_bytes(pathlib.Path(SAMPLE_DAY).read_bytes())
+    out = tmp_path / "lobster"
+    out.mkdir()
+    msg, _ = lobster_names("AAPL", "2019-12-30", 34_200_000, 57_600_000, 10)
+    os.link(day, out / msg)
+    before = {p: p.read_bytes() for p in (rep / "summary.json", rep / "bbo.parquet", day)}
+    cases = [
+        (["view", str(rep), "-o", str(rep / "summary.json")], rep / "summary.json"),
+        (["view", str(rep), "-o", str(rep / "bbo.parquet")], rep / "bbo.parquet"),
+        (["itch", "lobster", str(day), "--symbol", "AAPL", "--date", "2019-12-30", "-o", str(out)], out / msg),
+        (["itch", "replay-many", str(day), "-o", str(day)], day),
+    ]
+    for argv, named in cases:
+        for force in ([], ["--force"]) if argv[1] != "replay-many" else ([],):  # (replay-many has no --force)
+            assert main(argv + force) == 1, argv
+            err = capsys.readouterr().err
+            assert err.startswith(f"lobreplay: error: {named}") and err.count("\n") == 1, err
+            assert "the output is an input of this command" in err, err
+    assert all(p.read_bytes() == b for p, b in before.items())

@@ -848,3 +848,24 @@ def test_repair_recovers_every_other_block_whatever_header_field_is_damaged(tmp_
                     assert done["torn"]["offset"] == start[b], where
                 tried += 1
     assert tried == len(sizes) * (32 * 4 + 64 * 2 + 32 * 2)
+
+
+def test_repair_over_its_own_source_is_one_line_not_a_traceback(tmp_path, capsys):
+    """issue 26: `lobc repair F -o F --force` ended in a traceback (the library's ValueError);
+    now the one-line error, exit 1, F unchanged, also through a hard link of F."""
+    from lobreplay.cli import main
+    p = tmp_path / "x.lobc"
+    write(p, sample_records(12), flush_records=4)
+    raw = bytearray(p.read_bytes())
+    raw[512 + 64 + 5] ^= 1                                # block 0's records: something to repair
+    p.write_bytes(bytes(raw))
+    os.link(p, tmp_path / "y.lobc")
+    for out in (p, tmp_path / "y.lobc"):
+        for force in ([], ["--force"]):
+            assert main(["lobc", "repair", str(p), "-o", str(out)] + force) == 1
+            err = capsys.readouterr().err
+            assert err.startswith(f"lobreplay: error: {out}") and err.count("\n") == 1, err
+            assert "the output is an input of this command" in err
+    assert p.read_bytes() == bytes(raw)
+    with pytest.raises(ValueError, match="must not replace its source"):
+        lobc.repair(p, tmp_path / "y.lobc")               # (the library: by the same file, not only its name)
