@@ -145,7 +145,7 @@ def _cmd_itch_decode(args) -> int:
 
     from .itch.decode import decode, non_ascii_bytes, to_arrow
     from .itch.reader import ItchFile
-    from .itch.replay import prepare_output
+    from .outdir import prepare_output
     from .itch.spec import LAYOUTS
     from .reports import ReplayRun, ReportSet
 
@@ -157,7 +157,7 @@ def _cmd_itch_decode(args) -> int:
             raise InputError(f"--types: unknown message type(s) {', '.join(bad)}; "
                              f"ITCH 5.0 types are {''.join(sorted(LAYOUTS))}")
     f = ItchFile(args.file, allow_truncated=args.allow_truncated)  # (before the output: a file that
-    prepare_output(args.output, args.force)                        # cannot be opened leaves none)
+    prepare_output(args.output, args.force, inputs=[args.file])    # cannot be opened leaves it as it was)
     meta = {"source_file": os.path.basename(f.path), "source_size": str(f.size),
             "lobreplay_version": __version__, "price_scale": "10000"}
     done = [0]  # messages decoded (whole chunks: every table holds their rows, none past them)

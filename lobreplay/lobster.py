@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _coreapi as core
 from .book import Session
-from .errors import InputError, refuse_overwrite
+from .errors import InputError, refuse_input_as_output, refuse_overwrite
 from .events import EVENT_DTYPE, Flag, Kind, Side, TIF
 
 __all__ = ["export_lobster", "verify_lobster", "lobster_names", "read_message", "read_orderbook",
@@ -224,6 +224,7 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
         date = given_date(date, "--date")
     mname, oname = lobster_names(symbol, date, start_ms, end_ms, levels)
     mpath, opath = os.path.join(out_dir, mname), os.path.join(out_dir, oname)
+    refuse_input_as_output((mpath, opath), itch_path)
     refuse_overwrite((mpath, opath), force)
     src = ItchFile(itch_path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated)
     at = [1, 0]  # the pass, and the messages done in pass 2 (whole chunks)

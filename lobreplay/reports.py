@@ -337,8 +337,9 @@ class ReplayRun:
     replay and the closing succeeded the summary says "status": "ok"; on any exception,
     the closing's included, "failed" with the error (and the exception goes on), and with
     `where` (a callable: how far the replay got, e.g. its pass and the messages done)
-    "stopped_at". Then wall time and peak RSS are added and summary.json is written
-    atomically. `stop` (a threading.Event), set when the replay fails before the reports
+    "stopped_at". Then wall time, peak RSS and `files` (every file the run wrote in
+    out_dir: what a later --force there removes, lobreplay.outdir) are added and
+    summary.json is written atomically. `stop` (a threading.Event), set when the replay fails before the reports
     close: work that only a whole replay needs stops there (the input's SHA-256, which a
     table waits for when it opens its file: a replay stopped early would wait for the rest
     of a multi-GB file; its tables' source_sha256 is then empty)."""
@@ -352,6 +353,10 @@ class ReplayRun:
 
     def __enter__(self) -> "ReplayRun":
         self._t0 = time.perf_counter()
+        try:  # (what is there already: the summary lists the files written since, for the next --force)
+            self._before = set(os.listdir(self.out_dir))
+        except OSError:
+            self._before = set()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -376,6 +381,8 @@ class ReplayRun:
                     self.summary["stopped_at"] = self.where()
         self.summary["wall_seconds"] = round(time.perf_counter() - self._t0, 3)
         self.summary["peak_rss_bytes"] = peak_rss_bytes()
+        from .outdir import written_since
+        self.summary["files"] = written_since(self.out_dir, self._before)
         write_json(os.path.join(self.out_dir, "summary.json"), self.summary)
         if exc is None and closing is not None:
             raise closing

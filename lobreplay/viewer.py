@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import InputError
+from .errors import InputError, refuse_input_as_output
 
 DEFAULT_MAX_FRAMES = 2000
 DEFAULT_TAPE_PER_FRAME = 12
@@ -157,6 +157,10 @@ def fmt_time(ns: int) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}.{rem // 1_000_000:03d}"
 
 
+REPORTS_READ = ("depth", "bbo", "executions", "trades", "latency", "symbols")  # the tables a page is made of
+REPORT_FILES = tuple(f"{n}.parquet" for n in REPORTS_READ) + ("summary.json",)  # every file build_view reads
+
+
 def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: int = DEFAULT_MAX_FRAMES,
                tape_per_frame: int = DEFAULT_TAPE_PER_FRAME) -> dict:
     """Write the viewer page for one symbol of a replay's reports; return what was sampled."""
@@ -167,8 +171,8 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
     if not os.path.isdir(report_dir):
         raise InputError(f"{report_dir}: not a directory (expected the reports of `lobreplay itch replay` or "
                          "`lobreplay replay FILE.lobc`)")
-    have = {n: os.path.join(report_dir, f"{n}.parquet")
-            for n in ("depth", "bbo", "executions", "trades", "latency", "symbols")}
+    refuse_input_as_output(out_html, [os.path.join(report_dir, n) for n in REPORT_FILES])
+    have = {n: os.path.join(report_dir, f"{n}.parquet") for n in REPORTS_READ}
     have = {n: p for n, p in have.items() if os.path.exists(p)}
     for p in have.values():  # a file cut short or not Parquet at all: say which, before reading any
         try:

@@ -348,3 +348,29 @@ def test_a_conversion_that_fails_part_way_leaves_no_partial_file(tmp_path, monke
     monkeypatch.setattr(lobc.LobcWriter, "add_many", real)
     assert main(["capture", "binance", "--from-jsonl", str(USDM1), "-o", str(dst), "--force"]) == 0
     assert lobc.check(dst)["whole"] and sorted(p.name for p in tmp_path.iterdir()) == ["u.lobc"]
+
+
+def test_repair_of_the_real_recording_with_a_damaged_block_count(spot_pair, tmp_path):
+    """issue 26: one bit flipped in block 1's record count of the converted spot recording
+    lost block 2 too (67,738 of 133,274 intact records recovered): the reader trusted the
+    count before the CRC. Now every other block comes back byte for byte, and check says
+    the sound blocks resume at block 2."""
+    _, path = spot_pair
+    whole = [b for b in lobc.iter_blocks(path)]
+    assert len(whole) >= 3
+    raw = path.read_bytes()
+    p, out = tmp_path / "bad.lobc", tmp_path / "fixed.lobc"
+    gap = np.zeros(len(lobc.read(path).meta["symbols"]), lobc.RECORD_DTYPE)
+    gap["kind"], gap["flags"], gap["symbol"] = GAP, lobc.GAP_DAMAGED, np.arange(len(gap))
+    gap["recv_ns"] = whole[0].records["recv_ns"][-1]
+    want = np.concatenate([whole[0].records, gap] + [b.records for b in whole[2:]])
+    for byte, bit in [(4, 0), (4, 1), (4, 5), (5, 0), (6, 0), (7, 7), (8, 3), (16, 0), (24, 2)]:  # n, crc, seq, time
+        bad = bytearray(raw)
+        bad[whole[1].offset + byte] ^= 1 << bit
+        p.write_bytes(bytes(bad))
+        done = lobc.repair(p, out)
+        np.testing.assert_array_equal(lobc.read(out).records, want, err_msg=f"byte {byte} bit {bit}")
+        c = lobc.check(p)
+        assert c["torn"]["next_block"] == c["after_damage"]["offset"] == whole[2].offset
+        assert c["records"] + c["after_damage"]["records"] == len(want) - len(gap) == done["records"] - len(gap)
+        assert c["blocks"] + c["after_damage"]["blocks"] == len(whole) - 1

@@ -14,7 +14,7 @@ import time
 
 
 def _cmd_capture_binance(args) -> int:
-    from ..errors import InputError, refuse_overwrite
+    from ..errors import InputError, refuse_input_as_output, refuse_overwrite
     if args.selftest:
         from .capture import selftest
         return selftest()
@@ -22,6 +22,7 @@ def _cmd_capture_binance(args) -> int:
         from .convert import convert
         if not args.out:
             raise InputError("capture binance --from-jsonl: -o OUT.lobc is required")
+        refuse_input_as_output(args.out, args.from_jsonl)
         refuse_overwrite(args.out, args.force)
         st = convert(args.from_jsonl, args.out, market=args.market_given,
                      symbols=[s.upper() for s in args.symbol] or None, allow_truncated=args.allow_truncated)
@@ -57,6 +58,7 @@ def _cmd_capture_binance(args) -> int:
         opts.validate()
     except ValueError as e:
         raise InputError(f"capture binance: {e}") from None
+    refuse_input_as_output([p for p in (args.out, args.raw, args.stats_json) if p], ())
     refuse_overwrite(existing_outputs(opts, time.time_ns()), args.force)
     if args.stats_json:  # (found out now, not after an hour of capture)
         _check_writable(args.stats_json, "--stats-json")

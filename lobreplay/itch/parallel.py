@@ -7,7 +7,7 @@ another thread computes the file's SHA-256. Its figures give the split for
 pass 2, balanced by messages per locate (split_locates; locate 0, the
 system-wide messages, in part 0). Then, with every thread done, the parent
 forks N processes; each inherits pass 1, reads the whole file again and
-replays its share of the locates into DIR/.part-k/, its tables as
+replays its share of the locates into a directory of its own in DIR (.part-k-*), its tables as
 uncompressed Arrow IPC streams (read back once, so not worth encoding). The
 parts are merged, a table per thread, into one report directory identical to a
 one-process replay: the same rows in the same order (every table is written in
@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import signal
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,7 +34,8 @@ from .._lazy import Deferred, preload
 from ..events import Kind
 from ..latency import histogram_table, summary_rows
 from ..reports import STREAM_SUFFIX, error_text, file_sha256, parquet_options, read_report, report_path, write_json
-from .replay import ItchReplay, ReplayConfig, desync_rate, prepare_output, replay_itch, usable_cpus
+from ..outdir import prepare_output, written_since
+from .replay import ItchReplay, ReplayConfig, desync_rate, replay_itch, usable_cpus
 
 PART_HIST = "latency_hist.npz"
 _PASS1 = None  # (pass 1 of the whole file, the locate -> part split): set before the fork, inherited
@@ -44,11 +46,11 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
     if jobs <= 1:
         return replay_itch(path, out_dir, cfg, force=force)
     t0 = time.perf_counter()
-    prepare_output(out_dir, force)
-    parts = [os.path.join(out_dir, f".part-{k}") for k in range(jobs)]
-    for d in parts:
-        shutil.rmtree(d, ignore_errors=True)
-        os.makedirs(d)
+    whole = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False)  # (the input first)
+    prepare_output(out_dir, force, inputs=[path])
+    before = set(os.listdir(out_dir))  # (what was there: summary.json lists the files written since)
+    # each part's own new directory (never one that was there: it is removed at the end)
+    parts = [tempfile.mkdtemp(prefix=f".part-{k}-", dir=out_dir) for k in range(jobs)]
     args = [(path, parts[k], dataclasses.replace(cfg, part=(k, jobs), progress=cfg.progress and k == 0))
             for k in range(jobs)]
     global _PASS1
@@ -63,7 +65,6 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
         with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:
             size = os.stat(path).st_size  # (what the summary says was read, and hashed: a file may grow)
             sha = helper.submit(file_sha256, path, size=size) if cfg.hash else None
-            whole = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False)
             p1 = whole.sizing_pass(threads=scans)
             scanned = time.perf_counter()
             sha256 = sha.result() if sha is not None else ""
@@ -107,7 +108,8 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             src["source_size"] = str(os.stat(path).st_size)
         write_json(os.path.join(out_dir, "summary.json"),
                    {"status": "failed", "error": error_text(e), "stopped_at": {"stage": stage}, "source": src,
-                    "jobs": jobs, "wall_seconds": round(time.perf_counter() - t0, 3)})
+                    "jobs": jobs, "wall_seconds": round(time.perf_counter() - t0, 3),
+                    "files": written_since(out_dir, before)})
         raise
     finally:
         _PASS1 = None
@@ -115,6 +117,7 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             shutil.rmtree(d, ignore_errors=True)
     summary["jobs"] = jobs
     summary["wall_seconds"] = round(time.perf_counter() - t0, 3)
+    summary["files"] = written_since(out_dir, before)
     write_json(os.path.join(out_dir, "summary.json"), summary)
     return summary
 

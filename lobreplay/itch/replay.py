@@ -40,6 +40,7 @@ from ..latency import histogram_table, report_rows
 from .. import reports
 from .._ahead import read_ahead
 from .._lazy import Deferred, load
+from ..outdir import prepare_output  # noqa: F401  (lobreplay.itch.replay.prepare_output, as before)
 from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
 from .decode import decode_type, non_ascii_bytes, positions_of, to_arrow
 from .reader import ItchFile
@@ -932,38 +933,11 @@ def symbols_of(symtab: np.ndarray, locates: np.ndarray) -> pa.DictionaryArray:
 
 
 def replay_itch(path: str, out_dir: str, cfg: ReplayConfig | None = None, *, force: bool = False) -> dict:
-    """Replay an ITCH file into out_dir (created; refused if it holds files,
-    unless force). Returns the summary (also written as summary.json)."""
+    """Replay an ITCH file into out_dir (created; refused if it holds files, unless force:
+    then only an earlier run's files there are replaced, lobreplay.outdir). The input is
+    opened first: one that cannot be read leaves out_dir as it was. Returns the summary
+    (also written as summary.json)."""
     cfg = cfg or ReplayConfig()
-    prepare_output(out_dir, force)
-    return ItchReplay(path, out_dir, cfg).run()
-
-
-def _failed_before_writing(out_dir: str) -> bool:
-    """out_dir holds nothing but the summary.json of a replay that failed (e.g. at a bad
-    input, before any report): nothing a new replay there would lose."""
-    if os.listdir(out_dir) != ["summary.json"]:
-        return False
-    try:
-        with open(os.path.join(out_dir, "summary.json"), "rb") as f:
-            return json.load(f).get("status") == "failed"
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def prepare_output(out_dir: str, force: bool) -> None:
-    """Make out_dir for a replay's reports: created if need be; one that holds files is
-    refused unless force (then the report files there are removed), except one that holds
-    only the summary of a replay that failed before writing anything."""
-    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise InputError(f"{out_dir}: exists and is not a directory")
-    if os.path.isdir(out_dir) and os.listdir(out_dir):
-        if not force and not _failed_before_writing(out_dir):
-            raise InputError(f"{out_dir}: output directory is not empty; pass --force to overwrite")
-        for name in os.listdir(out_dir):
-            p = os.path.join(out_dir, name)
-            if os.path.isfile(p) and (name.endswith((".parquet", ".parquet.partial"))
-                                      or (name.startswith("latency_") and name.endswith((".hgrm", ".hgrm.tmp")))
-                                      or name in ("summary.json", "summary.json.tmp")):
-                os.remove(p)
-    os.makedirs(out_dir, exist_ok=True)
+    replay = ItchReplay(path, out_dir, cfg)
+    prepare_output(out_dir, force, inputs=[path])
+    return replay.run()
