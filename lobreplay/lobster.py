@@ -195,7 +195,7 @@ def _find_locate(src, symbol: str):
 def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, date=None,
                    start_ms: int = START_MS, end_ms: int = END_MS, chunk_bytes: int = 16 << 20,
                    headroom: float = 0.2, force: bool = False, allow_truncated: bool = False,
-                   read: dict | None = None) -> tuple[str, str]:
+                   allow_gaps: bool = False, read: dict | None = None) -> tuple[str, str]:
     """Replay one symbol of an ITCH file and write LOBSTER's message and orderbook files
     (top `levels` levels) for the events of [start_ms, end_ms) that touch those levels.
     Returns (message_path, orderbook_path). Existing files of those names are refused
@@ -203,9 +203,10 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
     are complete: an export that fails or is stopped (Ctrl-C, SIGTERM: the exception's
     note says where) removes them, and leaves any files already under the final names as
     they were. allow_truncated: stop at a partial last message or where a gzip stream is
-    cut short; `read`, a dict if given, is filled with the messages read and `truncated`
-    (None, or offset, bytes, stream_break and bytes_after_end_marker, as in a replay's
-    summary.json)."""
+    cut short; allow_gaps: a pcap whose sequence anomalies lose more than MAX_LOSS_SHARE of
+    its messages is read all the same (lobreplay.itch.reader); `read`, a dict if given, is
+    filled with the messages read, `truncated` (None, or offset, bytes, stream_break and
+    bytes_after_end_marker, as in a replay's summary.json) and `moldudp64` (as there)."""
     from .itch.decode import decode_type
     from .itch.reader import ItchFile
     from .itch.replay import given_date, session_date, size_books
@@ -225,14 +226,14 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
     mname, oname = lobster_names(symbol, date, start_ms, end_ms, levels)
     mpath, opath = os.path.join(out_dir, mname), os.path.join(out_dir, oname)
     refuse_overwrite((mpath, opath), force)
-    src = ItchFile(itch_path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated)
+    src = ItchFile(itch_path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated, allow_gaps=allow_gaps)
     at = [1, 0]  # the pass, and the messages done in pass 2 (whole chunks)
     renamed: list = []  # [True] once both files have their final names
     try:
         stats, locate = _find_locate(src, symbol)
         found = src.stats  # (what pass 1 read: pass 2 may stop at the end of the window)
         if read is not None:
-            read.update(messages=found.messages, truncated=found.truncation())
+            read.update(messages=found.messages, truncated=found.truncation(), moldudp64=found.moldudp64())
         if locate is None:
             raise InputError(f"{itch_path}: no such symbol in this file: {symbol}")
         sizing, _ = size_books(stats, headroom, [locate])

@@ -67,6 +67,7 @@ class ReplayConfig:
     headroom: float = 0.2                # band = order price range widened by this fraction
     chunk_bytes: int = 8 << 20
     allow_truncated: bool = False
+    allow_gaps: bool = False             # a pcap: go on whatever its sequence anomalies lose (counted)
     reports: tuple[str, ...] = ALL_REPORTS
     status_tables: bool = True
     timing: bool = True
@@ -206,7 +207,8 @@ class ItchReplay:
         hash_file=False: no SHA-256 of the file (a parallel replay's parent computes it)."""
         self.path, self.out_dir, self.cfg = path, out_dir, cfg
         self._given_pass1 = pass1
-        self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated)
+        self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated,
+                            allow_gaps=cfg.allow_gaps)
         self.hash_file = hash_file and cfg.hash
         self._sha256: Future | None = None  # the file's SHA-256, computed beside both passes
         self._stop_hash = threading.Event()  # a failed replay does not wait for it
@@ -518,10 +520,7 @@ class ItchReplay:
             "unknown_types": read.unknown_types(), "bytes": read.bytes,
             "end_of_session_marker": read.end_marker,
             "truncated": read.truncation(),
-            "moldudp64": {"packets": read.mold_packets, "gaps": read.mold_gaps,
-                          "duplicates_dropped": read.mold_duplicates, "heartbeats": read.mold_heartbeats,
-                          "other_frames": read.mold_other_frames, "sessions": read.mold_sessions}
-            if read.mold_packets else None,
+            "moldudp64": read.moldudp64(),
             "system_events": [{"time_ns": t, "code": c} for t, c in p1.system_events],
             "session_complete": any(c == "C" for _, c in p1.system_events),
             "symbols_in_file": len(p1.symbols), "books": len(sizing),
