@@ -148,7 +148,7 @@ def _cmd_itch_decode(args) -> int:
     from .itch.decode import decode, non_ascii_bytes, to_arrow
     from .itch.reader import ItchFile
     from .itch.replay import prepare_output
-    from .itch.spec import LAYOUTS
+    from .itch.spec import LAYOUTS, price_metadata
     from .reports import ReplayRun, ReportSet
 
     types = None
@@ -162,7 +162,7 @@ def _cmd_itch_decode(args) -> int:
                  allow_gaps=args.allow_gaps)
     prepare_output(args.output, args.force)                        # cannot be opened leaves none)
     meta = {"source_file": os.path.basename(f.path), "source_size": str(f.size),
-            "lobreplay_version": __version__, "price_scale": "10000"}
+            "lobreplay_version": __version__}  # (each table says its own prices' scale: spec.price_metadata)
     done = [0]  # messages decoded (whole chunks: every table holds their rows, none past them)
 
     def where() -> dict:
@@ -177,7 +177,7 @@ def _cmd_itch_decode(args) -> int:
             rs = run.reports = ReportSet(args.output, [], meta)
             for chunk in f.chunks():
                 for t, cols in decode(chunk, "".join(types) if types else None).items():  # (one pass over the chunk)
-                    rs.write_table(f"{t}_{LAYOUTS[t].name}", to_arrow(cols))
+                    rs.write_table(f"{t}_{LAYOUTS[t].name}", to_arrow(cols, t), price_metadata(t))
                 done[0] = chunk.first_message + chunk.n
             st = f.stats
             run.summary.update({

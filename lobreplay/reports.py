@@ -238,11 +238,14 @@ class ReportSet:
         if name in self.writers:
             self._submit(self.writers[name].write, columns)
 
-    def write_table(self, name: str, table: pa.Table) -> None:
-        """A table whose schema comes from the data (the status tables)."""
+    def write_table(self, name: str, table: pa.Table, metadata: Mapping[str, str | None] | None = None) -> None:
+        """A table whose schema comes from the data (the status tables). metadata: the
+        table's own, over the set's (a value None: the key left out), taken when the table
+        is first written."""
         if name not in self.extra:
+            md = {k: v for k, v in {**self.metadata, **(metadata or {})}.items() if v is not None}
             self.extra[name] = TableWriter(report_path(self.out_dir, name, self.stream), table.schema,
-                                           self.metadata, stream=self.stream)
+                                           md, stream=self.stream)
         self._submit(self.extra[name].write_arrow, table)
 
     def rows(self) -> dict[str, int]:

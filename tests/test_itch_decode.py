@@ -624,3 +624,32 @@ def test_read_ahead_stops_its_thread_when_the_caller_stops(synthetic_day):
         for _ in read_ahead(ItchFile(synthetic_day.path, chunk_bytes=1 << 17), lambda c, s: 1 // (c.first_message > 0)):
             pass
     assert set(threading.enumerate()) == before
+
+
+def _price_meta(path) -> tuple:
+    import pyarrow.parquet as pq
+    s = pq.read_schema(path)
+    return (s.metadata.get(b"price_scale"), s.metadata.get(b"price_columns"),
+            {f.name: f.metadata[b"price_scale"] for f in s if f.metadata and b"price_scale" in f.metadata})
+
+
+def test_decode_metadata_says_each_tables_own_price_scale(synthetic_day, tmp_path):
+    """Every decoded table's metadata names its own price columns and their scale: V's levels
+    are Price(8) (10^8 a dollar), the others' Price(4); a table without prices has no
+    price_scale (it said 10000 on every table, V's included)."""
+    from lobreplay.cli import main
+    from lobreplay.itch.spec import PRICE4_SCALE, PRICE8_SCALE
+    out = tmp_path / "dec"
+    assert main(["itch", "decode", synthetic_day.path, "-o", str(out)]) == 0
+    p8, p4 = str(PRICE8_SCALE).encode(), str(PRICE4_SCALE).encode()
+    assert _price_meta(out / "V_mwcb_decline_level.parquet") == (
+        p8, b"level1,level2,level3", {"level1": p8, "level2": p8, "level3": p8})
+    assert _price_meta(out / "A_add_order.parquet") == (p4, b"price", {"price": p4})
+    assert _price_meta(out / "I_noii.parquet")[0] == p4 and len(_price_meta(out / "I_noii.parquet")[2]) == 3
+    assert _price_meta(out / "S_system_event.parquet") == (None, b"", {})
+    for t, lay in LAYOUTS.items():  # every table written: its price columns, as the spec gives them
+        f = out / f"{t}_{lay.name}.parquet"
+        if f.exists():
+            want = {n: str({"p4": PRICE4_SCALE, "p8": PRICE8_SCALE}[k]).encode() for n, k in lay.fields
+                    if k in ("p4", "p8")}
+            assert _price_meta(f)[2] == want, t

@@ -43,7 +43,7 @@ from .._lazy import Deferred, load
 from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
 from .decode import decode_type, non_ascii_bytes, positions_of, to_arrow
 from .reader import ItchFile
-from .spec import LAYOUTS, PRICE4_SCALE
+from .spec import LAYOUTS, PRICE4_SCALE, price_metadata
 
 ALL_REPORTS = ("desyncs", "executions", "bbo", "latency", "symbols", "depth")  # depth: with depth_levels
 STATUS_TYPES = "SHYLVWKJhINOB"  # tables of their own (R is the symbols table)
@@ -654,7 +654,7 @@ class ItchReplay:
                 keep = self.feed_select[cols["stock_locate"]] == 1
                 if keep.any():
                     reports.write_table(f"status_{t}_{LAYOUTS[t].name}",
-                                        to_arrow({k: v[keep] for k, v in cols.items()}))
+                                        to_arrow({k: v[keep] for k, v in cols.items()}, t), price_metadata(t))
         # rejects: events the core refused (unknown references, duplicates, ...)
         bad, codes = rejects
         rej_cause = np.array([REJECT_CAUSE.get(Status(int(c)), Status(int(c)).name.lower())
