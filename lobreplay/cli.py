@@ -286,9 +286,12 @@ def _cmd_itch_replay(args) -> int:
     cfg = itch_replay_config(args)
     if args.jobs < 1:
         raise InputError(f"--jobs: expected a number of processes >= 1, got {args.jobs}")
-    _note_gzip_jobs(args.file, args.jobs)
+    from .reports import usable_cpus
+    _note_gzip_jobs(args.file, min(args.jobs, usable_cpus()))
     from .itch.parallel import replay_itch_jobs
     s = replay_itch_jobs(args.file, args.output, cfg, args.jobs, force=args.force)
+    if s.get("jobs_capped"):
+        print(f"lobreplay: note: {s['jobs_capped']}", file=sys.stderr)
     note_sequence(s.get("moldudp64"))
     p2 = s["pass2"]
     print(f"{args.file}: {s['messages']:,} messages, {s['books']:,} books ({s['book_levels']:,} levels, "
@@ -421,7 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rp.add_argument("--date", help="session date YYYY-MM-DD (default: from the file name)")
     rp.add_argument("--jobs", type=int, default=1, metavar="N",
-                    help="processes: the symbols are shared out, the reports merged (default 1)")
+                    help="processes: the symbols are shared out, the reports merged (default 1; at most the "
+                         "usable CPUs and the books)")
     rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
     rp.set_defaults(func=_cmd_itch_replay, stop_note=REPORTS_WHOLE)
 
