@@ -37,9 +37,12 @@ PARTIAL = ".partial"         # the two files of an export while they are written
 # ---------------------------------------------------------------- formats
 
 def lobster_names(symbol: str, date, start_ms: int, end_ms: int, levels: int) -> tuple[str, str]:
-    """LOBSTER's file names: TICKER_YYYY-MM-DD_start_end_{message|orderbook}_LEVEL.csv."""
-    d = date.isoformat() if isinstance(date, dt.date) else str(date)
-    stem = f"{symbol}_{d}_{int(start_ms)}_{int(end_ms)}"
+    """LOBSTER's file names: TICKER_YYYY-MM-DD_start_end_{message|orderbook}_LEVEL.csv. The
+    ticker (and a date given as text) escaped as every name from data is (reports.name_part):
+    a symbol such as ../../x names a file inside the output directory, not above it."""
+    from .reports import name_part
+    d = date.isoformat() if isinstance(date, dt.date) else name_part(date)
+    stem = f"{name_part(symbol)}_{d}_{int(start_ms)}_{int(end_ms)}"
     return f"{stem}_message_{levels}.csv", f"{stem}_orderbook_{levels}.csv"
 
 

@@ -22,6 +22,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Mapping
+from urllib.parse import quote
 
 import numpy as np
 
@@ -188,6 +189,15 @@ class TableWriter:
         if self._sink is not None:
             self._sink.close()
         os.replace(self.path + PARTIAL, self.path)
+
+
+def name_part(text) -> str:
+    """Text from data or from a user (a symbol) as part of a file or directory name that stays
+    inside its directory: every character but letters, digits and _.-~ percent-escaped (as in a
+    URI: a hive partition's value reads back decoded), and a whole "." or ".." too. The one
+    escaping of every such name (the dataset's partitions, the LOBSTER export's files)."""
+    q = quote(str(text), safe="")
+    return q.replace(".", "%2E") if q in (".", "..") else q
 
 
 def usable_cpus() -> int:
