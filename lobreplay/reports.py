@@ -22,6 +22,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Mapping
+from urllib.parse import quote
 
 import numpy as np
 
@@ -191,6 +192,15 @@ class TableWriter:
         os.replace(self.path + PARTIAL, self.path)
 
 
+def name_part(text) -> str:
+    """Text from data or from a user (a symbol) as part of a file or directory name that stays
+    inside its directory: every character but letters, digits and _.-~ percent-escaped (as in a
+    URI: a hive partition's value reads back decoded), and a whole "." or ".." too. The one
+    escaping of every such name (the dataset's partitions, the LOBSTER export's files)."""
+    q = quote(str(text), safe="")
+    return q.replace(".", "%2E") if q in (".", "..") else q
+
+
 def usable_cpus() -> int:
     """The CPUs this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -239,11 +249,14 @@ class ReportSet:
         if name in self.writers:
             self._submit(self.writers[name].write, columns)
 
-    def write_table(self, name: str, table: pa.Table) -> None:
-        """A table whose schema comes from the data (the status tables)."""
+    def write_table(self, name: str, table: pa.Table, metadata: Mapping[str, str | None] | None = None) -> None:
+        """A table whose schema comes from the data (the status tables). metadata: the
+        table's own, over the set's (a value None: the key left out), taken when the table
+        is first written."""
         if name not in self.extra:
+            md = {k: v for k, v in {**self.metadata, **(metadata or {})}.items() if v is not None}
             self.extra[name] = TableWriter(report_path(self.out_dir, name, self.stream), table.schema,
-                                           self.metadata, stream=self.stream)
+                                           md, stream=self.stream)
         self._submit(self.extra[name].write_arrow, table)
 
     def rows(self) -> dict[str, int]:

@@ -317,8 +317,7 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
         "tapePerFrame": tape_per_frame, "lat": lat_rows, "latCols": list(LAT_COLS), "notes": notes,
         "sampled": sampled,
     }
-    blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-    page = _TEMPLATE.replace("/*__DATA__*/", blob).replace("__TITLE__", _html_escape(f"{sym} book — lobreplay"))
+    page = render_page(f"{sym} book — lobreplay", data)
     parent = os.path.dirname(os.path.abspath(out_html))
     up = parent
     while not os.path.exists(up):  # (makedirs would say "File exists" of a file on the way)
@@ -339,6 +338,23 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
     sampled["path"] = out_html
     sampled["notes"] = notes
     return sampled
+
+
+def embed_json(data) -> str:
+    """data as JSON to put inside a <script> element: every <, > and & written as a \\u
+    escape (the same string to JSON.parse), so that no text from data (a symbol or file
+    name holding </script> or <!--<script>) can end the element or change how the page
+    parses it."""
+    text = json.dumps(data, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def render_page(title: str, data) -> str:
+    """The page: the template's placeholders filled in one pass each, the title before the
+    data goes in and the data by concatenation, so that no placeholder written in the data
+    (a symbol holding __TITLE__) is ever substituted."""
+    head, tail = _TEMPLATE.split("/*__DATA__*/")
+    return head.replace("__TITLE__", _html_escape(title)) + embed_json(data) + tail
 
 
 def _html_escape(s: str) -> str:

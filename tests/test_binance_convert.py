@@ -374,3 +374,45 @@ def test_repair_of_the_real_recording_with_a_damaged_block_count(spot_pair, tmp_
         assert c["torn"]["next_block"] == c["after_damage"]["offset"] == whole[2].offset
         assert c["records"] + c["after_damage"]["records"] == len(want) - len(gap) == done["records"] - len(gap)
         assert c["blocks"] + c["after_damage"]["blocks"] == len(whole) - 1
+
+
+def _spot_sample(tmp_path, n=3000) -> tuple[list[bytes], int, int]:
+    """The first n lines of the real spot recording (a snapshot, 281 depth updates, trades
+    and tickers): the lines, and the index of a trade line and of a ticker line after the sync."""
+    lines = gzip.open(SPOT1, "rb").read().split(b"\n")[:n]
+    snap = next(i for i, ln in enumerate(lines) if b"lastUpdateId" in ln)
+    tr = next(i for i, ln in enumerate(lines) if i > snap + 50 and b"@trade" in ln)
+    tk = next(i for i, ln in enumerate(lines) if i > snap + 50 and b"@bookTicker" in ln)
+    return lines, tr, tk
+
+
+@pytest.mark.parametrize("c_decoder", [True, False])
+@pytest.mark.parametrize("which, damage, stream, lost", [
+    ("trade", lambda ln: ln.replace(b'"p":"', b'"p":"x'), "trade", {TRADE: 1}),
+    ("trade", lambda ln: ln[:len(ln) // 2], "trade", {TRADE: 1}),
+    ("ticker", lambda ln: ln.replace(b'"b":"', b'"b":"x'), "bookTicker", {TICKER_BID: 1, TICKER_ASK: 1}),
+    ("ticker", lambda ln: ln[:len(ln) // 2], "bookTicker", {TICKER_BID: 1, TICKER_ASK: 1})])
+def test_a_bad_trade_or_ticker_line_costs_only_itself(tmp_path, c_decoder, which, damage, stream, lost):
+    """One malformed trade or bookTicker line (a bad field, or cut JSON) marked the depth book
+    broken: with no later snapshot, 3 of 279 depth updates were applied. Now it is counted by
+    stream and the conversion goes on: every depth update applied, no GAP, the records those
+    of the whole sample but the bad line's; the C decoder and the Python path agree."""
+    lines, tr, tk = _spot_sample(tmp_path)
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_bytes(b"\n".join(lines) + b"\n")
+    i = tr if which == "trade" else tk
+    lines[i] = damage(lines[i])
+    bad.write_bytes(b"\n".join(lines) + b"\n")
+    g = convert(good, tmp_path / "good.lobc", c_decoder=c_decoder)
+    b = convert(bad, tmp_path / "bad.lobc", c_decoder=c_decoder)
+    assert g["per_symbol"]["BTCUSDT"]["applied"] == 279 and g["malformed"] == 0
+    assert b["per_symbol"]["BTCUSDT"]["applied"] == 279 and b["per_symbol"]["BTCUSDT"]["gaps"] == 0
+    assert (b["malformed"], b["malformed_by_stream"], b["gaps"]) == (1, {stream: 1}, 0)
+    rg, rb = lobc.read(tmp_path / "good.lobc").records, lobc.read(tmp_path / "bad.lobc").records
+    for kind in set(rg["kind"].tolist()) | set(rb["kind"].tolist()):
+        assert (rg["kind"] == kind).sum() - (rb["kind"] == kind).sum() == lost.get(kind, 0), kind
+    keep = ~np.isin(rg["kind"], list(lost))
+    assert np.array_equal(rg[keep], rb[~np.isin(rb["kind"], list(lost))])
+    other = convert(bad, tmp_path / "other.lobc", c_decoder=not c_decoder)
+    assert np.array_equal(lobc.read(tmp_path / "other.lobc").records, rb)
+    assert other["malformed_by_stream"] == b["malformed_by_stream"]

@@ -34,7 +34,8 @@ def _cmd_capture_binance(args) -> int:
                   f"{'synced' if s['synced'] else 'NEVER SYNCED'} ({s['synced']} time(s)), gaps {s['gaps']}, "
                   f"dropped before sync {s['dropped_covered']}")
         if st["malformed"]:
-            print(f"  malformed messages: {st['malformed']}")
+            by = ", ".join(f"{k} {v:,}" for k, v in sorted(st.get("malformed_by_stream", {}).items()))
+            print(f"  malformed messages: {st['malformed']}" + (f" ({by})" if by else ""))
         for t in st["truncated"]:
             print(f"  truncated: {t['file']} breaks off after {t['text_bytes']:,} bytes of text ({t['reason']}); "
                   f"converted up to there, {t['dropped_bytes']:,} bytes of a partial line dropped")

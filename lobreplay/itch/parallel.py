@@ -43,8 +43,23 @@ pa, pc, pq = Deferred("pyarrow"), Deferred("pyarrow.compute"), Deferred("pyarrow
 
 
 def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, force: bool = False) -> dict:
+    """jobs is capped at the CPUs this process may use and at the books pass 1 finds (more
+    processes only cost memory: each holds a copy of the reader): the summary's `jobs` is
+    the processes used, `jobs_asked` and `jobs_capped` (a note, in `notes` too) say why."""
+    asked, capped = jobs, None
+    if jobs > usable_cpus():
+        jobs = usable_cpus()
+        capped = f"--jobs {asked} capped at {jobs}: the CPUs this process may use"
     if jobs <= 1:
-        return replay_itch(path, out_dir, cfg, force=force)
+        if capped is None:
+            return replay_itch(path, out_dir, cfg, force=force)
+        r = ItchReplay(path, out_dir, cfg)  # (the input first)
+        prepare_output(out_dir, force, inputs=[path])
+        r.notes.append(capped)
+        s = r.run()
+        s.update(jobs=1, jobs_asked=asked, jobs_capped=capped)
+        write_json(os.path.join(out_dir, "summary.json"), s)
+        return s
     t0 = time.perf_counter()
     whole = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False)  # (the input first)
     prepare_output(out_dir, force, inputs=[path])
@@ -70,6 +85,17 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             sha256 = sha.result() if sha is not None else ""
         if imports is not None:
             imports.join()
+        books = len(whole._select(p1))
+        if books < jobs:
+            capped = (f"--jobs {asked} capped at {max(books, 1)}: the books to replay"
+                      + (f" (and {usable_cpus()} CPUs)" if capped else ""))
+            jobs = max(books, 1)
+        parts = [os.path.join(out_dir, f".part-{k}") for k in range(jobs)]
+        for d in parts:
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(d)
+        args = [(path, parts[k], dataclasses.replace(cfg, part=(k, jobs), progress=cfg.progress and k == 0))
+                for k in range(jobs)]
         _PASS1 = (p1, split_locates(p1.stats["messages"], jobs))
         import multiprocessing  # here: a one-job replay does not load it (5 ms)
         ctx = multiprocessing.get_context("fork")  # the parts inherit _PASS1; no thread is running
@@ -90,7 +116,7 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             if hgrm is not None:
                 hgrm.get()
         whole.keep_pass1(sha256)
-        summary["notes"] = summary.get("notes", []) + whole.notes
+        summary["notes"] = summary.get("notes", []) + whole.notes + ([capped] if capped else [])
         summary["text_bytes_outside_ascii"] = p1.non_ascii + sum(s.get("text_bytes_outside_ascii", 0) for s in summaries)
         summary["parallel"] = {
             "split": "pass 1: one reader, locate % jobs per scan thread; pass 2: balanced by messages per locate",
@@ -116,6 +142,8 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
         for d in parts:
             shutil.rmtree(d, ignore_errors=True)
     summary["jobs"] = jobs
+    if capped:
+        summary.update(jobs_asked=asked, jobs_capped=capped)
     summary["wall_seconds"] = round(time.perf_counter() - t0, 3)
     summary["files"] = written_since(out_dir, before)
     write_json(os.path.join(out_dir, "summary.json"), summary)

@@ -44,7 +44,7 @@ from ..outdir import prepare_output  # noqa: F401  (lobreplay.itch.replay.prepar
 from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
 from .decode import decode_type, non_ascii_bytes, positions_of, to_arrow
 from .reader import ItchFile
-from .spec import LAYOUTS, PRICE4_SCALE
+from .spec import LAYOUTS, PRICE4_SCALE, price_metadata
 
 ALL_REPORTS = ("desyncs", "executions", "bbo", "latency", "symbols", "depth")  # depth: with depth_levels
 STATUS_TYPES = "SHYLVWKJhINOB"  # tables of their own (R is the symbols table)
@@ -71,6 +71,7 @@ class ReplayConfig:
     headroom: float = 0.2                # band = order price range widened by this fraction
     chunk_bytes: int = 8 << 20
     allow_truncated: bool = False
+    allow_gaps: bool = False             # a pcap: go on whatever its sequence anomalies lose (counted)
     reports: tuple[str, ...] = ALL_REPORTS
     status_tables: bool = True
     timing: bool = True
@@ -210,7 +211,8 @@ class ItchReplay:
         hash_file=False: no SHA-256 of the file (a parallel replay's parent computes it)."""
         self.path, self.out_dir, self.cfg = path, out_dir, cfg
         self._given_pass1 = pass1
-        self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated)
+        self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated,
+                            allow_gaps=cfg.allow_gaps)
         self.hash_file = hash_file and cfg.hash
         self._sha256: Future | None = None  # the file's SHA-256, computed beside both passes
         self._stop_hash = threading.Event()  # a failed replay does not wait for it
@@ -530,10 +532,7 @@ class ItchReplay:
             "unknown_types": read.unknown_types(), "bytes": read.bytes,
             "end_of_session_marker": read.end_marker,
             "truncated": read.truncation(),
-            "moldudp64": {"packets": read.mold_packets, "gaps": read.mold_gaps,
-                          "duplicates_dropped": read.mold_duplicates, "heartbeats": read.mold_heartbeats,
-                          "other_frames": read.mold_other_frames, "sessions": read.mold_sessions}
-            if read.mold_packets else None,
+            "moldudp64": read.moldudp64(),
             "system_events": [{"time_ns": t, "code": c} for t, c in p1.system_events],
             "session_complete": any(c == "C" for _, c in p1.system_events),
             "symbols_in_file": len(p1.symbols), "books": len(sizing),
@@ -700,7 +699,7 @@ class ItchReplay:
                 keep = self.feed_select[cols["stock_locate"]] == 1
                 if keep.any():
                     reports.write_table(f"status_{t}_{LAYOUTS[t].name}",
-                                        to_arrow({k: v[keep] for k, v in cols.items()}))
+                                        to_arrow({k: v[keep] for k, v in cols.items()}, t), price_metadata(t))
         # rejects: events the core refused (unknown references, duplicates, ...)
         bad, codes = rejects
         rej_cause = np.array([REJECT_CAUSE.get(Status(int(c)), Status(int(c)).name.lower())
