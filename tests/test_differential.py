@@ -332,7 +332,7 @@ def _mutant_exec_nocheck_ignored(orig):
 def _mutant_exec_loses_priority(orig):
     def _exec(self, o, qty, price, flags):
         out = orig(self, o, qty, price, flags)
-        if o.id in self.orders:  # a partial fill sends it to the back of its queue
+        if o.id in self.orders and o not in self.parked:  # a partial fill sends it to the back of its queue
             q = self.levels[o.side][o.price]
             q.remove(o)
             q.append(o)

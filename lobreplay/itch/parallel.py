@@ -64,10 +64,7 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
     whole = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False)  # (the input first)
     prepare_output(out_dir, force, inputs=[path])
     before = set(os.listdir(out_dir))  # (what was there: summary.json lists the files written since)
-    # each part's own new directory (never one that was there: it is removed at the end)
-    parts = [tempfile.mkdtemp(prefix=f".part-{k}-", dir=out_dir) for k in range(jobs)]
-    args = [(path, parts[k], dataclasses.replace(cfg, part=(k, jobs), progress=cfg.progress and k == 0))
-            for k in range(jobs)]
+    parts: list[str] = []
     global _PASS1
     stage = "pass 1"  # where a failure stopped it: pass 1 (here), the parts (each pass 2), the merge
     try:
@@ -90,10 +87,8 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             capped = (f"--jobs {asked} capped at {max(books, 1)}: the books to replay"
                       + (f" (and {usable_cpus()} CPUs)" if capped else ""))
             jobs = max(books, 1)
-        parts = [os.path.join(out_dir, f".part-{k}") for k in range(jobs)]
-        for d in parts:
-            shutil.rmtree(d, ignore_errors=True)
-            os.makedirs(d)
+        # each part's own new directory (never one that was there: it is removed at the end)
+        parts = [tempfile.mkdtemp(prefix=f".part-{k}-", dir=out_dir) for k in range(jobs)]
         args = [(path, parts[k], dataclasses.replace(cfg, part=(k, jobs), progress=cfg.progress and k == 0))
                 for k in range(jobs)]
         _PASS1 = (p1, split_locates(p1.stats["messages"], jobs))
