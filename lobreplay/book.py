@@ -249,6 +249,12 @@ class Session:
             if rc == core.CONSTANTS["LOB_OK"]:
                 break
             if k == 0 and nex == 0 and nd == 0 and nz == 0:  # one event needs more room than a whole buffer
+                inst = int(events["instrument"][done])
+                need = (self.book(inst).order_count if inst <= self.max_instrument and self._has_book[inst] else 0) + 3
+                if min(len(execs), len(desyncs)) >= need:  # lob.h: live orders + 3 rows always suffice
+                    raise core.exception_for(core.CONSTANTS["LOB_EEXECFULL"],
+                                             f"event {done} of the batch (with room for {min(len(execs), len(desyncs))} "
+                                             f"rows, its book's {need - 3} live orders + 3)")
                 execs = np.empty(2 * len(execs), EXEC_DTYPE)
                 desyncs = np.empty(2 * len(desyncs), DESYNC_DTYPE)
                 if exec_capacity is None:

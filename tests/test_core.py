@@ -1019,3 +1019,22 @@ def test_constructor_and_latency_arguments_are_checked_by_name():
         summarize(np.array([-1, 3]))
     with pytest.raises(ValueError, match="counts: expected histogram bucket counts"):
         summarize(np.array([0.5, 3.0]))
+
+
+def test_session_apply_never_grows_its_outputs_without_bound(monkeypatch):
+    """A core that keeps saying EEXECFULL with room for the book's live orders + 3 rows (a
+    core bug: lob.h says that always suffices) is an error, not an endless doubling."""
+    s = L.Session(0)
+    s.add_book(0, 1, 100, 1, 8)
+    calls = []
+
+    def stuck(*a):
+        calls.append(len(a[2]))
+        return (L._coreapi.CONSTANTS["LOB_EEXECFULL"], 0, 0, 0, 0, 0)
+
+    monkeypatch.setattr(s._s, "apply", stuck)
+    ev = np.zeros(1, L.EVENT_DTYPE)
+    ev["kind"], ev["side"], ev["price"], ev["qty"] = L.Kind.NEW, ord("B"), 5, 1
+    with pytest.raises(L.LobError, match="EEXECFULL"):
+        s.apply(ev, exec_capacity=1)
+    assert calls == [1, 2, 4]  # 1 and 2 rows: less than 0 live orders + 3; then 4: the error
