@@ -119,6 +119,7 @@ typedef struct ref_slot {
 struct lob_itch_scan {
     lob_itch_locate loc[65536];
     int64_t last_price[65536];    /* the last A/F/U price seen per locate (-1: none) */
+    lob_itch_prices *kept[65536]; /* per locate with an order price: its kept prices (NULL: none yet) */
     ref_slot *slots;
     uint64_t mask, used;
     uint64_t max_dist;            /* no entry is more than this many slots past its home */
@@ -238,6 +239,7 @@ void lob_itch_scan_free(lob_itch_scan *s)
 {
     if (!s) return;
     huge_free(s->slots, s->mask + 1, sizeof *s->slots);
+    for (size_t i = 0; i < 65536; i++) free(s->kept[i]);
     free(s);
 }
 
@@ -251,16 +253,87 @@ static inline uint32_t gcd32(uint32_t a, uint32_t b)
     return a;
 }
 
-/* Prices are ITCH Price(4): 32-bit. A repeat of the last price changes nothing. */
-static inline void see_price(lob_itch_scan *s, lob_itch_locate *L, uint16_t locate, uint32_t px)
+/* The first of a[0 .. n) not before px (ascending, or descending). */
+static inline uint32_t sorted_pos(const uint32_t *a, uint32_t n, uint32_t px, int descending)
 {
-    if ((int64_t)px == s->last_price[locate]) return;
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (descending ? a[mid] > px : a[mid] < px) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Insert px into a[0 .. *n), kept in order (ascending or descending) without repeats,
+ * at most LOB_ITCH_KEEP entries: the first ones in that order (the last falls off). */
+static void keep_sorted(uint32_t *a, uint32_t *n, uint32_t px, int descending)
+{
+    uint32_t at = sorted_pos(a, *n, px, descending);
+    if ((at < *n && a[at] == px) || at == LOB_ITCH_KEEP) return;
+    uint32_t last = *n < LOB_ITCH_KEEP ? *n : LOB_ITCH_KEEP - 1;
+    memmove(a + at + 1, a + at, (last - at) * sizeof *a);
+    a[at] = px;
+    if (*n < LOB_ITCH_KEEP) ++*n;
+}
+
+static lob_itch_prices *kept_new(uint16_t locate)
+{
+    lob_itch_prices *k = calloc(1, sizeof *k);
+    if (k) {
+        k->locate = locate;
+        k->low_cut = UINT32_MAX;
+    }
+    return k;
+}
+
+/* A price of a locate into its kept prices (lob_itch_prices). Most prices lie between
+ * the kept lowest and highest and are whole cents: two compares against the cuts, a
+ * remainder and at times a gcd step, on the struct's first cache line. */
+static inline void keep_price(lob_itch_prices *k, uint32_t px)
+{
+    if (px < k->low_cut || k->n_low < LOB_ITCH_KEEP) {
+        keep_sorted(k->low, &k->n_low, px, 0);
+        if (k->n_low == LOB_ITCH_KEEP) k->low_cut = k->low[LOB_ITCH_KEEP - 1];
+    }
+    if (px > k->high_cut || k->n_high < LOB_ITCH_KEEP) {
+        keep_sorted(k->high, &k->n_high, px, 1);
+        if (k->n_high == LOB_ITCH_KEEP) k->high_cut = k->high[LOB_ITCH_KEEP - 1];
+    }
+    if (px % 100 == 0) {
+        uint32_t g = k->cent_gcd;
+        if (g == 0) k->cent_gcd = px;
+        else if (px % g) k->cent_gcd = gcd32(g, px);
+    } else if (!k->off_more) {
+        uint32_t at = sorted_pos(k->off, k->n_off, px, 0);
+        if (at < k->n_off && k->off[at] == px) return;
+        if (k->n_off == LOB_ITCH_KEEP) { /* a distinct one more than the set holds: no longer all */
+            k->off_more = 1;
+            return;
+        }
+        memmove(k->off + at + 1, k->off + at, (k->n_off - at) * sizeof *k->off);
+        k->off[at] = px;
+        k->n_off++;
+    }
+}
+
+/* Prices are ITCH Price(4): 32-bit. A repeat of the last price changes nothing. */
+static inline int see_price(lob_itch_scan *s, lob_itch_locate *L, uint16_t locate, uint32_t px)
+{
+    if ((int64_t)px == s->last_price[locate]) return LOB_OK;
     s->last_price[locate] = px;
     if ((int64_t)px < L->min_price) L->min_price = px;
     if ((int64_t)px > L->max_price) L->max_price = px;
     uint32_t g = (uint32_t)L->price_gcd;
     if (g == 0) L->price_gcd = px;
     else if (px % g) L->price_gcd = gcd32(g, px);
+    lob_itch_prices *k = s->kept[locate];
+    if (__builtin_expect(!k, 0)) {
+        k = s->kept[locate] = kept_new(locate);
+        if (!k) return LOB_ENOMEM;
+    }
+    keep_price(k, px);
+    return LOB_OK;
 }
 
 static inline void order_gone(lob_itch_scan *s, ref_slot *slot)
@@ -317,7 +390,7 @@ int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *off
         switch (t) {
         case 'A':
         case 'F':
-            see_price(s, L, locate, be32(m + O_A_PRICE));
+            if (see_price(s, L, locate, be32(m + O_A_PRICE)) != LOB_OK) return LOB_ENOMEM;
             L->adds++;
             if (order_added(s, L, ref, be32(m + O_A_SHARES), locate) != LOB_OK) return LOB_ENOMEM;
             break;
@@ -330,7 +403,7 @@ int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *off
         }
         case 'U': {
             ref_slot *o = ref_find(s, ref);
-            see_price(s, L, locate, be32(m + O_U_PRICE));
+            if (see_price(s, L, locate, be32(m + O_U_PRICE)) != LOB_OK) return LOB_ENOMEM;
             L->replaces++;
             if (!o) L->unknown_refs++;
             else {
@@ -375,6 +448,33 @@ void lob_itch_partition(const uint8_t *buf, const uint32_t *offsets, const uint8
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out)
 {
     memcpy(out, s->loc, sizeof s->loc);
+}
+
+size_t lob_itch_scan_prices(const lob_itch_scan *s, lob_itch_prices *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < 65536; i++) {
+        if (!s->kept[i]) continue;
+        if (k < cap) out[k] = *s->kept[i];
+        k++;
+    }
+    return k;
+}
+
+size_t lob_itch_order_prices(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
+                             const uint8_t *select, uint16_t *locates, uint32_t *prices)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t t = types[i];
+        if (t != 'A' && t != 'F' && t != 'U') continue;
+        const uint8_t *m = buf + offsets[i];
+        uint16_t locate = be16(m + O_LOCATE);
+        if (select && !select[locate]) continue;
+        locates[k] = locate;
+        prices[k++] = be32(m + (t == 'U' ? O_U_PRICE : O_A_PRICE));
+    }
+    return k;
 }
 
 /* ---- pass 2: events ------------------------------------------------------------------ */
@@ -434,6 +534,45 @@ size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_
         k++;
     }
     return k;
+}
+
+/* ---- price maps ------------------------------------------------------------------------- */
+
+/* The core price of px in map m (lob_itch_pmap): its rank, with *extra = 1 for an extra
+ * price; or -1 - px when it is not on the map. */
+static inline int64_t map_price(const lob_itch_pmap *m, const int64_t *extras, const uint32_t *ranks, int64_t px,
+                                int *extra)
+{
+    const int64_t *e = extras + m->first;
+    uint32_t lo = 0, hi = m->n_extra; /* extras below px */
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (e[mid] < px) lo = mid + 1;
+        else hi = mid;
+    }
+    *extra = 0;
+    if (lo < m->n_extra && e[lo] == px) {
+        *extra = 1;
+        return ranks[m->first + lo];
+    }
+    if (m->n && px >= m->low && (px - m->low) % m->tick == 0 && (px - m->low) / m->tick < (int64_t)m->n)
+        return (px - m->low) / m->tick + lo;
+    return -1 - px;
+}
+
+void lob_itch_map_prices(const uint16_t *book_map, const lob_itch_pmap *maps, const int64_t *extras,
+                         const uint32_t *ranks, lob_event *ev, size_t n, uint64_t *outside)
+{
+    for (size_t i = 0; i < n; i++) {
+        lob_event *e = &ev[i];
+        if (e->instrument > 65535 || !book_map[e->instrument]) continue;
+        int order = e->kind == LOB_NEW || e->kind == LOB_REPLACE;
+        if (!order && !(e->kind == LOB_EXEC && (e->flags & LOB_F_PRICE))) continue;
+        uint32_t j = book_map[e->instrument] - 1u;
+        int extra;
+        e->price = map_price(&maps[j], extras, ranks, e->price, &extra);
+        if (order && extra) outside[j]++;
+    }
 }
 
 int lob_itch_group(const lob_event *ev, const int64_t *ts, const uint32_t *msg_index, size_t n, uint32_t *counts,
