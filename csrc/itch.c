@@ -116,16 +116,15 @@ typedef struct ref_slot {
  * both stop max_dist slots past where they started: no entry sits farther
  * than that from its home (the largest distance of any placement since the
  * last rebuild). */
-/* A locate's price figures (range, gcd, and its kept prices, lob_itch_prices) sit behind a
- * filter of the prices it met lately: a price met again changes none of them (extremes, a
- * gcd and sets), so a hit in `recent` (direct-mapped: one slot per price hash, one cache
- * line read) skips them all. A book's prices keep coming back: on the wide generated day
- * (about 100 distinct prices per symbol) 64 slots catch 88 % of the prices that differ
- * from the last one (8 slots: 22 %; the lists' binary searches were then a third of the
- * scan's time); it also spares most of the gcd's divisions the filter of the last price
- * alone let through. One array over all locates (256 B each; pages faulted in for the
- * locates met only). A row is all zeros until the locate's first price, and 0 hashes to
- * slot 0: that slot then gets 1, which hashes elsewhere. */
+/* Pass 1's kept prices (lob_itch_keep, itch.h). A locate's lists sit behind a filter of
+ * the prices it met lately: a price met again changes none of them (sets, extremes and a
+ * gcd), so a hit in `recent` (direct-mapped: one slot per price hash, one cache line read)
+ * skips them. A book's prices keep coming back: on the wide generated day (about 100
+ * distinct prices per symbol, so all of them among the 64 lowest or highest) 64 slots
+ * catch 88 % of the prices that differ from the last one (8 slots: 22 %; the lists' binary
+ * searches were a third of the scan's time before). One array over all locates (256 B
+ * each; pages faulted in for the locates met only). A row is all zeros until the locate's
+ * first price, and 0 hashes to slot 0: that slot then gets 1, which hashes elsewhere. */
 enum { RECENT_BITS = 6, RECENT = 1 << RECENT_BITS };
 
 /* What a price must pass to need the kept prices at all, per locate, in 16 bytes (an array
@@ -142,10 +141,7 @@ static inline uint32_t recent_slot(uint32_t px) { return (px * 0x9E3779B1u) >> (
 
 struct lob_itch_scan {
     lob_itch_locate loc[65536];
-    lob_itch_prices *kept[65536]; /* per locate with an order price: its kept prices (NULL: none yet) */
-    uint32_t (*recent)[RECENT];   /* per locate: the prices met lately, by recent_slot (above) */
     int64_t last_price[65536];    /* the last A/F/U price seen per locate (-1: none) */
-    hot_prices hot[65536];
     ref_slot *slots;
     uint64_t mask, used;
     uint64_t max_dist;            /* no entry is more than this many slots past its home */
@@ -245,9 +241,8 @@ lob_itch_scan *lob_itch_scan_new(int *status)
                                      has 360k); untouched parts are never faulted in */
         s->mul = 1;
         s->slots = huge_calloc(s->mask + 1, sizeof *s->slots);
-        s->recent = huge_calloc(65536, sizeof *s->recent);
     }
-    if (!s || !s->slots || !s->recent) {
+    if (!s || !s->slots) {
         lob_itch_scan_free(s);
         if (status) *status = LOB_ENOMEM;
         return NULL;
@@ -257,7 +252,6 @@ lob_itch_scan *lob_itch_scan_new(int *status)
         s->loc[i].max_price = INT64_MIN;
         s->loc[i].first_ts = -1;
         s->last_price[i] = -1;
-        s->hot[i].low_cut = UINT32_MAX;
     }
     if (status) *status = LOB_OK;
     return s;
@@ -267,8 +261,6 @@ void lob_itch_scan_free(lob_itch_scan *s)
 {
     if (!s) return;
     huge_free(s->slots, s->mask + 1, sizeof *s->slots);
-    if (s->recent) huge_free(s->recent, 65536, sizeof *s->recent);
-    for (size_t i = 0; i < 65536; i++) free(s->kept[i]);
     free(s);
 }
 
@@ -349,10 +341,42 @@ static inline void keep_price(lob_itch_prices *k, uint32_t px, uint32_t split)
     }
 }
 
-/* The kept prices' side of see_price: the filter of prices met lately, then the lists.
- * g_before: the gcd of the locate's prices before px (the whole-cent prices' gcd while no
- * other price was met). */
-static __attribute__((noinline)) int see_kept(lob_itch_scan *s, uint16_t locate, uint32_t px, uint32_t g_before)
+struct lob_itch_keep {
+    lob_itch_prices *kept[65536]; /* per locate with an order price (NULL: none yet) */
+    uint32_t (*recent)[RECENT];   /* per locate: the prices met lately, by recent_slot */
+    int64_t last_price[65536];    /* the last A/F/U price per locate (-1: none) */
+    uint32_t gcd[65536];          /* of all its prices (the whole-cent ones' until split) */
+    hot_prices hot[65536];
+};
+
+lob_itch_keep *lob_itch_keep_new(int *status)
+{
+    lob_itch_keep *k = calloc(1, sizeof *k);
+    if (k) k->recent = huge_calloc(65536, sizeof *k->recent);
+    if (!k || !k->recent) {
+        lob_itch_keep_free(k);
+        if (status) *status = LOB_ENOMEM;
+        return NULL;
+    }
+    for (size_t i = 0; i < 65536; i++) {
+        k->last_price[i] = -1;
+        k->hot[i].low_cut = UINT32_MAX;
+    }
+    if (status) *status = LOB_OK;
+    return k;
+}
+
+void lob_itch_keep_free(lob_itch_keep *k)
+{
+    if (!k) return;
+    if (k->recent) huge_free(k->recent, 65536, sizeof *k->recent);
+    for (size_t i = 0; i < 65536; i++) free(k->kept[i]);
+    free(k);
+}
+
+/* A price past the hot check: the filter of prices met lately, then the lists. g_before:
+ * the gcd of the locate's prices before px (all whole cents while not split). */
+static int see_kept(lob_itch_keep *s, uint16_t locate, uint32_t px, uint32_t g_before)
 {
     lob_itch_prices *k = s->kept[locate];
     if (__builtin_expect(!k, 0)) { /* its first price */
@@ -376,19 +400,52 @@ static __attribute__((noinline)) int see_kept(lob_itch_scan *s, uint16_t locate,
     return LOB_OK;
 }
 
-/* Prices are ITCH Price(4): 32-bit. A repeat of the last price changes nothing. */
-static inline int see_price(lob_itch_scan *s, lob_itch_locate *L, uint16_t locate, uint32_t px)
+int lob_itch_keep_feed(lob_itch_keep *s, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
+                       size_t n, const uint8_t *select)
 {
-    if ((int64_t)px == s->last_price[locate]) return LOB_OK;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t t = types[i];
+        if (t != 'A' && t != 'F' && t != 'U') continue;
+        const uint8_t *m = buf + offsets[i];
+        uint16_t locate = be16(m + O_LOCATE);
+        if (select && !select[locate]) continue;
+        uint32_t px = be32(m + (t == 'U' ? O_U_PRICE : O_A_PRICE));
+        if ((int64_t)px == s->last_price[locate]) continue;
+        s->last_price[locate] = px;
+        uint32_t g = s->gcd[locate];
+        if (g == 0) s->gcd[locate] = px;
+        else if (px % g) s->gcd[locate] = gcd32(g, px);
+        const hot_prices *h = &s->hot[locate];
+        if (px > h->low_cut && px < h->high_cut && (px % 100 ? h->off_more : !h->split)) continue;
+        if (see_kept(s, locate, px, g) != LOB_OK) return LOB_ENOMEM;
+    }
+    return LOB_OK;
+}
+
+size_t lob_itch_keep_prices(const lob_itch_keep *s, lob_itch_prices *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < 65536; i++) {
+        if (!s->kept[i]) continue;
+        if (k < cap) {
+            out[k] = *s->kept[i];
+            if (!s->hot[i].split) out[k].cent_gcd = s->gcd[i];
+        }
+        k++;
+    }
+    return k;
+}
+
+/* Prices are ITCH Price(4): 32-bit. A repeat of the last price changes nothing. */
+static inline void see_price(lob_itch_scan *s, lob_itch_locate *L, uint16_t locate, uint32_t px)
+{
+    if ((int64_t)px == s->last_price[locate]) return;
     s->last_price[locate] = px;
     if ((int64_t)px < L->min_price) L->min_price = px;
     if ((int64_t)px > L->max_price) L->max_price = px;
     uint32_t g = (uint32_t)L->price_gcd;
     if (g == 0) L->price_gcd = px;
     else if (px % g) L->price_gcd = gcd32(g, px);
-    const hot_prices *h = &s->hot[locate];
-    if (px > h->low_cut && px < h->high_cut && (px % 100 ? h->off_more : !h->split)) return LOB_OK;
-    return see_kept(s, locate, px, g);
 }
 
 static inline void order_gone(lob_itch_scan *s, ref_slot *slot)
@@ -445,7 +502,7 @@ int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *off
         switch (t) {
         case 'A':
         case 'F':
-            if (see_price(s, L, locate, be32(m + O_A_PRICE)) != LOB_OK) return LOB_ENOMEM;
+            see_price(s, L, locate, be32(m + O_A_PRICE));
             L->adds++;
             if (order_added(s, L, ref, be32(m + O_A_SHARES), locate) != LOB_OK) return LOB_ENOMEM;
             break;
@@ -458,7 +515,7 @@ int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *off
         }
         case 'U': {
             ref_slot *o = ref_find(s, ref);
-            if (see_price(s, L, locate, be32(m + O_U_PRICE)) != LOB_OK) return LOB_ENOMEM;
+            see_price(s, L, locate, be32(m + O_U_PRICE));
             L->replaces++;
             if (!o) L->unknown_refs++;
             else {
@@ -503,20 +560,6 @@ void lob_itch_partition(const uint8_t *buf, const uint32_t *offsets, const uint8
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out)
 {
     memcpy(out, s->loc, sizeof s->loc);
-}
-
-size_t lob_itch_scan_prices(const lob_itch_scan *s, lob_itch_prices *out, size_t cap)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < 65536; i++) {
-        if (!s->kept[i]) continue;
-        if (k < cap) {
-            out[k] = *s->kept[i];
-            if (!s->hot[i].split) out[k].cent_gcd = (uint32_t)s->loc[i].price_gcd;
-        }
-        k++;
-    }
-    return k;
 }
 
 size_t lob_itch_order_prices(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,

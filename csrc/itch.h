@@ -75,8 +75,9 @@ void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
 
 /* What pass 1 knows exactly about one locate's order prices (A, F, U), beyond their
  * range and gcd: enough to size a dense band where the orders are and to know every
- * price outside it (see lobreplay/itch/prices.py). Kept for each locate with an order
- * price, allocated when the scan meets its first one (about 0.8 KB each). */
+ * price outside it (see lobreplay/itch/prices.py). Kept by a lob_itch_keep, apart from
+ * the scan: these figures do not depend on the order of the prices, so the replay feeds
+ * it on its reader thread, beside the scan. */
 enum { LOB_ITCH_KEEP = 64 };
 typedef struct lob_itch_prices {
     uint16_t locate;
@@ -89,9 +90,18 @@ typedef struct lob_itch_prices {
     uint32_t off[LOB_ITCH_KEEP];    /* the distinct prices that are not whole cents, ascending (all
                                        of them unless off_more) */
 } lob_itch_prices;
-/* The kept prices of every locate the scan met with an order price, by locate, into
- * out[0 .. cap); returns how many there are (may exceed cap: only cap written). */
-size_t lob_itch_scan_prices(const lob_itch_scan *s, lob_itch_prices *out, size_t cap);
+typedef struct lob_itch_keep lob_itch_keep;
+/* Returns NULL with *status LOB_ENOMEM. Free with lob_itch_keep_free (NULL allowed). About
+ * 2 MB, plus 1 KB for each locate met with an order price. */
+lob_itch_keep *lob_itch_keep_new(int *status);
+void lob_itch_keep_free(lob_itch_keep *k);
+/* The A, F and U prices of n framed messages of locates with select[locate] != 0 (select
+ * may be NULL: all). LOB_OK, or LOB_ENOMEM (a locate's record could not be allocated). */
+int lob_itch_keep_feed(lob_itch_keep *k, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
+                       size_t n, const uint8_t *select);
+/* The kept prices of every locate met with an order price, by locate, into out[0 .. cap);
+ * returns how many there are (may exceed cap: only cap written). */
+size_t lob_itch_keep_prices(const lob_itch_keep *k, lob_itch_prices *out, size_t cap);
 /* Every A, F and U price of n framed messages of locates with select[locate] != 0,
  * in order, as (locate, price) into locates[] and prices[] (room for n). Returns how
  * many. For the books whose prices the kept ones do not settle (more distinct far

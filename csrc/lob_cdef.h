@@ -209,7 +209,12 @@ typedef struct lob_itch_prices {
     uint32_t high[64];
     uint32_t off[64];
 } lob_itch_prices;
-size_t lob_itch_scan_prices(const lob_itch_scan *s, lob_itch_prices *out, size_t cap);
+typedef struct lob_itch_keep lob_itch_keep;
+lob_itch_keep *lob_itch_keep_new(int *status);
+void lob_itch_keep_free(lob_itch_keep *k);
+int lob_itch_keep_feed(lob_itch_keep *k, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
+                       size_t n, const uint8_t *select);
+size_t lob_itch_keep_prices(const lob_itch_keep *k, lob_itch_prices *out, size_t cap);
 size_t lob_itch_order_prices(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
                              const uint8_t *select, uint16_t *locates, uint32_t *prices);
 typedef struct lob_itch_pmap {

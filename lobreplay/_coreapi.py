@@ -504,15 +504,6 @@ class ItchScan:
         lib.lob_itch_scan_stats(self.ptr, _buf("lob_itch_locate[]", out, True))
         return out
 
-    def prices(self) -> np.ndarray:
-        """The kept prices (lob_itch_prices, ITCH_PRICES_DTYPE) of every locate the scan met
-        with an order price, by locate."""
-        n = lib.lob_itch_scan_prices(self.ptr, ffi.NULL, 0)
-        out = np.zeros(n, ITCH_PRICES_DTYPE)
-        if n:
-            lib.lob_itch_scan_prices(self.ptr, _buf("lob_itch_prices[]", out, True), n)
-        return out
-
     @property
     def scrambled(self) -> bool:
         """True once the order map hashes references instead of placing them by their low
@@ -535,6 +526,37 @@ def itch_events(buf, offsets, types, n, select, events, ts, msg_index) -> int:
     return lib.lob_itch_events(_buf("uint8_t[]", buf), _buf("uint32_t[]", offsets), _buf("uint8_t[]", types), n,
                                sel, _buf("lob_event[]", events, True), _buf("int64_t[]", ts, True),
                                _buf("uint32_t[]", msg_index, True))
+
+
+class ItchKeep:
+    """Pass 1's kept prices (lob_itch_keep): per locate, what its price map needs
+    (lobreplay.itch.prices). Independent of the order of the prices: fed on any thread."""
+
+    def __init__(self):
+        st = ffi.new("int *")
+        ptr = lib.lob_itch_keep_new(st)
+        if ptr == ffi.NULL:
+            raise_for_status(st[0], "creating an ITCH price keeper")
+        self.ptr = ffi.gc(ptr, lib.lob_itch_keep_free)
+
+    def feed(self, buf: np.ndarray, offsets: np.ndarray, types: np.ndarray, n: int, select=None) -> None:
+        check_array(buf, np.dtype(np.uint8), "buf")
+        check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
+        check_array(types, np.dtype(np.uint8), "types", length=n)
+        sel = ffi.NULL
+        if select is not None:
+            check_array(select, np.dtype(np.uint8), "select", length=65536)
+            sel = _buf("uint8_t[]", select)
+        raise_for_status(lib.lob_itch_keep_feed(self.ptr, _buf("uint8_t[]", buf), _buf("uint32_t[]", offsets),
+                                                _buf("uint8_t[]", types), n, sel), "ITCH first pass (prices)")
+
+    def prices(self) -> np.ndarray:
+        """The kept prices (ITCH_PRICES_DTYPE) of every locate met with an order price, by locate."""
+        n = lib.lob_itch_keep_prices(self.ptr, ffi.NULL, 0)
+        out = np.zeros(n, ITCH_PRICES_DTYPE)
+        if n:
+            lib.lob_itch_keep_prices(self.ptr, _buf("lob_itch_prices[]", out, True), n)
+        return out
 
 
 def itch_order_prices(buf, offsets, types, n, select) -> tuple[np.ndarray, np.ndarray]:

@@ -179,11 +179,12 @@ class _Orders:
 def _find_locate(src, symbol: str):
     """Pass 1: sizing figures, kept prices and the symbol's stock locate."""
     from .itch.decode import decode_type
-    scan = core.ItchScan()
+    scan, keep = core.ItchScan(), core.ItchKeep()
     locate = None
     want = symbol.encode()
     for chunk in src.chunks():
         scan.feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
+        keep.feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
         if locate is None:
             for t in "RAF":
                 if chunk.has(t):
@@ -192,7 +193,7 @@ def _find_locate(src, symbol: str):
                     if len(hit):
                         locate = int(c["stock_locate"][hit[0]])
                         break
-    return scan.stats(), scan.prices(), locate
+    return scan.stats(), keep.prices(), locate
 
 
 def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, date=None,

@@ -383,7 +383,7 @@ def test_a_mapped_replay_equals_an_unmapped_one(price_set, ops):
 @given(st.lists(st.lists(st.integers(0, (1 << 32) - 1) | st.integers(0, 2000).map(lambda x: x * 100),
                          min_size=1, max_size=200), min_size=1, max_size=4))
 def test_pass_one_keeps_the_far_prices_exactly(tmp_path_factory, per_locate):
-    """ItchScan's kept prices against a naive computation: the KEEP lowest and highest
+    """ItchKeep's kept prices against a naive computation: the KEEP lowest and highest
     distinct order prices, the gcd of the whole-cent ones, and the others (all, or
     off_more when more than KEEP)."""
     d = Day()
@@ -393,7 +393,7 @@ def test_pass_one_keeps_the_far_prices_exactly(tmp_path_factory, per_locate):
             ref += 1
             d.A(loc, ref, "B", 1, p)
     path = d.write(tmp_path_factory.mktemp("scan") / "p.itch")
-    sc = core.ItchScan()
+    sc = core.ItchKeep()
     for c in ItchFile(path).chunks():
         sc.feed(c.buf, c.offsets, c.types, c.n)
     kept = {int(r["locate"]): r for r in sc.prices()}
@@ -497,3 +497,16 @@ def test_the_lobster_export_of_a_mapped_book(tmp_path):
     assert len(last) > 10
     for t, i in last.items():
         assert book[i].tolist() == after[t], t
+
+
+def test_the_sizing_cache_keeps_the_kept_prices(tmp_path, monkeypatch):
+    """A replay from the sizing cache maps the same books as the scan it replaces."""
+    monkeypatch.setenv("LOBREPLAY_CACHE_DIR", str(tmp_path / "cache"))
+    path = far_order_day().write(tmp_path / "20191230.far.itch")
+    first = replay_itch(path, str(tmp_path / "a"))
+    again = replay_itch(path, str(tmp_path / "b"))
+    assert not first["pass1"]["cached"] and again["pass1"]["cached"]
+    for k in ("mapped_books", "extra_prices", "orders_outside_band", "book_levels"):
+        assert again[k] == first[k], k
+    a, b = (pd.read_parquet(tmp_path / d / "symbols.parquet") for d in "ab")
+    pd.testing.assert_frame_equal(a, b)

@@ -322,6 +322,7 @@ class ItchReplay:
         the GIL)."""
         t0 = time.perf_counter()
         scans = [core.ItchScan() for _ in range(threads)]
+        keep = core.ItchKeep()  # (the kept prices: on the reader's thread, beside the scans)
         owner = (np.arange(65536) % threads).astype(np.uint8)
         pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="lobreplay-scan") if threads > 1 else None
         offs = types = None
@@ -330,7 +331,8 @@ class ItchReplay:
         harvest = None  # no directory at the start: take symbols from the order messages
         with self._bar("pass 1") as bar, (pool or contextlib.nullcontext()):
             # the next chunk read and framed meanwhile, on a core the scans leave
-            for chunk, _ in read_ahead(self.src, thread=self._spare_core(threads)):
+            for chunk, _ in read_ahead(self.src, lambda c, _: keep.feed(c.buf, c.offsets, c.types, c.n),
+                                       thread=self._spare_core(threads)):
                 if threads == 1:
                     scans[0].feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
                 else:
@@ -369,8 +371,7 @@ class ItchReplay:
         rows = np.stack([sc.stats() for sc in scans])
         loc = np.arange(65536)
         p1.stats = rows[loc % threads, loc]  # each locate's figures from the scan that saw it
-        kept = np.concatenate([sc.prices() for sc in scans])  # (each locate's in one scan)
-        p1.prices = kept[np.argsort(kept["locate"], kind="stable")]
+        p1.prices = keep.prices()
         p1.messages = self.src.stats.messages
         p1.seconds = time.perf_counter() - t0
         return p1
