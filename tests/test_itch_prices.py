@@ -510,3 +510,21 @@ def test_the_sizing_cache_keeps_the_kept_prices(tmp_path, monkeypatch):
         assert again[k] == first[k], k
     a, b = (pd.read_parquet(tmp_path / d / "symbols.parquet") for d in "ab")
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_a_parallel_replay_maps_as_one_process_does(tmp_path):
+    """--jobs 2 (each part maps its own books) writes the same tables as one process."""
+    from lobreplay.itch.parallel import replay_itch_jobs
+    d = far_order_day()
+    d.R(8, "FAR2")
+    d.A(8, 900, "B", 10, 500_000)
+    d.A(8, 901, "S", 10, 4_000_000_000)
+    d.E(8, 901, 4)
+    path = d.write(tmp_path / "20191230.far.itch")
+    one = replay_itch(path, str(tmp_path / "one"))
+    two = replay_itch_jobs(path, str(tmp_path / "two"), ReplayConfig(), 2)
+    assert one["mapped_books"] == two["mapped_books"] == 2
+    assert one["orders_outside_band"] == two["orders_outside_band"] == 4  # (FAR2: a ladder of its two prices)
+    for name in ("bbo", "executions", "desyncs", "symbols"):
+        a, b = (pd.read_parquet(tmp_path / w / f"{name}.parquet") for w in ("one", "two"))
+        pd.testing.assert_frame_equal(a, b)
