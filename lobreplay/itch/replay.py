@@ -42,7 +42,8 @@ from .._ahead import read_ahead
 from .._lazy import Deferred, load
 from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
 from .decode import decode_type, non_ascii_bytes, positions_of, to_arrow
-from .prices import CORE_LEVELS, MAP_SAVING, MAX_LEVELS, PriceMap, PriceMaps, choose_map, padded, worth_mapping
+from .prices import (CORE_LEVELS, MAP_SAVING, MAX_LEVELS, PriceMap, PriceMaps, choose_map, may_map, padded,
+                     worth_mapping)
 from .reader import ItchFile
 from .spec import LAYOUTS, PRICE4_SCALE
 
@@ -198,8 +199,8 @@ def size_books(stats: np.ndarray, headroom: float, locates, kept: np.ndarray | N
         low, high = padded(lo, hi, tick, headroom)
         plain = (high - low) // tick + 1
         m = None
-        if idx is not None and idx[loc] >= 0 and plain > MAP_SAVING:  # (a map saves at least that much)
-            m = choose_map(tick, kept[idx[loc]], headroom=headroom)
+        if idx is not None and idx[loc] >= 0 and plain > MAP_SAVING and may_map(tick, kept[idx[loc]]):
+            m = choose_map(tick, kept[idx[loc]], headroom=headroom)  # (a map saves MAP_SAVING at least)
         if worth_mapping(plain, m) and m.levels <= MAX_LEVELS:
             out[loc] = Sizing(loc, 0, m.levels - 1, 1, cap, m)
         elif plain <= MAX_LEVELS:
