@@ -73,6 +73,42 @@ int lob_itch_scan_scrambled(const lob_itch_scan *s);
 /* Copy the per-locate figures into out[65536]. Can't fail. */
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
 
+/* What pass 1 knows exactly about one locate's order prices (A, F, U), beyond their
+ * range and gcd: enough to size a dense band where the orders are and to know every
+ * price outside it (see lobreplay/itch/prices.py). Kept by a lob_itch_keep, apart from
+ * the scan: these figures do not depend on the order of the prices, so the replay feeds
+ * it on its reader thread, beside the scan. */
+enum { LOB_ITCH_KEEP = 64 };
+typedef struct lob_itch_prices {
+    uint16_t locate;
+    uint16_t off_more;              /* 1: more than LOB_ITCH_KEEP distinct prices off the cent */
+    uint32_t n_low, n_high, n_off;  /* entries in low, high, off */
+    uint32_t cent_gcd;              /* gcd of the prices that are whole cents (multiples of 100); 0: none */
+    uint32_t low_cut, high_cut;     /* low[n_low - 1] and high[n_high - 1] once full, else UINT32_MAX and 0 */
+    uint32_t low[LOB_ITCH_KEEP];    /* the lowest distinct prices, ascending */
+    uint32_t high[LOB_ITCH_KEEP];   /* the highest distinct prices, descending */
+    uint32_t off[LOB_ITCH_KEEP];    /* the distinct prices that are not whole cents, ascending (all
+                                       of them unless off_more) */
+} lob_itch_prices;
+typedef struct lob_itch_keep lob_itch_keep;
+/* Returns NULL with *status LOB_ENOMEM. Free with lob_itch_keep_free (NULL allowed). About
+ * 2 MB, plus 1 KB for each locate met with an order price. */
+lob_itch_keep *lob_itch_keep_new(int *status);
+void lob_itch_keep_free(lob_itch_keep *k);
+/* The A, F and U prices of n framed messages of locates with select[locate] != 0 (select
+ * may be NULL: all). LOB_OK, or LOB_ENOMEM (a locate's record could not be allocated). */
+int lob_itch_keep_feed(lob_itch_keep *k, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
+                       size_t n, const uint8_t *select);
+/* The kept prices of every locate met with an order price, by locate, into out[0 .. cap);
+ * returns how many there are (may exceed cap: only cap written). */
+size_t lob_itch_keep_prices(const lob_itch_keep *k, lob_itch_prices *out, size_t cap);
+/* Every A, F and U price of n framed messages of locates with select[locate] != 0,
+ * in order, as (locate, price) into locates[] and prices[] (room for n). Returns how
+ * many. For the books whose prices the kept ones do not settle (more distinct far
+ * prices than LOB_ITCH_KEEP on a side): a look at the file again, for them only. */
+size_t lob_itch_order_prices(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
+                             const uint8_t *select, uint16_t *locates, uint32_t *prices);
+
 /* Pass 2: the order messages among n framed messages, as events, in order:
  *   A, F -> NEW GTC with LOB_F_FEED (id = order reference)
  *   X    -> REDUCE with LOB_F_FEED       D -> CANCEL
@@ -94,6 +130,27 @@ void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
 size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
                        const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index,
                        uint16_t *state);
+
+/* Price maps (docs/itch.md, "Far-off prices"). A mapped book's core prices are ranks:
+ * the rank of a price among the sorted union of its grid (low + k * tick, 0 <= k < n;
+ * n = 0: none, a ladder) and its extras (extras[first .. first + n_extra), ascending,
+ * none on the grid; ranks[first + j] = the rank of extras[first + j]). The rank is
+ * monotone in the price, so the core's priority, matching and best prices are the real
+ * ones'. */
+typedef struct lob_itch_pmap {
+    int64_t low, tick;
+    uint32_t n, n_extra, first, reserved;
+} lob_itch_pmap;
+/* The events of mapped books (book_map[instrument] = 1 + index into maps; 0: not mapped,
+ * the event is left as it is) to their core prices, in place: a NEW or REPLACE price
+ * to its rank; an EXEC with LOB_F_PRICE too, and when the price is not on the map
+ * (an execution price need not be an order price) to -1 - price, which no rank equals
+ * (the core then reports the price as differing; -1 - value gives it back). A NEW or
+ * REPLACE price not on the map (pass 1 saw every order price, so none) also becomes
+ * -1 - price, outside the book's band (LOB_EBAND). outside[index] gains one for each
+ * NEW or REPLACE at an extra price. Instruments past 65,535 are left as they are. */
+void lob_itch_map_prices(const uint16_t *book_map, const lob_itch_pmap *maps, const int64_t *extras,
+                         const uint32_t *ranks, lob_event *ev, size_t n, uint64_t *outside);
 
 /* A chunk's events regrouped by book, each book's in their order: ev_out gets
  * instrument 0's events, then instrument 1's, ..., and ts_out, msg_out the

@@ -201,6 +201,31 @@ void lob_itch_partition(const uint8_t *buf, const uint32_t *offsets, const uint8
                         size_t *counts);
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
 int lob_itch_scan_scrambled(const lob_itch_scan *s);
+#define LOB_ITCH_KEEP 64
+typedef struct lob_itch_prices {
+    uint16_t locate;
+    uint16_t off_more;
+    uint32_t n_low, n_high, n_off;
+    uint32_t cent_gcd;
+    uint32_t low_cut, high_cut;
+    uint32_t low[64];
+    uint32_t high[64];
+    uint32_t off[64];
+} lob_itch_prices;
+typedef struct lob_itch_keep lob_itch_keep;
+lob_itch_keep *lob_itch_keep_new(int *status);
+void lob_itch_keep_free(lob_itch_keep *k);
+int lob_itch_keep_feed(lob_itch_keep *k, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
+                       size_t n, const uint8_t *select);
+size_t lob_itch_keep_prices(const lob_itch_keep *k, lob_itch_prices *out, size_t cap);
+size_t lob_itch_order_prices(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
+                             const uint8_t *select, uint16_t *locates, uint32_t *prices);
+typedef struct lob_itch_pmap {
+    int64_t low, tick;
+    uint32_t n, n_extra, first, reserved;
+} lob_itch_pmap;
+void lob_itch_map_prices(const uint16_t *book_map, const lob_itch_pmap *maps, const int64_t *extras,
+                         const uint32_t *ranks, lob_event *ev, size_t n, uint64_t *outside);
 int lob_itch_group(const lob_event *ev, const int64_t *ts, const uint32_t *msg_index, size_t n, uint32_t *counts,
                    lob_event *ev_out, int64_t *ts_out, uint32_t *msg_out);
 size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,

@@ -557,6 +557,73 @@ def itch_events(buf, offsets, types, n, select, events, ts, msg_index, state=Non
                                _buf("uint32_t[]", msg_index, True), st)
 
 
+class ItchKeep:
+    """Pass 1's kept prices (lob_itch_keep): per locate, what its price map needs
+    (lobreplay.itch.prices). Independent of the order of the prices: fed on any thread."""
+
+    def __init__(self):
+        st = ffi.new("int *")
+        ptr = lib.lob_itch_keep_new(st)
+        if ptr == ffi.NULL:
+            raise_for_status(st[0], "creating an ITCH price keeper")
+        self.ptr = ffi.gc(ptr, lib.lob_itch_keep_free)
+
+    def feed(self, buf: np.ndarray, offsets: np.ndarray, types: np.ndarray, n: int, select=None) -> None:
+        check_array(buf, np.dtype(np.uint8), "buf")
+        check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
+        check_array(types, np.dtype(np.uint8), "types", length=n)
+        sel = ffi.NULL
+        if select is not None:
+            check_array(select, np.dtype(np.uint8), "select", length=65536)
+            sel = _buf("uint8_t[]", select)
+        raise_for_status(lib.lob_itch_keep_feed(self.ptr, _buf("uint8_t[]", buf), _buf("uint32_t[]", offsets),
+                                                _buf("uint8_t[]", types), n, sel), "ITCH first pass (prices)")
+
+    def prices(self) -> np.ndarray:
+        """The kept prices (ITCH_PRICES_DTYPE) of every locate met with an order price, by locate."""
+        n = lib.lob_itch_keep_prices(self.ptr, ffi.NULL, 0)
+        out = np.zeros(n, ITCH_PRICES_DTYPE)
+        if n:
+            lib.lob_itch_keep_prices(self.ptr, _buf("lob_itch_prices[]", out, True), n)
+        return out
+
+
+def itch_order_prices(buf, offsets, types, n, select) -> tuple[np.ndarray, np.ndarray]:
+    """(locates uint16, prices uint32) of every A, F and U among n framed messages of the
+    selected locates (select: uint8[65536], or None: all), in order (lob_itch_order_prices)."""
+    check_array(buf, np.dtype(np.uint8), "buf")
+    check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
+    check_array(types, np.dtype(np.uint8), "types", length=n)
+    sel = ffi.NULL
+    if select is not None:
+        check_array(select, np.dtype(np.uint8), "select", length=65536)
+        sel = _buf("uint8_t[]", select)
+    locs, prices = np.empty(n, np.uint16), np.empty(n, np.uint32)
+    k = lib.lob_itch_order_prices(_buf("uint8_t[]", buf), _buf("uint32_t[]", offsets), _buf("uint8_t[]", types), n,
+                                  sel, _buf("uint16_t[]", locs, True), _buf("uint32_t[]", prices, True))
+    return locs[:k], prices[:k]
+
+
+def itch_map_prices(book_map, maps, extras, ranks, events, outside) -> None:
+    """The events of mapped books to their core prices, in place (lob_itch_map_prices):
+    book_map uint16[65536] (1 + index into maps; 0: not mapped), maps ITCH_PMAP_DTYPE,
+    extras int64 and ranks uint32 (each map's slice), outside uint64[len(maps)] (added to)."""
+    check_array(book_map, np.dtype(np.uint16), "book_map", length=65536)
+    check_array(maps, ITCH_PMAP_DTYPE, "maps")
+    check_array(extras, np.dtype(np.int64), "extras")
+    check_array(ranks, np.dtype(np.uint32), "ranks", length=len(extras))
+    check_array(events, EVENT_DTYPE, "events", writable=True)
+    check_array(outside, np.dtype(np.uint64), "outside", writable=True, length=len(maps))
+    if len(maps) and int(book_map.max()) > len(maps):
+        raise ValueError(f"book_map: an index past the {len(maps)} maps")
+    ends = maps["first"].astype(np.int64) + maps["n_extra"]
+    if len(maps) and int(ends.max()) > len(extras):
+        raise ValueError("maps: extras past the end of the extras array")
+    lib.lob_itch_map_prices(_buf("uint16_t[]", book_map), _buf("lob_itch_pmap[]", maps), _buf("int64_t[]", extras),
+                            _buf("uint32_t[]", ranks), _buf("lob_event[]", events, True), len(events),
+                            _buf("uint64_t[]", outside, True))
+
+
 def itch_group(events, ts, msg_index, counts, events_out, ts_out, msg_out) -> None:
     """A chunk's events regrouped by book, each book's in their order, with their
     timestamps and message indexes (lob_itch_group). counts: uint32 scratch of 65,536."""
@@ -587,6 +654,9 @@ def _struct_dtype_arrays(cname: str) -> np.dtype:
     return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": ffi.sizeof(cname)})
 
 
+ITCH_PRICES_DTYPE = _struct_dtype_arrays("lob_itch_prices")
+ITCH_PMAP_DTYPE = struct_dtype("lob_itch_pmap")
+ITCH_KEEP = lib.LOB_ITCH_KEEP
 L2_RECORD_DTYPE = struct_dtype("lob_l2_record")
 L2_SCAN_SYMBOL_DTYPE = struct_dtype("lob_l2_scan_symbol")
 L2_BBO_DTYPE = struct_dtype("lob_l2_bbo")

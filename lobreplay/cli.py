@@ -302,6 +302,9 @@ def _cmd_itch_replay(args) -> int:
     rate = s["desync_rate_per_execution"]
     print(desyncs_text(s) + (f"; {rate:.4%} of {s['executions_in_feed']:,} executions" if rate is not None else ""))
     _note_non_ascii(s.get("text_bytes_outside_ascii", 0))
+    if s.get("mapped_books"):
+        print(f"{s['mapped_books']:,} books with far-off or off-tick prices on price maps ({s['extra_prices']:,} "
+              f"prices outside their bands, {s['orders_outside_band']:,} orders at them; symbols.parquet)")
     if not s["session_complete"]:
         print("the file does not reach the end of the session (no S 'C'): orders still live at its end are "
               "reported as residual_order")

@@ -123,12 +123,15 @@ def read_orderbook(path: str) -> np.ndarray:
     return book
 
 
-def _snapshot(bv, n: int) -> np.ndarray:
-    """The top n levels of a book as one LOBSTER orderbook row."""
+def _snapshot(bv, n: int, pm=None) -> np.ndarray:
+    """The top n levels of a book as one LOBSTER orderbook row (pm: the book's price map,
+    lobreplay.itch.prices.PriceMaps, when its core prices are ranks)."""
     row = np.empty(4 * n, np.int64)
     row[0::4], row[1::4], row[2::4], row[3::4] = ASK_EMPTY, 0, BID_EMPTY, 0
     ap, aq, _ = bv.depth_arrays(Side.SELL, n)
     bp, bq, _ = bv.depth_arrays(Side.BUY, n)
+    if pm is not None:
+        ap, bp = (pm.real(np.full(len(p), bv.instrument), p) for p in (ap, bp))
     row[0:4 * len(ap):4], row[1:4 * len(ap):4] = ap, aq
     row[2:4 * len(bp):4], row[3:4 * len(bp):4] = bp, bq
     return row
@@ -177,13 +180,14 @@ class _Orders:
 
 
 def _find_locate(src, symbol: str):
-    """Pass 1: sizing figures and the symbol's stock locate."""
+    """Pass 1: sizing figures, kept prices and the symbol's stock locate."""
     from .itch.decode import decode_type
-    scan = core.ItchScan()
+    scan, keep = core.ItchScan(), core.ItchKeep()
     locate = None
     want = symbol.encode()
     for chunk in src.chunks():
         scan.feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
+        keep.feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
         if locate is None:
             for t in "RAF":
                 if chunk.has(t):
@@ -192,7 +196,7 @@ def _find_locate(src, symbol: str):
                     if len(hit):
                         locate = int(c["stock_locate"][hit[0]])
                         break
-    return scan.stats(), locate
+    return scan.stats(), keep.prices(), locate
 
 
 def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, date=None,
@@ -212,7 +216,8 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
     bytes_after_end_marker, as in a replay's summary.json) and `moldudp64` (as there)."""
     from .itch.decode import decode_type
     from .itch.reader import ItchFile
-    from .itch.replay import given_date, session_date, size_books
+    from .itch.prices import PriceMaps
+    from .itch.replay import all_order_prices, given_date, session_date, size_books
 
     levels = int(levels)
     if levels < 1:
@@ -234,24 +239,26 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
     at = [1, 0]  # the pass, and the messages done in pass 2 (whole chunks)
     renamed: list = []  # [True] once both files have their final names
     try:
-        stats, locate = _find_locate(src, symbol)
+        stats, kept, locate = _find_locate(src, symbol)
         found = src.stats  # (what pass 1 read: pass 2 may stop at the end of the window)
         if read is not None:
             read.update(messages=found.messages, truncated=found.truncation(), moldudp64=found.moldudp64())
         if locate is None:
             raise InputError(f"{itch_path}: no such symbol in this file: {symbol}")
-        sizing, _ = size_books(stats, headroom, [locate])
+        sizing, _ = size_books(stats, headroom, [locate], kept=kept, all_prices=lambda locs: all_order_prices(
+            itch_path, locs, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated))
         if not sizing:
             raise InputError(f"{itch_path}: {symbol} has no orders")
         z = sizing[0]
         sess = Session(locate)
         bv = sess.add_book(locate, z.band_low, z.band_high, z.tick, z.capacity)
+        pm = PriceMaps({locate: z.pmap}) if z.pmap is not None else None  # (far-off prices: docs/itch.md)
         select = np.zeros(65536, np.uint8)
         select[locate] = 1
         start_ns, end_ns = int(start_ms) * 1_000_000, int(end_ms) * 1_000_000
         os.makedirs(out_dir, exist_ok=True)
         orders = _Orders()
-        st = _ExportState(sess, bv, levels)
+        st = _ExportState(sess, bv, levels, pm)
         at[0] = 2
         tmp = (mpath + PARTIAL, opath + PARTIAL)
         try:
@@ -262,6 +269,8 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
                     mi = np.empty(chunk.n, np.uint32)
                     k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
                     rows = _chunk_rows(chunk, ev[:k], ts[:k], mi[:k], orders, locate, decode_type)
+                    if rows is not None and pm is not None:  # the core's events at its prices; the rows' real
+                        pm.to_core(rows["ev"])
                     if rows is not None:
                         msg, ob = st.run(rows, start_ns, end_ns)
                         _write_rows(fm, message_lines(*msg))
@@ -411,13 +420,13 @@ class _ExportState:
     are applied in batches without looking at the book; after each event that can, the
     top N levels are read (two depth queries) and become that row's orderbook row."""
 
-    def __init__(self, sess, bv, levels):
-        self.sess, self.bv, self.n = sess, bv, levels
+    def __init__(self, sess, bv, levels, pm=None):
+        self.sess, self.bv, self.n, self.pm = sess, bv, levels, pm
         self.snap = None
         self.stale = True
 
     def _refresh(self):
-        self.snap = _snapshot(self.bv, self.n)
+        self.snap = _snapshot(self.bv, self.n, self.pm)
         a, b = self.snap[4 * (self.n - 1)], self.snap[4 * (self.n - 1) + 2]
         self.ask_thr = a if a != ASK_EMPTY else _BIG      # an add/cancel at or below touches
         self.bid_thr = b if b != BID_EMPTY else -_BIG

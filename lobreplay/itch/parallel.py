@@ -293,8 +293,8 @@ def _merge_latency(t: pa.Table, hists: dict, out_dir: str, schema: pa.Schema) ->
 def _merge_summaries(summaries: list[dict], out_dir: str, names: list[str]) -> dict:
     first = summaries[0]
     out = dict(first)
-    for key in ("books", "book_levels", "book_capacity", "events", "executions_in_feed", "desyncs",
-                "residual_orders"):
+    for key in ("books", "book_levels", "book_bytes", "book_capacity", "mapped_books", "extra_prices",
+                "orders_outside_band", "events", "executions_in_feed", "desyncs", "residual_orders"):
         out[key] = sum(s[key] for s in summaries)
     causes: dict[str, int] = {}
     for s in summaries:

@@ -34,7 +34,7 @@ from .. import _arrow
 from .. import cache
 from .. import _coreapi as core
 from ..book import Session, _touched
-from ..errors import InputError
+from ..errors import InputError, LobError
 from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
 from ..latency import histogram_table, report_rows
 from .. import reports
@@ -43,12 +43,13 @@ from .._lazy import Deferred, load
 from ..outdir import prepare_output  # noqa: F401  (lobreplay.itch.replay.prepare_output, as before)
 from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
 from .decode import decode_type, non_ascii_bytes, positions_of, to_arrow
+from .prices import (CORE_LEVELS, MAP_SAVING, MAX_LEVELS, PriceMap, PriceMaps, choose_map, may_map, padded,
+                     worth_mapping)
 from .reader import ItchFile
 from .spec import LAYOUTS, PRICE4_SCALE, price_metadata
 
 ALL_REPORTS = ("desyncs", "executions", "bbo", "latency", "symbols", "depth")  # depth: with depth_levels
 STATUS_TYPES = "SHYLVWKJhINOB"  # tables of their own (R is the symbols table)
-MAX_LEVELS = 1 << 24            # a book's band never spans more levels (memory: 24 B each)
 
 # Rejected events, as desync causes.
 REJECT_CAUSE = {
@@ -111,15 +112,28 @@ PIECE = 1 << 18  # events per core call in pass 2: its output arrays have this m
 @dataclass
 class Sizing:
     locate: int
-    band_low: int
+    band_low: int     # the core's band: real prices, or for a mapped book ranks [0, levels - 1] at tick 1
     band_high: int
     tick: int
     capacity: int
+    pmap: PriceMap | None = None  # a mapped book's prices (lobreplay.itch.prices)
+
+    @property
+    def levels(self) -> int:
+        return (self.band_high - self.band_low) // self.tick + 1
+
+    def grid(self) -> tuple[int | None, int | None, int | None]:
+        """(low, high, tick) of the book's dense band in real prices (a ladder: None)."""
+        if self.pmap is None:
+            return self.band_low, self.band_high, self.tick
+        m = self.pmap
+        return (m.low, m.high, m.tick) if m.n else (None, None, None)
 
 
 @dataclass
 class _Pass1:
     stats: np.ndarray
+    prices: np.ndarray = field(default_factory=lambda: np.zeros(0, core.ITCH_PRICES_DTYPE))  # kept, by locate
     directory: dict = field(default_factory=dict)   # locate -> R fields
     symbols: dict = field(default_factory=dict)     # locate -> symbol (R, else order messages)
     system_events: list = field(default_factory=list)  # (time_ns, event code) of S messages
@@ -164,31 +178,88 @@ def given_date(text, where: str = "date") -> dt.date:
         raise InputError(f"{where}: expected a date YYYY-MM-DD, got {text!r}") from None
 
 
-def size_books(stats: np.ndarray, headroom: float, locates) -> tuple[list[Sizing], list[str]]:
+def size_books(stats: np.ndarray, headroom: float, locates, kept: np.ndarray | None = None,
+               all_prices=None) -> tuple[list[Sizing], list[str]]:
     """Book sizes from pass-1 figures: tick = gcd of the prices, band = [min, max]
-    widened by headroom (never below 0, at most MAX_LEVELS levels), capacity =
-    the peak number of live orders. Returns the sizes and notes on narrowed bands."""
-    out, notes = [], []
+    widened by headroom (lobreplay.itch.prices.padded; never below 0), capacity = the peak
+    number of live orders. With kept (pass 1's kept prices, ITCH_PRICES_DTYPE rows, by
+    locate), a book whose band a price map makes much smaller (far-off or off-tick prices:
+    choose_map, worth_mapping) gets one. A band wider than MAX_LEVELS levels is narrowed to
+    the price range when that fits; else the book's distinct prices come from
+    all_prices(locates) (a dict of sorted arrays: the file read again for them) and it gets
+    the exact map of them. Returns the sizes and notes (narrowed bands, prices read again)."""
+    out, notes, wide = {}, [], []
+    idx = None
+    if kept is not None and len(kept):
+        idx = np.full(65536, -1, np.int64)
+        idx[kept["locate"]] = np.arange(len(kept))
+    locates = [int(x) for x in locates]
     for loc in locates:
         st = stats[loc]
         if st["price_gcd"] == 0:  # no order ever rested here
             continue
         tick = int(st["price_gcd"])
         lo, hi = int(st["min_price"]), int(st["max_price"])
-        pad = int(headroom * (hi - lo)) + int(headroom * lo) // 2
-        low = max(0, (lo - pad) // tick * tick)
-        high = -(-(hi + pad) // tick) * tick
-        if (high - low) // tick + 1 > MAX_LEVELS:
+        cap = max(1, int(st["peak_live"]))
+        low, high = padded(lo, hi, tick, headroom)
+        plain = (high - low) // tick + 1
+        m = None
+        if idx is not None and idx[loc] >= 0 and plain > MAP_SAVING and may_map(tick, kept[idx[loc]]):
+            m = choose_map(tick, kept[idx[loc]], headroom=headroom)  # (a map saves MAP_SAVING at least)
+        if worth_mapping(plain, m) and m.levels <= MAX_LEVELS:
+            out[loc] = Sizing(loc, 0, m.levels - 1, 1, cap, m)
+        elif plain <= MAX_LEVELS:
+            out[loc] = Sizing(loc, low, high, tick, cap)
+        elif (hi - lo) // tick + 1 <= MAX_LEVELS:
             span = (MAX_LEVELS - 1) * tick
-            if hi - lo > span:
-                raise InputError(f"locate {loc}: its prices {lo}..{hi} at tick {tick} need "
-                                 f"{(hi - lo) // tick + 1:,} levels, more than {MAX_LEVELS:,}")
             extra = (span - (hi - lo)) // 2 // tick * tick
             low, high = max(0, lo - extra), lo - max(0, lo - extra) + hi + extra
             high = low + min(span, (high - low) // tick * tick)
+            out[loc] = Sizing(loc, low, high, tick, cap)
             notes.append(f"locate {loc}: headroom cut to fit {MAX_LEVELS:,} levels at tick {tick}")
-        out.append(Sizing(int(loc), low, high, tick, max(1, int(st["peak_live"]))))
-    return out, notes
+        else:
+            wide.append(loc)
+    if wide:
+        if all_prices is None:
+            loc = wide[0]
+            st = stats[loc]
+            raise InputError(f"locate {loc}: its prices {int(st['min_price'])}..{int(st['max_price'])} at tick "
+                             f"{int(st['price_gcd'])} need more than {MAX_LEVELS:,} levels, and its distinct prices "
+                             f"are not at hand to map them")
+        got = all_prices(wide)
+        for loc in wide:
+            st = stats[loc]
+            cap = max(1, int(st["peak_live"]))
+            m = choose_map(int(st["price_gcd"]), prices=got[loc], headroom=headroom)
+            if m.levels > CORE_LEVELS:
+                raise InputError(f"locate {loc}: {m.levels:,} distinct prices, more than a book holds "
+                                 f"({CORE_LEVELS:,})")
+            if len(m.extras):
+                out[loc] = Sizing(loc, 0, m.levels - 1, 1, cap, m)
+            else:
+                out[loc] = Sizing(loc, m.low, m.high, m.tick, cap)
+            notes.append(f"locate {loc}: its prices {int(st['min_price'])}..{int(st['max_price'])} read again "
+                         f"from the file ({len(got[loc]):,} distinct): a book of {m.levels:,} levels")
+    return [out[loc] for loc in locates if loc in out], notes
+
+
+def all_order_prices(path: str, locates: list[int], *, chunk_bytes: int = 8 << 20,
+                     allow_truncated: bool = False) -> dict[int, np.ndarray]:
+    """The distinct order prices (A, F, U) of these locates, sorted: the file read again,
+    for them only (size_books: books whose far prices pass 1 did not keep all of)."""
+    select = np.zeros(65536, np.uint8)
+    select[locates] = 1
+    src = ItchFile(path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated)
+    keys = [np.zeros(0, np.int64)]
+    for chunk in src.chunks():
+        loc, px = core.itch_order_prices(chunk.buf, chunk.offsets, chunk.types, chunk.n, select)
+        if len(loc):
+            keys.append(np.unique((loc.astype(np.int64) << 32) | px))
+            if len(keys) > 64:
+                keys = [np.unique(np.concatenate(keys))]
+    key = np.unique(np.concatenate(keys))
+    loc, px = key >> 32, key & 0xFFFFFFFF
+    return {x: px[loc == x] for x in locates}
 
 
 class _NoBar(contextlib.nullcontext):
@@ -241,6 +312,7 @@ class ItchReplay:
         self._state_now = np.full(65536, ord("T"), np.uint8)
         self._state_start = self._state_now.copy()
         self.halts = {"state_changes": 0, "halted_locates": set()}
+        self.price_maps: PriceMaps | None = None  # pass 2's mapped books (lobreplay.itch.prices)
 
     # ---- helpers ----
 
@@ -264,6 +336,7 @@ class ItchReplay:
         the GIL)."""
         t0 = time.perf_counter()
         scans = [core.ItchScan() for _ in range(threads)]
+        keep = core.ItchKeep()  # (the kept prices: on the reader's thread, beside the scans)
         owner = (np.arange(65536) % threads).astype(np.uint8)
         pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="lobreplay-scan") if threads > 1 else None
         offs = types = None
@@ -272,7 +345,8 @@ class ItchReplay:
         harvest = None  # no directory at the start: take symbols from the order messages
         with self._bar("pass 1") as bar, (pool or contextlib.nullcontext()):
             # the next chunk read and framed meanwhile, on a core the scans leave
-            for chunk, _ in read_ahead(self.src, thread=self._spare_core(threads)):
+            for chunk, _ in read_ahead(self.src, lambda c, _: keep.feed(c.buf, c.offsets, c.types, c.n),
+                                       thread=self._spare_core(threads)):
                 if threads == 1:
                     scans[0].feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
                 else:
@@ -311,6 +385,7 @@ class ItchReplay:
         rows = np.stack([sc.stats() for sc in scans])
         loc = np.arange(65536)
         p1.stats = rows[loc % threads, loc]  # each locate's figures from the scan that saw it
+        p1.prices = keep.prices()
         p1.messages = self.src.stats.messages
         p1.seconds = time.perf_counter() - t0
         return p1
@@ -385,7 +460,7 @@ class ItchReplay:
                 load()  # pyarrow (a thread importing it during pass 1 gained nothing: RESULTS.md)
             meta = self.src_meta(sha256_later=True)
             locates = self._select(p1)
-            sizing, notes = size_books(p1.stats, cfg.headroom, locates)
+            sizing, notes = size_books(p1.stats, cfg.headroom, locates, kept=p1.prices, all_prices=self._all_prices)
             # a part of a parallel replay writes streams, which the merge reads back once
             run.reports = ReportSet(self.out_dir, [r for r in cfg.reports if r not in ("symbols", "depth")], meta,
                                     stream=cfg.part is not None)
@@ -431,12 +506,26 @@ class ItchReplay:
         wanted = {by_symbol[s] for s in self.cfg.symbols}
         return [loc for loc in with_orders if loc in wanted]
 
+    def _all_prices(self, locates: list[int]) -> dict[int, np.ndarray]:
+        return all_order_prices(self.path, locates, chunk_bytes=self.cfg.chunk_bytes,
+                                allow_truncated=self.cfg.allow_truncated)
+
+    def _add_books(self, sess: Session, sizing: list[Sizing], symbols: dict) -> None:
+        for z in sizing:
+            try:
+                sess.add_book(z.locate, z.band_low, z.band_high, z.tick, z.capacity)
+            except LobError as e:
+                raise InputError(f"{self.path}: {symbols.get(z.locate, '?')} (locate {z.locate}): its book "
+                                 f"({z.levels:,} levels, {z.capacity:,} orders): {e}") from None
+
     def _pass2(self, p1: _Pass1, sizing: list[Sizing], reports: ReportSet) -> dict:
         cfg = self.cfg
         sess = Session(65535)
         self.session = sess
-        for z in sizing:
-            sess.add_book(z.locate, z.band_low, z.band_high, z.tick, z.capacity)
+        self._add_books(sess, sizing, p1.symbols)
+        pm = PriceMaps({z.locate: z.pmap for z in sizing if z.pmap is not None})
+        pm = pm if len(pm) else None
+        self.price_maps = pm
         sess.set_timing(cfg.timing)
         select = np.zeros(65536, np.uint8)
         select[[z.locate for z in sizing]] = 1
@@ -468,10 +557,15 @@ class ItchReplay:
             k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi,
                                  self._itch_state)
             if not group:
-                return ev[:k], ts[:k], mi[:k]
-            out = tuple(a[:k] for a in slots[slot][3:])
-            core.itch_group(ev[:k], ts[:k], mi[:k], counts, *out)  # (event order within each book kept)
-            return out
+                out = ev[:k], ts[:k], mi[:k]
+            else:
+                out = tuple(a[:k] for a in slots[slot][3:])
+                core.itch_group(ev[:k], ts[:k], mi[:k], counts, *out)  # (event order within each book kept)
+            if pm is None:
+                return out + (None,)
+            real = out[0]["price"].copy()  # (the events' real prices, for the reports)
+            pm.to_core(out[0])
+            return out + (real,)
 
         sampling = bool(cfg.depth_levels and "depth" in reports and cfg.depth_every_ns)  # cuts chunks by time
         group = (sess.book_bytes >= GROUP_BYTES and not sampling) if cfg.group_books is None else cfg.group_books
@@ -488,9 +582,12 @@ class ItchReplay:
         change_depth = cfg.depth_levels if cfg.depth_levels and "depth" in reports and not sampling else 0
         self._done = (2, 0)
         with self._bar("pass 2") as bar:
-            for chunk, (ev, ts, mi) in read_ahead(self.src, events_of, slots=len(slots), thread=self._spare_core()):
+            for chunk, (ev, ts, mi, real) in read_ahead(self.src, events_of, slots=len(slots),
+                                                        thread=self._spare_core()):
                 k = len(ev)
                 out, rejects = self._apply_chunk(sess, ev, ts, scratch, change_depth, sampling)
+                if pm is not None:
+                    self._real_prices(pm, out, ev, real)
                 if change_depth:
                     self._depth_changes(out.depth, ev, ts, mi, symtab, reports)
                 elif sampling:
@@ -536,7 +633,13 @@ class ItchReplay:
             "system_events": [{"time_ns": t, "code": c} for t, c in p1.system_events],
             "session_complete": any(c == "C" for _, c in p1.system_events),
             "symbols_in_file": len(p1.symbols), "books": len(sizing),
-            "book_levels": int(sum((z.band_high - z.band_low) // z.tick + 1 for z in sizing)),
+            "book_levels": int(sum(z.levels for z in sizing)),
+            "book_bytes": sess.book_bytes,
+            # books with a price map (far-off or off-tick prices: docs/itch.md), their extra
+            # prices, and the orders (adds and replaces) at those prices
+            "mapped_books": len(pm) if pm is not None else 0,
+            "extra_prices": int(sum(len(z.pmap.extras) for z in sizing if z.pmap is not None)),
+            "orders_outside_band": int(pm.outside.sum()) if pm is not None else 0,
             "book_capacity": int(sum(z.capacity for z in sizing)),
             "events": n_events, "executions_in_feed": execs,
             "desyncs": n_desync, "desyncs_by_cause": causes,
@@ -638,6 +741,33 @@ class ItchReplay:
             out[hit] = ev["price"][k[j[hit]]].astype(np.uint8)
         return out
 
+    @staticmethod
+    def _real_prices(pm: PriceMaps, out, ev: np.ndarray, real: np.ndarray) -> None:
+        """A chunk's core outputs and events back to real prices, in place, where their books
+        are mapped (the others' are real already): the executions, bbo and depth rows
+        (levels that are there: an empty side's 0 stays), the desyncs' prices (the feed's
+        expected price from the event, but a fill order's, which is the book's) and the
+        events' own (the reports read them: rejects)."""
+        x = out.execs
+        if len(x):
+            x["price"] = pm.real(x["instrument"], x["price"])
+        b = out.bbo
+        if b is not None and len(b):
+            for side in ("bid", "ask"):
+                b[f"{side}_price"] = pm.real(b["instrument"], b[f"{side}_price"], b[f"{side}_count"] > 0)
+        d = out.desyncs
+        if len(d):
+            fill = d["cause"] == Cause.FILL_ORDER
+            d["expected_price"] = np.where(fill, pm.real(d["instrument"], d["expected_price"]),
+                                           real[d["event_index"].astype(np.int64)])
+            d["found_price"] = pm.real(d["instrument"], d["found_price"])
+        z = out.depth
+        if z is not None and len(z["event"]):
+            p = z["prices"]
+            inst = np.repeat(ev["instrument"][z["event"].astype(np.int64)], p.shape[1] * p.shape[2])
+            z["prices"] = pm.real(inst, p.ravel(), z["counts"].ravel() > 0).reshape(p.shape)
+        ev["price"] = real
+
     def _sample(self, sess, when: int) -> None:
         """Queue one depth sample of every book with events since its last sample
         (written once per chunk: one row group per chunk, not per sample)."""
@@ -646,8 +776,10 @@ class ItchReplay:
         n = self.cfg.depth_levels
         locs = np.array(sorted(self._dirty), np.uint16)
         self._dirty.clear()
-        self._samples.append((np.full(len(locs), when, np.int64), locs, *sess.depth(locs, n),
-                              self._state_now[locs]))
+        p, q, c = sess.depth(locs, n)
+        if self.price_maps is not None:
+            p = self.price_maps.real(np.repeat(locs, 2 * n), p.ravel(), c.ravel() > 0).reshape(p.shape)
+        self._samples.append((np.full(len(locs), when, np.int64), locs, p, q, c, self._state_now[locs]))
 
     def _flush_samples(self, symtab, reports) -> None:
         """The samples queued since the last flush as one table (one Arrow table per sample
@@ -786,6 +918,8 @@ class ItchReplay:
             left[z.locate] = b.order_count
             for side in "BS":  # bids best first, then asks best first; queue order within a price
                 i, q, p = b.orders(side)
+                if self.price_maps is not None:
+                    p = self.price_maps.real(np.full(len(p), z.locate), p)
                 locs.append(np.full(len(i), z.locate, np.uint16))
                 ids.append(i)
                 qtys.append(q)
@@ -812,6 +946,7 @@ class ItchReplay:
 
     def _symbols(self, p1: _Pass1, sizing, per_locate, residual, stream: bool) -> None:
         st = p1.stats
+        outside = self.price_maps.outside_by_locate() if self.price_maps is not None else {}
         locs = sorted(set(p1.symbols) | {int(x) for x in np.flatnonzero(st["messages"])} - {0})
         z = {s.locate: s for s in sizing}
         d = p1.directory
@@ -824,10 +959,13 @@ class ItchReplay:
             "market_category": col("market_category", None), "financial_status": col("financial_status", None),
             "round_lot_size": col("round_lot_size", None), "authenticity": col("authenticity", None),
             "replayed": [loc in z for loc in locs],
-            "band_low": [z[loc].band_low if loc in z else None for loc in locs],
-            "band_high": [z[loc].band_high if loc in z else None for loc in locs],
-            "tick": [z[loc].tick if loc in z else None for loc in locs],
-            "levels": [(z[loc].band_high - z[loc].band_low) // z[loc].tick + 1 if loc in z else None for loc in locs],
+            "band_low": [z[loc].grid()[0] if loc in z else None for loc in locs],
+            "band_high": [z[loc].grid()[1] if loc in z else None for loc in locs],
+            "tick": [z[loc].grid()[2] if loc in z else None for loc in locs],
+            "levels": [z[loc].levels if loc in z else None for loc in locs],
+            "extra_prices": [(len(z[loc].pmap.extras) if z[loc].pmap is not None else 0) if loc in z else None
+                             for loc in locs],
+            "orders_outside_band": [outside.get(loc, 0) if loc in z else None for loc in locs],
             "capacity": [z[loc].capacity if loc in z else None for loc in locs],
             "min_price": [int(st["min_price"][loc]) if st["price_gcd"][loc] else None for loc in locs],
             "max_price": [int(st["max_price"][loc]) if st["price_gcd"][loc] else None for loc in locs],
@@ -867,7 +1005,8 @@ def _entry_of_pass1(p1: _Pass1) -> tuple[dict, dict]:
     the S events."""
     blank = _blank_locate()
     used = np.flatnonzero(p1.stats != blank)
-    arrays = {"locates": used.astype(np.uint16), "rows": p1.stats[used], "blank": blank.reshape(1)}
+    arrays = {"locates": used.astype(np.uint16), "rows": p1.stats[used], "blank": blank.reshape(1),
+              "prices": p1.prices}
     meta = {"directory": {str(k): v for k, v in p1.directory.items()},
             "symbols": {str(k): v for k, v in p1.symbols.items()},
             "system_events": p1.system_events, "messages": p1.messages, "non_ascii": p1.non_ascii,
@@ -878,12 +1017,14 @@ def _entry_of_pass1(p1: _Pass1) -> tuple[dict, dict]:
 def _pass1_of_entry(arrays: dict, m: dict, where: str, t0: float) -> _Pass1:
     """A pass 1 from a sizing cache entry (_entry_of_pass1 made it): every locate's figures
     (those pass 1 never met written once, `blank`), the directory and the S events."""
-    rows, locates, blank = arrays["rows"], arrays["locates"], arrays["blank"]
+    rows, locates, blank, kept = arrays["rows"], arrays["locates"], arrays["blank"], arrays["prices"]
     if rows.dtype != core.LOCATE_DTYPE or blank.dtype != core.LOCATE_DTYPE or rows.shape != locates.shape:
         raise ValueError("per-locate figures of another layout")
+    if kept.dtype != core.ITCH_PRICES_DTYPE or kept.ndim != 1:
+        raise ValueError("kept prices of another layout")
     stats = np.repeat(blank, 65536)
     stats[locates] = rows
-    return _Pass1(stats=stats, directory={int(k): v for k, v in m["directory"].items()},
+    return _Pass1(stats=stats, prices=kept, directory={int(k): v for k, v in m["directory"].items()},
                   symbols={int(k): v for k, v in m["symbols"].items()},
                   system_events=[(int(t), str(c)) for t, c in m["system_events"]],
                   seconds=time.perf_counter() - t0, messages=int(m["messages"]), non_ascii=int(m["non_ascii"]),
