@@ -60,7 +60,8 @@ from dataclasses import asdict, dataclass, field
 
 from .writer import ItchWriter, framed_struct
 
-__all__ = ["DayTruth", "generate_day", "TARGET_MIX", "FEATURES", "PRESETS", "main"]
+__all__ = ["DayTruth", "FastDayTruth", "generate_day", "generate_day_fast", "TARGET_MIX", "FEATURES", "PRESETS",
+           "FAST_PRESETS", "main"]
 
 NS = 1_000_000_000
 
@@ -1430,12 +1431,138 @@ def generate_day(path, *, n_messages: int = 200_000, n_symbols: int = 50, seed: 
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# The C generator (csrc/itch_synth.c): a full-size day in minutes
+
+FAST_PRESETS = {
+    "full-day": dict(n_messages=270_000_000, n_symbols=9000, features=FEATURES),
+}
+_WHY = {1: "x8", 2: "x1/8", 3: "max_price", 4: "sub_penny_1000", 5: "best_and_trades"}
+_KIND = {1: "pause", 2: "halt", 3: "ipo", 4: "operational"}
+
+
+@dataclass
+class FastDayTruth:
+    """What the C generator wrote: counts by type, the symbols, what was planted (as in
+    DayTruth: halts with their crosses, crossing orders, far-off orders), speed."""
+    path: str
+    seed: int
+    gzip: bool
+    n_messages: int
+    bytes: int
+    counts: dict
+    symbols: dict
+    test_issues: list
+    ticks: dict
+    features: list
+    peak_live_total: int
+    final_live: int
+    executed_shares: int
+    last_order_ref: int
+    last_match_number: int
+    generator_book_bytes: int
+    halts: list
+    crossing_orders: list
+    far_off_orders: list
+    elapsed_s: float = 0.0
+
+    def mix(self) -> dict:
+        return {t: c / self.n_messages for t, c in sorted(self.counts.items())}
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(asdict(self), **kw)
+
+    def summary(self) -> dict:
+        return {
+            "path": self.path, "messages": self.n_messages, "bytes": self.bytes, "symbols": len(self.symbols),
+            "seed": self.seed, "features": self.features,
+            "mix_percent": {t: round(100 * x, 3) for t, x in sorted(self.mix().items(), key=lambda kv: -kv[1])},
+            "halts": len(self.halts), "crossing_orders": len(self.crossing_orders),
+            "far_off_orders": len(self.far_off_orders), "peak_live_total": self.peak_live_total,
+            "final_live": self.final_live, "generator_book_mib": round(self.generator_book_bytes / 2**20, 1),
+            "elapsed_s": round(self.elapsed_s, 3),
+            "messages_per_s": round(self.n_messages / self.elapsed_s) if self.elapsed_s else None,
+        }
+
+
+def generate_day_fast(path, *, n_messages: int = 270_000_000, n_symbols: int = 9000, seed: int = 1,
+                      features=FEATURES, max_price: bool = True, gzip: bool = False, compresslevel: int = 1,
+                      resting_per_symbol: int = 0, chunk_bytes: int = 32 << 20) -> FastDayTruth:
+    """Write a day with the C generator (same plan as generate_day, not the same bytes).
+
+    ``features`` as for generate_day; ``max_price=False`` leaves the $199,999.99 orders out
+    of far_off (the other far-off orders stay). Deterministic per arguments. Raw output is
+    written as the generator fills its buffer; gzip goes through the standard library.
+    """
+    import numpy as np
+
+    from .._coreapi import SYNTH_FEATURES, ItchSynth
+
+    bad = set(features) - set(FEATURES)
+    if bad:
+        raise ValueError(f"unknown feature(s) {sorted(bad)}; known: {', '.join(FEATURES)}")
+    if not 1 <= n_symbols <= 65535:
+        raise ValueError(f"n_symbols must be 1..65535, got {n_symbols}")
+    if n_messages < 3 * n_symbols + 116:
+        raise ValueError(f"n_messages={n_messages} is too small for {n_symbols} symbols "
+                         f"(the directory alone takes {3 * n_symbols + 16}); use at least {3 * n_symbols + 116}")
+    bits = 0
+    for f in features:
+        bits |= SYNTH_FEATURES[f]
+    if "far_off" in features and max_price:
+        bits |= SYNTH_FEATURES["max_price"]
+    t_wall = time.perf_counter()
+    gen = ItchSynth(n_messages, n_symbols, seed, bits, resting_per_symbol)
+    buf = np.empty(chunk_bytes, np.uint8)
+    n = nbytes = 0
+    with ItchWriter(path, gzip=gzip, compresslevel=compresslevel, buffer_bytes=0) as w:
+        while True:
+            k, m = gen.fill(buf)
+            if not k:
+                break
+            w.write_framed(buf[:k].tobytes() if gzip else memoryview(buf)[:k], m)
+            n += m
+            nbytes += k
+    st = gen.stats()
+    assert st["done"] and st["messages"] == n == sum(st["counts"].values()), (st, n)
+    syms, ticks, tests = {}, {}, []
+    for loc in range(1, n_symbols + 1):
+        name, tick, test = gen.symbol(loc)
+        syms[loc], ticks[loc] = name, tick
+        if test:
+            tests.append(loc)
+    halts, crossing, far = [], [], []
+    for p in gen.plants():
+        kind = int(p["kind"])
+        if kind in _KIND:
+            halts.append({"kind": _KIND[kind], "locate": int(p["locate"]), "start": int(p["start"]),
+                          "end": int(p["end"]), "cross_price": int(p["price"]) if kind != 4 else None,
+                          "cross_shares": int(p["shares"]) if kind != 4 else None,
+                          "executions": int(p["executions"])})
+        elif kind == 5:
+            crossing.append({"timestamp": int(p["start"]), "locate": int(p["locate"]), "order_ref": int(p["ref"]),
+                             "side": chr(p["side"]), "price": int(p["price"]), "shares": int(p["shares"])})
+        else:
+            far.append({"timestamp": int(p["start"]), "locate": int(p["locate"]), "order_ref": int(p["ref"]),
+                        "side": chr(p["side"]), "price": int(p["price"]), "shares": int(p["shares"]),
+                        "why": _WHY[int(p["why"])], "deleted_at": int(p["end"]) or None,
+                        "executed": int(p["executions"])})
+    return FastDayTruth(
+        path=str(path), seed=seed, gzip=gzip, n_messages=n, bytes=nbytes, counts=st["counts"], symbols=syms,
+        test_issues=tests, ticks=ticks, features=[f for f in FEATURES if f in features],
+        peak_live_total=st["peak_live"], final_live=st["live"], executed_shares=st["executed_shares"],
+        last_order_ref=st["last_order_ref"], last_match_number=st["last_match"],
+        generator_book_bytes=st["book_bytes"], halts=sorted(halts, key=lambda h: h["start"]),
+        crossing_orders=crossing, far_off_orders=far, elapsed_s=time.perf_counter() - t_wall)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lobreplay.itch.synth",
                                  description="Write a seeded synthetic ITCH 5.0 day (BinaryFILE framing).")
     ap.add_argument("output", help="output file (.itch, or .itch.gz with --gzip)")
-    ap.add_argument("--messages", type=int, default=200_000)
-    ap.add_argument("--symbols", type=int, default=None, help="default 50 (9,000 with --preset real-shape)")
+    ap.add_argument("--messages", type=int, default=None, help="default 200,000 (270M with --preset full-day)")
+    ap.add_argument("--symbols", type=int, default=None,
+                    help="default 50 (9,000 with --preset real-shape or full-day)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--resting-per-symbol", type=int, default=None,
                     help="live orders per symbol the flow is steered to (peak live ~ this x symbols)")
@@ -1446,20 +1573,32 @@ def main(argv=None) -> int:
                     help="leave the aggressor and cross groups out of the truth (they are left out anyway "
                          "above 2M messages, to keep memory proportional to the live orders)")
     ap.add_argument("--features", default=None,
-                    help=f"comma-separated real-day features ({','.join(FEATURES)}), or 'all'")
-    ap.add_argument("--preset", choices=sorted(PRESETS),
-                    help="real-shape: 9,000 symbols and every feature (--messages still applies)")
+                    help=f"comma-separated real-day features ({','.join(FEATURES)}), 'all' or 'none'")
+    ap.add_argument("--preset", choices=sorted(PRESETS) + sorted(FAST_PRESETS),
+                    help="real-shape: 9,000 symbols and every feature; full-day: the C generator, 270M "
+                         "messages, 9,000 symbols, every feature (--messages, --symbols, --features still apply)")
+    ap.add_argument("--engine", choices=("python", "c"), default=None,
+                    help="python (default; truth with every aggressor group) or c (fast: a full day in minutes)")
+    ap.add_argument("--no-max-price", action="store_true",
+                    help="C engine: leave the $199,999.99 far-off orders out (the other far-off orders stay)")
     a = ap.parse_args(argv)
-    preset = PRESETS.get(a.preset, {})
+    preset = {**PRESETS, **FAST_PRESETS}.get(a.preset, {})
+    engine = a.engine or ("c" if a.preset in FAST_PRESETS else "python")
+    n_messages = a.messages if a.messages is not None else preset.get("n_messages", 200_000)
     n_symbols = a.symbols if a.symbols is not None else preset.get("n_symbols", 50)
     if a.features is None:
         features = preset.get("features", ())
     else:
-        features = FEATURES if a.features == "all" else tuple(f for f in a.features.split(",") if f)
+        features = {"all": FEATURES, "none": ()}.get(a.features, tuple(f for f in a.features.split(",") if f))
     try:
-        truth = generate_day(a.output, n_messages=a.messages, n_symbols=n_symbols, seed=a.seed, gzip=a.gzip,
-                             date=a.date, resting_per_symbol=a.resting_per_symbol,
-                             record_groups=False if a.no_groups else None, features=features)
+        if engine == "c":
+            truth = generate_day_fast(a.output, n_messages=n_messages, n_symbols=n_symbols, seed=a.seed,
+                                      features=features, max_price=not a.no_max_price, gzip=a.gzip,
+                                      resting_per_symbol=a.resting_per_symbol or 0)
+        else:
+            truth = generate_day(a.output, n_messages=n_messages, n_symbols=n_symbols, seed=a.seed, gzip=a.gzip,
+                                 date=a.date, resting_per_symbol=a.resting_per_symbol,
+                                 record_groups=False if a.no_groups else None, features=features)
     except (ValueError, OSError) as e:
         print(f"synth: {e}", file=sys.stderr)
         return 2
