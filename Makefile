@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 N ?= 100000000
 SEED ?= 1
 
-.PHONY: demo test test-browser dev fuzz asan dist bench-core bench-hdr bench-itch bench clean
+.PHONY: demo test test-browser dev fuzz asan dist bench-core bench-hdr bench-itch bench-itch-full bench clean
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -77,6 +77,14 @@ bench-hdr: $(STAMP)
 SIZES ?= 5
 bench-itch: $(STAMP)
 	$(VPY) benchmarks/bench_itch.py --sizes $(SIZES)
+
+# The full-size day: 270M messages, 9,000 symbols, halts, an IPO, far-off prices (C generator, made
+# once into benchmarks/build/, ~8 GB, one copy kept), replayed with reports off and with every
+# report under /usr/bin/time; figures into benchmarks/RESULTS.md. FULL_ARGS=--no-max-price: a day
+# without the $199,999.99 orders; FULL_ARGS=--no-far-off: without any far-off order.
+FULL_ARGS ?=
+bench-itch-full: $(STAMP)
+	$(VPY) benchmarks/bench_itch.py --full --reps 1 --write benchmarks/RESULTS.md $(FULL_ARGS)
 
 # lobreplay against the ITCH peers from the package index, side by side on the generated days
 # (benchmarks/RESULTS.md, "Peers side by side"). The peers get their own virtualenv, made from
