@@ -379,13 +379,57 @@ void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out)
 
 /* ---- pass 2: events ------------------------------------------------------------------ */
 
+/* Trading state per locate (lob_itch_events' state array): the letter of the last H
+ * (0: none yet, trading) in the low byte, OP_HALT while an h of NASDAQ ('Q') halts it. */
+enum { O_H_STATE = 19, O_h_MARKET = 19, O_h_ACTION = 20, OP_HALT = 0x100 };
+static const uint8_t STATE_MSG[256] = {['H'] = 1, ['h'] = 1};
+
+/* The state letter a replay reports ('T', 'H', 'P', 'Q'; 'h': an operational halt only). */
+static inline uint8_t state_letter(uint16_t st)
+{
+    uint8_t c = (uint8_t)st;
+    if (c == 'H' || c == 'P' || c == 'Q') return c;
+    return (st & OP_HALT) ? 'h' : 'T';
+}
+
+/* An H or h message: the locate's new state; a LOB_STATE event into *e when its letter
+ * changes (returns 1), else 0. */
+static int state_event(const uint8_t *m, uint8_t t, uint16_t locate, uint16_t *state, lob_event *e)
+{
+    uint16_t old = state[locate], st = old;
+    if (t == 'H') {
+        st = (uint16_t)((old & OP_HALT) | m[O_H_STATE]);
+    } else if (m[O_h_MARKET] == 'Q') { /* an operational halt of another market leaves NASDAQ's book */
+        if (m[O_h_ACTION] == 'H') st = (uint16_t)(old | OP_HALT);
+        else if (m[O_h_ACTION] == 'T') st = (uint16_t)(old & ~OP_HALT);
+    }
+    state[locate] = st;
+    uint8_t was = state_letter(old), now = state_letter(st);
+    if (was == now) return 0;
+    memset(e, 0, sizeof *e);
+    e->kind = LOB_STATE;
+    e->instrument = locate;
+    e->qty = now != 'T';
+    e->price = now;
+    return 1;
+}
+
 size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
-                       const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index)
+                       const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index, uint16_t *state)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         uint8_t t = types[i];
-        if (!ORDER_MSG[t]) continue;
+        if (!ORDER_MSG[t]) {
+            if (!STATE_MSG[t] || !state) continue;
+            const uint8_t *m = buf + offsets[i];
+            uint16_t locate = be16(m + O_LOCATE);
+            if ((select && !select[locate]) || !state_event(m, t, locate, state, &ev[k])) continue;
+            ts[k] = be48(m + O_TS);
+            msg_index[k] = (uint32_t)i;
+            k++;
+            continue;
+        }
         const uint8_t *m = buf + offsets[i];
         uint16_t locate = be16(m + O_LOCATE);
         if (select && !select[locate]) continue;

@@ -83,9 +83,17 @@ void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
  * select[locate] is 0 (select may be NULL: all), are skipped. For each event
  * also writes its timestamp (ns since midnight) and the index of its message
  * among the n. ev, ts and msg_index need room for n. Returns the number of
- * events. Can't fail. */
+ * events. Can't fail.
+ * state (NULL: none): 65,536 entries, one per locate, zero at the start of a file and kept
+ * by the caller from chunk to chunk: the locate's trading state from H (Stock Trading
+ * Action: T trading, H halted, P paused, Q quotation only) and h (Operational Halt of
+ * market 'Q': H halted, T resumed). When the state's letter changes ('T', 'H', 'P', 'Q',
+ * or 'h' for an operational halt of a trading symbol) a LOB_STATE event is written:
+ * qty 1 (halted: the book keeps every displayed order without matching) unless 'T',
+ * price = the letter. */
 size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
-                       const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index);
+                       const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index,
+                       uint16_t *state);
 
 /* A chunk's events regrouped by book, each book's in their order: ev_out gets
  * instrument 0's events, then instrument 1's, ..., and ts_out, msg_out the

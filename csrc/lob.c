@@ -214,7 +214,16 @@ struct lob_book {
     uint32_t *owner;              /* participant per order record, beside the pool so that a record
                                      stays 32 bytes; written only once owners_used is set (until
                                      then every entry is 0), read only by STP orders */
+    /* Halted books (lob.h, LOB_STATE): parked orders wait in arrival order on their own list,
+     * linked through next/prev like a level's queue, with level = PARKED; their level index
+     * and side are in pinfo (beside the pool, as owner is). */
+    int halted;
+    uint32_t park_head, park_tail, parked;
+    uint32_t *pinfo;              /* per order record: level index | PSELL, while parked */
 };
+
+enum { PARKED = NIL - 1 };        /* order.level of a parked order */
+#define PSELL (1u << 31)          /* pinfo: a sell */
 
 /* ---- occupancy bitmap ------------------------------------------------ */
 
@@ -400,7 +409,8 @@ static lob_book *book_new(arena *a, int64_t band_low, int64_t band_high, int64_t
     b->orders = book_calloc(a, capacity, sizeof *b->orders);
     b->slots = book_calloc(a, nslots, sizeof *b->slots);
     b->owner = book_calloc(a, capacity, sizeof *b->owner);
-    if (!b->levels || !b->bits || !b->bits2 || !b->orders || !b->slots || !b->owner) goto fail;
+    b->pinfo = book_calloc(a, capacity, sizeof *b->pinfo);
+    if (!b->levels || !b->bits || !b->bits2 || !b->orders || !b->slots || !b->owner || !b->pinfo) goto fail;
     lob_book_clear(b);
     if (status) *status = LOB_OK;
     return b;
@@ -429,6 +439,7 @@ void lob_book_free(lob_book *b)
     lob_free(b->orders, b->capacity, sizeof *b->orders);
     lob_free(b->slots, b->slot_mask + 1, sizeof *b->slots);
     lob_free(b->owner, b->capacity, sizeof *b->owner);
+    lob_free(b->pinfo, b->capacity, sizeof *b->pinfo);
     lob_free(b->hist, (size_t)HIST_KINDS * BOOK_HIST, sizeof *b->hist);
     lob_free(b, 1, sizeof *b);
 }
@@ -457,6 +468,9 @@ void lob_book_clear(lob_book *b)
     b->free_head = 0;
     b->live = 0;
     b->best_bid = b->best_ask = -1;
+    b->halted = 0;
+    b->park_head = b->park_tail = NIL;
+    b->parked = 0;
 }
 
 void lob_book_info(const lob_book *b, int64_t *band_low, int64_t *band_high,
@@ -477,6 +491,8 @@ static inline int64_t level_price(const lob_book *b, int64_t li) { return b->low
 /* Take an order record from the free list, append it to level li and index
  * it in slot `slot`, an empty slot that index_probe returned for this id with
  * no removal from the index since. */
+static inline void level_append(lob_book *b, uint32_t oi, uint8_t side, uint32_t li);
+
 static inline uint32_t order_rest(lob_book *b, uint64_t id, uint8_t side, uint32_t li, int64_t qty,
                                   uint32_t tag, uint32_t slot)
 {
@@ -485,6 +501,16 @@ static inline uint32_t order_rest(lob_book *b, uint64_t id, uint8_t side, uint32
     b->free_head = o->next;
     o->id = id;
     o->qty = qty;
+    level_append(b, oi, side, li);
+    b->live++;
+    index_put(b, slot, tag, oi);
+    return oi;
+}
+
+/* Append order record oi (id and qty set, on no list) to the back of level li. */
+static inline void level_append(lob_book *b, uint32_t oi, uint8_t side, uint32_t li)
+{
+    order_t *o = &b->orders[oi];
     o->level = li;
     o->next = NIL;
     level_t *L = &b->levels[li];
@@ -497,15 +523,64 @@ static inline uint32_t order_rest(lob_book *b, uint64_t id, uint8_t side, uint32
     }
     L->tail = oi;
     L->count++;
-    L->total += qty;
-    b->live++;
-    index_put(b, slot, tag, oi);
+    L->total += o->qty;
     if (side == LOB_BUY) {
         if ((int64_t)li > b->best_bid) b->best_bid = li;
     } else if (b->best_ask < 0 || (int64_t)li < b->best_ask) {
         b->best_ask = li;
     }
+}
+
+/* ---- parked orders (halted books) ------------------------------------------ */
+
+static inline uint8_t pinfo_side(uint32_t info) { return info & PSELL ? LOB_SELL : LOB_BUY; }
+
+/* Side and level index of a live order, parked or not. */
+static inline uint8_t order_side(const lob_book *b, uint32_t oi)
+{
+    uint32_t li = b->orders[oi].level;
+    return li == PARKED ? pinfo_side(b->pinfo[oi]) : b->levels[li].side;
+}
+
+static inline uint32_t order_level(const lob_book *b, uint32_t oi)
+{
+    uint32_t li = b->orders[oi].level;
+    return li == PARKED ? b->pinfo[oi] & ~PSELL : li;
+}
+
+/* Take a record from the free list and append it to the parked list (an order that
+ * rests while the book is halted); slot as for order_rest. */
+static uint32_t order_park(lob_book *b, uint64_t id, uint8_t side, uint32_t li, int64_t qty, uint32_t tag,
+                           uint32_t slot)
+{
+    uint32_t oi = b->free_head;
+    order_t *o = &b->orders[oi];
+    b->free_head = o->next;
+    o->id = id;
+    o->qty = qty;
+    o->level = PARKED;
+    b->pinfo[oi] = li | (side == LOB_SELL ? PSELL : 0);
+    o->next = NIL;
+    o->prev = b->park_tail;
+    if (b->park_tail != NIL) b->orders[b->park_tail].next = oi;
+    else b->park_head = oi;
+    b->park_tail = oi;
+    b->parked++;
+    b->live++;
+    index_put(b, slot, tag, oi);
     return oi;
+}
+
+/* Take a parked order off the parked list (it stays indexed and live). */
+static void park_unlink(lob_book *b, uint32_t oi)
+{
+    order_t *o = &b->orders[oi];
+    if (o->prev != NIL) b->orders[o->prev].next = o->next;
+    else b->park_head = o->next;
+    if (o->next != NIL) b->orders[o->next].prev = o->prev;
+    else b->park_tail = o->prev;
+    o->prev = o->next = NIL;
+    b->parked--;
 }
 
 /* Record the participant of order record oi, which has just rested. Needed when
@@ -525,6 +600,10 @@ static void order_remove(lob_book *b, uint32_t oi)
     order_t *o = &b->orders[oi];
     index_remove_at(b, o->slot);
     uint32_t li = o->level;
+    if (__builtin_expect(li == PARKED, 0)) {
+        park_unlink(b, oi);
+        goto freed;
+    }
     level_t *L = &b->levels[li];
     if (o->prev != NIL) b->orders[o->prev].next = o->next;
     else L->head = o->next;
@@ -540,6 +619,7 @@ static void order_remove(lob_book *b, uint32_t oi)
             b->best_ask = find_ge(b, (int64_t)li + 1);
         }
     }
+freed:
     o->level = NIL;
     o->slot = NIL;
     o->qty = 0;
@@ -629,8 +709,90 @@ static int64_t match(lob_book *b, uint8_t side, int64_t lim, uint64_t taker, int
 
 /* ---- queries ---------------------------------------------------------------- */
 
+/* Levels as the queries see them: the levels' orders and, in a halted book, the parked
+ * orders (slow: a walk of the parked list per step, only while orders are parked). */
+
+/* The best level index of a side's parked orders worse than `than` (a bid below it, an ask
+ * above it; than = INT64_MAX for a bid, -1 for an ask: any), or -1. */
+static int64_t park_next(const lob_book *b, uint8_t side, int64_t than)
+{
+    int64_t best = -1;
+    for (uint32_t oi = b->park_head; oi != NIL; oi = b->orders[oi].next) {
+        uint32_t info = b->pinfo[oi];
+        if (pinfo_side(info) != side) continue;
+        int64_t li = info & ~PSELL;
+        if (side == LOB_BUY ? (li < than && li > best) : (li > than && (best < 0 || li < best))) best = li;
+    }
+    return best;
+}
+
+/* A walk of one side's levels, best first: d = the next level with orders, p = the next
+ * with parked orders of the side, cur = the better of them (-1: none left). */
+typedef struct lvl_walk {
+    uint8_t side;
+    int64_t d, p, cur;
+} lvl_walk;
+
+static inline void walk_pick(lvl_walk *w)
+{
+    if (w->d < 0) w->cur = w->p;
+    else if (w->p < 0) w->cur = w->d;
+    else w->cur = w->side == LOB_BUY ? (w->d > w->p ? w->d : w->p) : (w->d < w->p ? w->d : w->p);
+}
+
+static inline lvl_walk walk_first(const lob_book *b, uint8_t side)
+{
+    lvl_walk w = {side, side == LOB_BUY ? b->best_bid : b->best_ask, -1, -1};
+    if (b->parked) w.p = park_next(b, side, side == LOB_BUY ? INT64_MAX : -1);
+    walk_pick(&w);
+    return w;
+}
+
+static inline void walk_next(const lob_book *b, lvl_walk *w)
+{
+    int64_t c = w->cur;
+    if (w->d == c) w->d = w->side == LOB_BUY ? find_le(b, c - 1) : find_ge(b, c + 1);
+    if (w->p == c) w->p = park_next(b, w->side, c);
+    walk_pick(w);
+}
+
+/* Shares and orders of a side at level li (its level's and its parked ones). */
+static void side_at(const lob_book *b, uint8_t side, int64_t li, int64_t *qty, uint32_t *count)
+{
+    const level_t *L = &b->levels[li];
+    int64_t q = 0;
+    uint32_t n = 0;
+    if (L->count && L->side == side) {
+        q = L->total;
+        n = L->count;
+    }
+    if (b->parked)
+        for (uint32_t oi = b->park_head; oi != NIL; oi = b->orders[oi].next)
+            if (b->pinfo[oi] == ((uint32_t)li | (side == LOB_SELL ? PSELL : 0))) {
+                q += b->orders[oi].qty;
+                n++;
+            }
+    *qty = q;
+    *count = n;
+}
+
+int lob_book_halted(const lob_book *b) { return b->halted; }
+
+uint32_t lob_book_parked(const lob_book *b) { return b->parked; }
+
 int lob_book_best(const lob_book *b, uint8_t side, int64_t *price, int64_t *qty, uint32_t *count)
 {
+    if (__builtin_expect(b->parked != 0, 0) && (side == LOB_BUY || side == LOB_SELL)) {
+        lvl_walk w = walk_first(b, side);
+        if (w.cur < 0) return 0;
+        int64_t q;
+        uint32_t n;
+        side_at(b, side, w.cur, &q, &n);
+        if (price) *price = level_price(b, w.cur);
+        if (qty) *qty = q;
+        if (count) *count = n;
+        return 1;
+    }
     int64_t li = side == LOB_BUY ? b->best_bid : (side == LOB_SELL ? b->best_ask : -1);
     if (li < 0) return 0;
     if (price) *price = level_price(b, li);
@@ -644,6 +806,17 @@ uint32_t lob_book_depth(const lob_book *b, uint8_t side, uint32_t n, int64_t *pr
 {
     if (side != LOB_BUY && side != LOB_SELL) return 0;
     uint32_t k = 0;
+    if (__builtin_expect(b->parked != 0, 0)) {
+        for (lvl_walk w = walk_first(b, side); k < n && w.cur >= 0; walk_next(b, &w), k++) {
+            int64_t q;
+            uint32_t c;
+            side_at(b, side, w.cur, &q, &c);
+            if (prices) prices[k] = level_price(b, w.cur);
+            if (qtys) qtys[k] = q;
+            if (counts) counts[k] = c;
+        }
+        return k;
+    }
     int64_t li = side == LOB_BUY ? b->best_bid : b->best_ask;
     while (k < n && li >= 0) {
         if (prices) prices[k] = level_price(b, li);
@@ -680,8 +853,22 @@ int64_t lob_book_level_orders(const lob_book *b, int64_t price, uint64_t *ids, i
         if (ids) ids[k] = b->orders[oi].id;
         if (qtys) qtys[k] = b->orders[oi].qty;
     }
-    if (side && L->count) *side = L->side;
-    return L->count;
+    int64_t n = L->count;
+    uint8_t sd = L->count ? L->side : 0;
+    /* parked orders there, of the level's side (or of the first one's, on an empty level) */
+    for (uint32_t oi = b->park_head; oi != NIL; oi = b->orders[oi].next) {
+        uint32_t info = b->pinfo[oi];
+        if ((info & ~PSELL) != (uint32_t)li || (sd && pinfo_side(info) != sd)) continue;
+        sd = pinfo_side(info);
+        if (k < cap) {
+            if (ids) ids[k] = b->orders[oi].id;
+            if (qtys) qtys[k] = b->orders[oi].qty;
+            k++;
+        }
+        n++;
+    }
+    if (side && n) *side = sd;
+    return n;
 }
 
 size_t lob_book_orders(const lob_book *b, uint8_t side, uint64_t *ids, int64_t *qtys, int64_t *prices,
@@ -689,6 +876,26 @@ size_t lob_book_orders(const lob_book *b, uint8_t side, uint64_t *ids, int64_t *
 {
     if (side != LOB_BUY && side != LOB_SELL) return 0;
     size_t n = 0, w = 0; /* orders on the side, orders written */
+    if (__builtin_expect(b->parked != 0, 0)) {
+        uint32_t me = side == LOB_SELL ? PSELL : 0;
+        for (lvl_walk lw = walk_first(b, side); lw.cur >= 0; walk_next(b, &lw)) {
+            int64_t px = level_price(b, lw.cur);
+            const level_t *L = &b->levels[lw.cur];
+            uint32_t first = (lw.d == lw.cur) ? L->head : NIL;
+            for (int pass = 0; pass < 2; pass++) /* the level's queue, then its parked orders */
+                for (uint32_t oi = pass ? b->park_head : first; oi != NIL; oi = b->orders[oi].next) {
+                    if (pass && b->pinfo[oi] != ((uint32_t)lw.cur | me)) continue;
+                    if (w < cap) {
+                        if (ids) ids[w] = b->orders[oi].id;
+                        if (qtys) qtys[w] = b->orders[oi].qty;
+                        if (prices) prices[w] = px;
+                        w++;
+                    }
+                    n++;
+                }
+        }
+        return n;
+    }
     for (int64_t li = side == LOB_BUY ? b->best_bid : b->best_ask; li >= 0;
          li = side == LOB_BUY ? find_le(b, li - 1) : find_ge(b, li + 1)) {
         const level_t *L = &b->levels[li];
@@ -716,8 +923,8 @@ int lob_book_find(const lob_book *b, uint64_t id, uint8_t *side, int64_t *price,
     uint32_t oi = index_find(b, id);
     if (oi == NIL) return 0;
     const order_t *o = &b->orders[oi];
-    if (side) *side = b->levels[o->level].side;
-    if (price) *price = level_price(b, o->level);
+    if (side) *side = order_side(b, oi);
+    if (price) *price = level_price(b, order_level(b, oi));
     if (qty) *qty = o->qty;
     return 1;
 }
@@ -772,7 +979,27 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
                                     (long long)total);
         seen += n;
     }
-    if (seen != b->live) FAIL("%llu orders on levels, live count %u", (unsigned long long)seen, b->live);
+    uint32_t np = 0, pprev = NIL;
+    for (uint32_t oi = b->park_head; oi != NIL; oi = b->orders[oi].next) {
+        if (oi >= b->capacity) FAIL("parked list links to order %u, out of pool", oi);
+        const order_t *o = &b->orders[oi];
+        if (++np > b->parked) FAIL("parked list longer than its count %u (cycle?)", b->parked);
+        if (o->prev != pprev) FAIL("parked order %u: prev link %u, expected %u", oi, o->prev, pprev);
+        if (o->level != PARKED) FAIL("order %u on the parked list says level %u", oi, o->level);
+        if ((b->pinfo[oi] & ~PSELL) >= b->nlevels) FAIL("parked order %u: level %u out of band", oi,
+                                                         b->pinfo[oi] & ~PSELL);
+        if (o->slot > b->slot_mask || b->slots[o->slot].order != oi)
+            FAIL("parked order %u: its index slot %u does not point back to it", oi, o->slot);
+        if (o->qty <= 0) FAIL("parked order %u: non-positive qty %lld", oi, (long long)o->qty);
+        if (index_find(b, o->id) != oi) FAIL("parked order %u (id %llu): index does not lead to it", oi,
+                                             (unsigned long long)o->id);
+        pprev = oi;
+    }
+    if (np != b->parked) FAIL("%u orders on the parked list, count %u", np, b->parked);
+    if (pprev != b->park_tail) FAIL("parked list: tail %u, last linked %u", b->park_tail, pprev);
+    if (np && !b->halted) FAIL("%u parked orders in a book that is not halted", np);
+    if (seen + np != b->live) FAIL("%llu orders on levels and %u parked, live count %u", (unsigned long long)seen,
+                                   np, b->live);
     if (hi_bid != b->best_bid) FAIL("cached best bid %lld, actual %lld", (long long)b->best_bid, (long long)hi_bid);
     if (lo_ask != b->best_ask) FAIL("cached best ask %lld, actual %lld", (long long)b->best_ask, (long long)lo_ask);
     for (uint32_t w = 0; w < b->nwords; w++) {
@@ -816,6 +1043,11 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
 
 int lob_book_break(lob_book *b, int what)
 {
+    if (what == LOB_BREAK_PARK_LINK) {
+        if (b->park_head == NIL) return LOB_EARG;
+        b->orders[b->park_head].prev = b->park_head;
+        return LOB_OK;
+    }
     int64_t li = b->best_bid >= 0 ? b->best_bid : b->best_ask;
     if (li < 0) return LOB_EARG;
     level_t *L = &b->levels[li];
@@ -932,7 +1164,8 @@ int lob_session_add_book(lob_session *s, uint32_t instrument, int64_t band_low, 
     s->books[instrument] = b;
     if (b)
         s->book_bytes += (uint64_t)b->nlevels * sizeof(level_t) + (uint64_t)b->capacity * sizeof(order_t) +
-                         (b->slot_mask + 1) * sizeof(slot_t) + (uint64_t)(b->nwords + b->nwords2) * 8;
+                         (b->slot_mask + 1) * sizeof(slot_t) + (uint64_t)(b->nwords + b->nwords2) * 8 +
+                         (uint64_t)b->capacity * sizeof *b->pinfo;
     return st;
 }
 
@@ -1183,8 +1416,22 @@ void lob_session_reset_histograms(lob_session *s)
 
 /* ---- the batch loop ---------------------------------------------------------- */
 
+static void read_bbo_parked(const lob_book *b, lob_bbo *o)
+{
+    uint32_t n = 0;
+    if (!lob_book_best(b, LOB_BUY, &o->bid_price, &o->bid_qty, &n)) o->bid_price = o->bid_qty = 0;
+    o->bid_count = n;
+    n = 0;
+    if (!lob_book_best(b, LOB_SELL, &o->ask_price, &o->ask_qty, &n)) o->ask_price = o->ask_qty = 0;
+    o->ask_count = n;
+}
+
 static inline void read_bbo(const lob_book *b, lob_bbo *o)
 {
+    if (__builtin_expect(b->parked != 0, 0)) {
+        read_bbo_parked(b, o);
+        return;
+    }
     if (b->best_bid >= 0) {
         const level_t *L = &b->levels[b->best_bid];
         o->bid_price = level_price(b, b->best_bid);
@@ -1264,7 +1511,7 @@ static inline int check_event(const lob_book *b, const lob_event *e, plan_t *p)
         if (e->qty <= 0) return LOB_EQTY;
         p->old = index_find(b, e->id);
         if (p->old == NIL) return LOB_EUNKNOWN_ID;
-        p->side = b->levels[b->orders[p->old].level].side;
+        p->side = order_side(b, p->old);
         return LOB_OK;
     case LOB_REPLACE:
         if (e->qty <= 0) return LOB_EQTY;
@@ -1273,9 +1520,11 @@ static inline int check_event(const lob_book *b, const lob_event *e, plan_t *p)
         p->old = index_find(b, e->id);
         if (p->old == NIL) return LOB_EUNKNOWN_ID;
         if (e->new_id != e->id && index_find(b, e->new_id) != NIL) return LOB_EDUP_ID;
-        p->side = b->levels[b->orders[p->old].level].side;
+        p->side = order_side(b, p->old);
         if (b->owners_used) p->ext = 1;
         return LOB_OK;
+    case LOB_STATE:
+        return e->qty == 0 || e->qty == 1 ? LOB_OK : LOB_EQTY;
     default:
         return LOB_EKIND;
     }
@@ -1338,8 +1587,9 @@ static void apply_exec(lob_book *b, const lob_event *e, const plan_t *p, sink_t 
                        lob_result *r)
 {
     order_t *o = &b->orders[p->old];
-    int64_t px = level_price(b, o->level);
-    if (!(e->flags & LOB_F_NOCHECK)) {
+    int parked = o->level == PARKED; /* no priority among parked orders to check */
+    int64_t px = level_price(b, order_level(b, p->old));
+    if (!(e->flags & LOB_F_NOCHECK) && !parked) {
         int64_t li = p->side == LOB_BUY ? b->best_bid : b->best_ask; /* the order's side is not empty */
         const order_t *front = &b->orders[b->levels[li].head];
         lob_exec *x = &out->execs[out->n_exec++];
@@ -1364,8 +1614,54 @@ static void apply_exec(lob_book *b, const lob_event *e, const plan_t *p, sink_t 
     } else {
         r->filled = e->qty;
         o->qty -= e->qty;
-        b->levels[o->level].total -= e->qty;
+        if (!parked) b->levels[o->level].total -= e->qty;
         r->resting = o->qty;
+    }
+}
+
+/* A NEW or REPLACE on a halted book: it rests whole on the parked list (lob.h). */
+__attribute__((noinline)) static void park_incoming(lob_book *b, const lob_event *e, plan_t *p, lob_result *r)
+{
+    uint64_t id = e->id;
+    uint32_t part;
+    if (e->kind == LOB_NEW) {
+        if (e->tif != LOB_GTC) return; /* nothing matches while halted: cancelled, nothing filled */
+        if (b->live == b->capacity) {
+            r->status = LOB_EFULL;
+            return;
+        }
+        part = (uint32_t)e->new_id;
+    } else {
+        part = b->owners_used ? b->owner[p->old] : 0;
+        order_remove(b, p->old);
+        id = e->new_id;
+        int found;
+        p->tag = id_tag(id);
+        p->slot = index_probe(b, id, p->tag, &found);
+    }
+    set_owner(b, order_park(b, id, p->side, (uint32_t)p->lim, e->qty, p->tag, p->slot), part);
+    r->resting = e->qty;
+}
+
+/* LOB_STATE 0 on a halted book: the parked orders rest in arrival order, each as a feed
+ * order (any opposite order it meets is removed, a LOB_D_CROSSED desync each). */
+__attribute__((noinline)) static void unpark(lob_book *b, sink_t *out, size_t i, uint32_t instrument)
+{
+    while (b->park_head != NIL) {
+        uint32_t oi = b->park_head, info = b->pinfo[oi];
+        uint8_t side = pinfo_side(info);
+        int64_t lim = info & ~PSELL;
+        park_unlink(b, oi);
+        for (;;) {
+            int64_t li = side == LOB_BUY ? b->best_ask : b->best_bid;
+            if (li < 0 || (side == LOB_BUY ? li > lim : li < lim)) break;
+            uint32_t si = b->levels[li].head;
+            const order_t *so = &b->orders[si];
+            add_desync(out, LOB_D_CROSSED, so->id, b->orders[oi].id, b->orders[oi].qty, so->qty, level_price(b, lim),
+                       level_price(b, li), i, instrument);
+            order_remove(b, si);
+        }
+        level_append(b, oi, side, (uint32_t)lim);
     }
 }
 
@@ -1568,7 +1864,7 @@ static inline void prefetch_links(books_t bk, const lob_event *e)
         return;
     }
     const order_t *o = peek_order(b, e);
-    if (!o || o->level == NIL) return;
+    if (!o || o->level >= b->nlevels) return; /* free (NIL) or parked */
     prefetch(&b->levels[o->level]);
     if (o->prev != NIL) prefetch(&b->orders[o->prev]);
     if (o->next != NIL) prefetch(&b->orders[o->next]);
@@ -1638,6 +1934,10 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
         r.status = check_event(b, e, &p);
         if (r.status != LOB_OK) goto done;
         if (e->kind == LOB_NEW || e->kind == LOB_REPLACE) {
+            if (__builtin_expect(b->halted, 0)) {
+                park_incoming(b, e, &p, &r);
+                goto done;
+            }
             if (__builtin_expect(p.ext, 0)) { /* participants, STP, notional: see plan_t */
                 s->ext.plan = p;
                 s->ext.sink = sk;
@@ -1723,15 +2023,27 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
                         rc = LOB_EEXECFULL;
                         break;
                     }
-                    add_desync(&sk, LOB_D_QTY, o->id, 0, e->qty, o->qty, 0, level_price(b, o->level), i,
-                               e->instrument);
+                    add_desync(&sk, LOB_D_QTY, o->id, 0, e->qty, o->qty, 0, level_price(b, order_level(b, p.old)),
+                               i, e->instrument);
                 }
                 order_remove(b, p.old);
             } else {
                 o->qty -= e->qty;
-                b->levels[o->level].total -= e->qty;
+                if (__builtin_expect(o->level != PARKED, 1)) b->levels[o->level].total -= e->qty;
                 r.resting = o->qty;
             }
+        } else if (__builtin_expect(e->kind == LOB_STATE, 0)) {
+            if (e->qty) {
+                b->halted = 1;
+            } else if (b->halted) {
+                if (b->parked && sk.desync_cap - sk.n_desync < b->live) {
+                    rc = LOB_EEXECFULL;
+                    break;
+                }
+                b->halted = 0;
+                unpark(b, &sk, i, e->instrument);
+            }
+            r.resting = b->parked;
         } else { /* LOB_EXEC */
             if (sk.exec_cap - sk.n_exec < 1 || sk.desync_cap - sk.n_desync < 3) {
                 rc = LOB_EEXECFULL;

@@ -53,9 +53,30 @@ enum {
     LOB_CANCEL = 2,   /* id */
     LOB_REDUCE = 3,   /* id, qty = shares to remove (1..remaining); keeps priority */
     LOB_REPLACE = 4,  /* id = old id, new_id, price, qty; same side, GTC, back of queue; may trade */
-    LOB_EXEC = 5      /* a feed reports that resting order id traded qty shares (ITCH E/C);
+    LOB_EXEC = 5,     /* a feed reports that resting order id traded qty shares (ITCH E/C);
                          price = the feed's execution price when LOB_F_PRICE is set */
+    LOB_STATE = 6     /* the book's trading state: qty 1 = halted, 0 = continuous (below); id,
+                         side, tif ignored; price free for the caller (ITCH: its state letter) */
 };
+
+/* Halted books (LOB_STATE). A venue that halts or pauses a symbol, or holds it in an IPO's
+ * quotation period, keeps accepting and displaying orders without matching them until its
+ * cross; the book it displays may then be crossed. While a book is halted:
+ *  - every NEW (GTC) and REPLACE rests whole without matching and without removing the
+ *    opposite orders it meets (no LOB_D_CROSSED): it is "parked", in arrival order, behind
+ *    every order that rested before the halt. IOC, FOK and MARKET NEWs are cancelled with
+ *    nothing filled. A GTC NEW on a full book is LOB_EFULL as always.
+ *  - CANCEL, REDUCE and EXEC work on parked orders as on any other. An EXEC of a parked
+ *    order has no priority to check (as with LOB_F_NOCHECK); the PRICE check stays.
+ *  - best, depth, level and order queries, the bbo and depth outputs see parked orders
+ *    (a parked order at a price comes after the other orders there), so the book they
+ *    show may be crossed or locked.
+ * A LOB_STATE with qty 0 ends the halt: the parked orders rest, in arrival order, at the back
+ * of their levels, each as a LOB_F_FEED order (should one still meet the opposite side, the
+ * orders it meets are removed with a LOB_D_CROSSED desync each: the cross left the book
+ * crossed). Its result's resting is the number of orders still parked (0 after a resume).
+ * A LOB_STATE with any other qty is LOB_EQTY. The event needs desync room for the live
+ * orders (else LOB_EEXECFULL). Orders that rested before the halt keep their places. */
 
 /* Flags (lob_event.flags): how to treat an event whose source is a feed that
  * is the truth about the book (ITCH, L2 replays). */
@@ -262,8 +283,12 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen);
 enum {
     LOB_BREAK_LEVEL_TOTAL = 1, LOB_BREAK_LEVEL_COUNT, LOB_BREAK_PREV_LINK, LOB_BREAK_LEVEL_BIT,
     LOB_BREAK_SUMMARY_BIT, LOB_BREAK_BEST_BID, LOB_BREAK_INDEX_TAG, LOB_BREAK_ORDER_QTY,
-    LOB_BREAK_LIVE_COUNT, LOB_BREAK_FREE_LIST, LOB_BREAK_PARTICIPANT
+    LOB_BREAK_LIVE_COUNT, LOB_BREAK_FREE_LIST, LOB_BREAK_PARTICIPANT,
+    LOB_BREAK_PARK_LINK   /* needs a parked order */
 };
+/* 1 while the book is halted (LOB_STATE), else 0; and the number of parked orders. Can't fail. */
+int lob_book_halted(const lob_book *b);
+uint32_t lob_book_parked(const lob_book *b);
 int lob_book_break(lob_book *b, int what);
 
 /* ---- sessions ------------------------------------------------------- */
@@ -345,13 +370,13 @@ enum { LOB_HIST_SUB_BITS = 11, LOB_HIST_MAX_BITS = 40, LOB_HIST_BUCKETS = 32768 
 /* Each book also keeps a coarse histogram per kind while timing is on: exact
  * below 4 ns, then 4 buckets per power of two (each 25 % wide), uint32 counts. */
 enum { LOB_BOOK_HIST_BUCKETS = 160 };
-/* Histograms per session and per book: one per event kind, index = kind (1..5),
+/* Histograms per session and per book: one per event kind, index = kind (1..6),
  * index 0 for events of an unknown kind. */
-enum { LOB_HIST_KINDS = 6 };
+enum { LOB_HIST_KINDS = 7 };
 
 /* Turn per-event timing on or off for a session (off at creation). When on,
  * each event is timed (one clock reading per event: see lob_session_clock) and counted
- * in the session's histogram of its kind (index = kind, 1..5; 0 for unknown
+ * in the session's histogram of its kind (index = kind, 1..6; 0 for unknown
  * kinds) and in its book's coarse one. Turning it on allocates the books'
  * histograms (the only allocation after creation, never inside apply);
  * returns LOB_OK or LOB_ENOMEM (timing then stays off). Books added later
@@ -375,7 +400,7 @@ void lob_session_set_prefetch(lob_session *s, int mode);
 /* The memory of the session's books in bytes (levels, orders, index, bitmaps: what
  * an event may touch), the figure the prefetch default goes by. Can't fail. */
 uint64_t lob_session_book_bytes(const lob_session *s);
-/* Copy the histogram of one event kind (1..5) into counts[LOB_HIST_BUCKETS].
+/* Copy the histogram of one event kind (1..6) into counts[LOB_HIST_BUCKETS].
  * Returns LOB_OK or LOB_EARG. */
 int lob_session_histogram(const lob_session *s, int kind, uint64_t *counts);
 /* Zero all histograms. Can't fail. */

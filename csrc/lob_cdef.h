@@ -21,6 +21,7 @@
 #define LOB_REDUCE ...
 #define LOB_REPLACE ...
 #define LOB_EXEC ...
+#define LOB_STATE ...
 #define LOB_F_FEED ...
 #define LOB_F_PRICE ...
 #define LOB_F_NOCHECK ...
@@ -117,9 +118,11 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen);
 enum {
     LOB_BREAK_LEVEL_TOTAL = 1, LOB_BREAK_LEVEL_COUNT, LOB_BREAK_PREV_LINK, LOB_BREAK_LEVEL_BIT,
     LOB_BREAK_SUMMARY_BIT, LOB_BREAK_BEST_BID, LOB_BREAK_INDEX_TAG, LOB_BREAK_ORDER_QTY,
-    LOB_BREAK_LIVE_COUNT, LOB_BREAK_FREE_LIST, LOB_BREAK_PARTICIPANT
+    LOB_BREAK_LIVE_COUNT, LOB_BREAK_FREE_LIST, LOB_BREAK_PARTICIPANT, LOB_BREAK_PARK_LINK
 };
 int lob_book_break(lob_book *b, int what);
+int lob_book_halted(const lob_book *b);
+uint32_t lob_book_parked(const lob_book *b);
 
 lob_session *lob_session_new(uint32_t max_instrument, int *status);
 void lob_session_free(lob_session *s);
@@ -201,7 +204,8 @@ int lob_itch_scan_scrambled(const lob_itch_scan *s);
 int lob_itch_group(const lob_event *ev, const int64_t *ts, const uint32_t *msg_index, size_t n, uint32_t *counts,
                    lob_event *ev_out, int64_t *ts_out, uint32_t *msg_out);
 size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
-                       const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index);
+                       const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index,
+                       uint16_t *state);
 
 /* itch_synth.h */
 #define LOB_SYNTH_HALTS ...

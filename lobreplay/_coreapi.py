@@ -320,6 +320,12 @@ class CoreBook:
     def order_count(self) -> int:
         return lib.lob_book_order_count(self.ptr)
 
+    def halted(self) -> bool:
+        return bool(lib.lob_book_halted(self.ptr))
+
+    def parked(self) -> int:
+        return lib.lob_book_parked(self.ptr)
+
     def best(self, side: int):
         p, q, c = ffi.new("int64_t *"), ffi.new("int64_t *"), ffi.new("uint32_t *")
         if not lib.lob_book_best(self.ptr, side, p, q, c):
@@ -562,8 +568,10 @@ class ItchSynth:
         return ffi.unpack(name, 8).decode("ascii").rstrip(" "), int(tick[0]), bool(test[0])
 
 
-def itch_events(buf, offsets, types, n, select, events, ts, msg_index) -> int:
-    """Order messages among n framed ones -> events (lob_itch_events). Returns the count."""
+def itch_events(buf, offsets, types, n, select, events, ts, msg_index, state=None) -> int:
+    """Order messages among n framed ones -> events (lob_itch_events). Returns the count.
+    state: the locates' trading states (uint16[65536], kept from chunk to chunk): with it,
+    H and h messages that change a locate's state become STATE events."""
     check_array(buf, np.dtype(np.uint8), "buf")
     check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
     check_array(types, np.dtype(np.uint8), "types", length=n)
@@ -574,9 +582,13 @@ def itch_events(buf, offsets, types, n, select, events, ts, msg_index) -> int:
     if select is not None:
         check_array(select, np.dtype(np.uint8), "select", length=65536)
         sel = _buf("uint8_t[]", select)
+    st = ffi.NULL
+    if state is not None:
+        check_array(state, np.dtype(np.uint16), "state", writable=True, length=65536)
+        st = _buf("uint16_t[]", state, True)
     return lib.lob_itch_events(_buf("uint8_t[]", buf), _buf("uint32_t[]", offsets), _buf("uint8_t[]", types), n,
                                sel, _buf("lob_event[]", events, True), _buf("int64_t[]", ts, True),
-                               _buf("uint32_t[]", msg_index, True))
+                               _buf("uint32_t[]", msg_index, True), st)
 
 
 def itch_group(events, ts, msg_index, counts, events_out, ts_out, msg_out) -> None:

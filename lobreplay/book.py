@@ -67,6 +67,16 @@ class BookView:
     def __len__(self) -> int:
         return self._b.order_count()
 
+    @property
+    def halted(self) -> bool:
+        """True while the book is halted (a STATE event: orders rest without matching)."""
+        return self._b.halted()
+
+    @property
+    def parked(self) -> int:
+        """Orders that arrived while the book was halted and wait for the resumption."""
+        return self._b.parked()
+
     def best(self, side) -> tuple[int, int, int] | None:
         """(price, total qty, order count) of the best level of a side, or None."""
         return self._b.best(as_side(side))
@@ -401,6 +411,27 @@ class OrderBook(BookView):
         of the queue (it trades first if it crosses). It keeps the old order's
         participant; flags may carry an STP mode (Flag.STP_*)."""
         return self._apply(Kind.REPLACE, order_id, new_id=new_id, price=price, qty=qty, flags=flags)
+
+    def halt(self) -> None:
+        """Halt the book, as a venue halts or pauses a symbol: from now on orders rest
+        whole without matching (IOC, FOK and MARKET orders are cancelled unfilled), and
+        the book may be crossed until resume() (docs/core.md, "Halted books")."""
+        self._state(1)
+
+    def resume(self) -> np.ndarray:
+        """End a halt: the orders that arrived during it rest in arrival order. Returns the
+        desyncs (DESYNC_DTYPE rows): one per opposite order that a resting order still met
+        and removed, which a venue's cross should have left none of."""
+        return self._state(0)
+
+    def _state(self, halted: int) -> np.ndarray:
+        ev = np.zeros(1, EVENT_DTYPE)
+        ev["kind"], ev["qty"] = Kind.STATE, halted
+        out = self.session.apply(ev)
+        st = int(out.results["status"][0])
+        if st:
+            raise core.exception_for(st, "STATE")
+        return out.desyncs
 
     def __repr__(self) -> str:
         return (f"OrderBook(band {self.band_low}..{self.band_high} tick {self.tick}, "

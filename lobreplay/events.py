@@ -15,7 +15,7 @@ from .errors import BadEventError
 __all__ = ["EVENT_DTYPE", "EXEC_DTYPE", "RESULT_DTYPE", "BBO_DTYPE", "DESYNC_DTYPE", "Kind", "Side", "TIF",
            "Status", "Flag", "Cause", "empty_events"]
 
-Kind = enum.IntEnum("Kind", {n: CONSTANTS[f"LOB_{n}"] for n in ("NEW", "CANCEL", "REDUCE", "REPLACE", "EXEC")})
+Kind = enum.IntEnum("Kind", {n: CONSTANTS[f"LOB_{n}"] for n in ("NEW", "CANCEL", "REDUCE", "REPLACE", "EXEC", "STATE")})
 Kind.__doc__ = "Event kinds (lob_event.kind)."
 
 Side = enum.IntEnum("Side", {"BUY": CONSTANTS["LOB_BUY"], "SELL": CONSTANTS["LOB_SELL"]})

@@ -89,7 +89,7 @@ except ImportError:  # running from a checkout without the package on sys.path
     import lobreplay
 
 BUY, SELL = rb.BUY, rb.SELL
-NEW, CANCEL, REDUCE, REPLACE, EXEC = rb.NEW, rb.CANCEL, rb.REDUCE, rb.REPLACE, rb.EXEC
+NEW, CANCEL, REDUCE, REPLACE, EXEC, STATE = rb.NEW, rb.CANCEL, rb.REDUCE, rb.REPLACE, rb.EXEC, rb.STATE
 GTC, IOC, FOK, MARKET = rb.GTC, rb.IOC, rb.FOK, rb.MARKET
 FEED, PRICE, NOCHECK = rb.FEED, rb.PRICE, rb.NOCHECK
 NOTIONAL, STP_RESTING, STP_INCOMING, STP_BOTH = rb.NOTIONAL, rb.STP_RESTING, rb.STP_INCOMING, rb.STP_BOTH
@@ -684,8 +684,11 @@ class StreamGen:
         R = self.R
         r = R.random()
         flags = self._junk_flags()
+        if r < 0.012:  # a trading state change, sometimes with a bad qty
+            qty = R.choice((0, 1, 1, 0, 2, -1, self._chaos_qty()))
+            return (R.choice(SPECIAL_IDS), 0, self._garbage_int64(), qty, inst, STATE, 0, 0, flags)
         if r < 0.02:  # unknown kind
-            kind = R.choice((0, 6, 7, 9, 127, 255))
+            kind = R.choice((0, 7, 9, 127, 255))
             side, tif = R.randrange(256), R.randrange(256)
             return (R.choice(SPECIAL_IDS), R.getrandbits(64), self._garbage_int64(),
                     self._chaos_qty(), inst, kind, side, tif, flags)
@@ -854,8 +857,34 @@ class StreamGen:
             p = max(st.low, opp - st.tick) if side == BUY else min(st.high, opp + st.tick)
         return p
 
+    def _halt_event(self, st: _Inst, inst: int):
+        """While a book is halted: crossing orders (feed and not), the cross's NOCHECK
+        executions of live orders, and now and then the resumption; None: an ordinary event."""
+        R = self.R
+        r = R.random()
+        if r < 0.04:
+            return (0, 0, 0, 0, inst, STATE, 0, 0, 0)
+        side = BUY if R.random() < 0.5 else SELL
+        if r < 0.4:  # an order that crosses the displayed book
+            tif = GTC if R.random() < 0.9 else R.choice((IOC, FOK, MARKET))
+            flags = FEED if tif == GTC and R.random() < 0.8 else 0
+            return (self._fresh_id(st), 0, self._real_price(st, side, True), self._real_qty(), inst, NEW, side,
+                    tif, flags)
+        if r < 0.55 and st.book.orders:  # the cross: a live order (parked or not) executed at one price
+            o = st.book.orders[R.choice(list(st.book.orders))]
+            qty = o.qty if R.random() < 0.6 else R.randint(1, o.qty)
+            price = st.low + st.tick * st.mid
+            return (o.id, 0, price, qty, inst, EXEC, 0, 0, NOCHECK | PRICE)
+        return None
+
     def _realistic_event(self, st: _Inst, inst: int):
         R = self.R
+        if R.random() < 0.0015 and not st.book.halted:
+            return (0, 0, 0, 1, inst, STATE, 0, 0, 0)
+        if st.book.halted:
+            ev = self._halt_event(st, inst)
+            if ev is not None:
+                return ev
         if st.burst is not None and R.random() < 0.8:
             ev = self._burst_exec(st, inst)
             if ev is not None:

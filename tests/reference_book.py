@@ -80,6 +80,18 @@ Feed events (the feed is the truth; each divergence is a *desync*):
     order's; then the order loses qty shares and keeps its place, leaving the
     book at 0, and with a QTY desync if qty is more than it had.
 
+Halted books (STATE, qty 1 = halted, 0 = continuous; any other qty EQTY,
+checked right after the kind and flags): while halted, a NEW GTC and a REPLACE
+do not match and remove nothing: the order is "parked" (kept in arrival order
+in a list of its own, not on the levels that matching walks); a NEW IOC, FOK or
+MARKET is cancelled with nothing filled; a NEW GTC on a full book is EFULL.
+CANCEL, REDUCE and EXEC work on parked orders; an EXEC of a parked order checks
+no priority (the PRICE check stays).  Every query (best, depth, level orders,
+bbo, snapshot) shows the displayed book: at each price the level's queue, then
+the parked orders there in arrival order -- so it may be crossed.  STATE 0 on a
+halted book rests the parked orders one by one in arrival order as FEED orders
+do (removing what they meet, CROSSED desyncs); its resting = parked orders left.
+
 Desync tuples, (order_id, found_id, expected_qty, found_qty, expected_price,
 found_price, cause).  docs/core.md spells out CROSSED and FILL_ORDER; the
 other fields follow lob.h ("expected" = what the feed said, "found" = what
@@ -137,7 +149,8 @@ CANCEL = 2
 REDUCE = 3
 REPLACE = 4
 EXEC = 5
-KIND_NAMES = {NEW: "NEW", CANCEL: "CANCEL", REDUCE: "REDUCE", REPLACE: "REPLACE", EXEC: "EXEC"}
+STATE = 6
+KIND_NAMES = {NEW: "NEW", CANCEL: "CANCEL", REDUCE: "REDUCE", REPLACE: "REPLACE", EXEC: "EXEC", STATE: "STATE"}
 
 # event flags
 FEED = 1
@@ -201,6 +214,16 @@ class RefBook:
         self.orders: dict[int, Order] = {}
         # side -> {price: [Order, ...]} with the front of the queue first
         self.levels: dict[int, dict[int, list[Order]]] = {BUY: {}, SELL: {}}
+        self.halted = False
+        self.parked: list[Order] = []  # orders that arrived while halted, arrival order
+
+    def view(self, side: int) -> dict[int, list[Order]]:
+        """The displayed levels of a side: each price's queue, then its parked orders."""
+        out = {p: list(q) for p, q in self.levels[side].items()}
+        for o in self.parked:
+            if o.side == side:
+                out.setdefault(o.price, []).append(o)
+        return out
 
     # ---- queries ---------------------------------------------------------
 
@@ -208,8 +231,8 @@ class RefBook:
     def order_count(self) -> int:
         return len(self.orders)
 
-    def best_price(self, side: int):
-        lv = self.levels[side]
+    def best_price(self, side: int, displayed: bool = True):
+        lv = self.view(side) if displayed else self.levels[side]
         if not lv:
             return None
         return max(lv) if side == BUY else min(lv)
@@ -219,12 +242,12 @@ class RefBook:
         p = self.best_price(side)
         if p is None:
             return None
-        q = self.levels[side][p]
+        q = self.view(side)[p]
         return (p, sum(o.qty for o in q), len(q))
 
     def depth(self, side: int, n: int | None = None):
         """[(price, qty, count), ...] best first."""
-        lv = self.levels[side]
+        lv = self.view(side)
         prices = sorted(lv, reverse=(side == BUY))
         if n is not None:
             prices = prices[:n]
@@ -232,16 +255,17 @@ class RefBook:
 
     def level_orders(self, price: int):
         """[(id, qty), ...] at one price, front of the queue first."""
-        for side in (BUY, SELL):
-            q = self.levels[side].get(price)
-            if q:
-                return [(o.id, o.qty) for o in q]
-        return []
+        side = self.level_side(price)
+        return [] if side is None else [(o.id, o.qty) for o in self.view(side)[price]]
 
     def level_side(self, price: int):
+        """The side of the queue at a price, else of the first order parked there."""
         for side in (BUY, SELL):
             if self.levels[side].get(price):
                 return side
+        for o in self.parked:
+            if o.price == price:
+                return o.side
         return None
 
     def find(self, oid: int):
@@ -266,7 +290,7 @@ class RefBook:
         """{side: [(price, [(id, qty), ...]), ...] best first} -- a deep, immutable copy."""
         out = {}
         for side in (BUY, SELL):
-            lv = self.levels[side]
+            lv = self.view(side)
             out[side] = [
                 (p, [(o.id, o.qty) for o in lv[p]])
                 for p in sorted(lv, reverse=(side == BUY))
@@ -292,11 +316,17 @@ class RefBook:
                     if self.orders.get(o.id) is not o:
                         raise RefError(f"order {o.id} queued but not indexed")
                     seen[o.id] = o
+        for o in self.parked:
+            if o.id in seen or self.orders.get(o.id) is not o:
+                raise RefError(f"parked order {o.id} queued twice or not indexed")
+            seen[o.id] = o
+        if self.parked and not self.halted:
+            raise RefError("parked orders in a book that is not halted")
         if len(seen) != len(self.orders):
             raise RefError("indexed orders missing from the levels")
         if len(self.orders) > self.capacity:
             raise RefError("more live orders than capacity")
-        bb, ba = self.best_price(BUY), self.best_price(SELL)
+        bb, ba = self.best_price(BUY, False), self.best_price(SELL, False)  # the matching book
         if bb is not None and ba is not None and bb >= ba:
             raise RefError(f"book crossed: bid {bb} >= ask {ba}")
 
@@ -304,6 +334,9 @@ class RefBook:
 
     def _remove(self, o: Order) -> None:
         del self.orders[o.id]
+        if o in self.parked:
+            self.parked.remove(o)
+            return
         q = self.levels[o.side][o.price]
         q.remove(o)
         if not q:
@@ -416,7 +449,7 @@ class RefBook:
         opp_side = SELL if side == BUY else BUY
         desyncs = []
         while True:
-            p = self.best_price(opp_side)
+            p = self.best_price(opp_side, False)
             if p is None or not self._crosses(side, price, p):
                 break
             stale = self.levels[opp_side][p][0]
@@ -428,9 +461,9 @@ class RefBook:
     def _exec(self, o: Order, qty: int, price: int, flags: int):
         """A feed's fill of resting order o. Returns (status, filled, resting, execs, desyncs)."""
         execs, desyncs = [], []
-        if not flags & NOCHECK:
+        if not flags & NOCHECK and o not in self.parked:  # (parked orders have no priority)
             # the fill price-time priority gives: the front of the best level of o's side
-            bp = self.best_price(o.side)
+            bp = self.best_price(o.side, False)
             front = self.levels[o.side][bp][0]
             t = min(front.qty, qty)
             execs.append((front.id, 0, bp, t, front.qty - t))
@@ -452,7 +485,7 @@ class RefBook:
     def apply(self, kind, oid, new_id, price, qty, side, tif, flags=0):
         """Apply one event. Returns (status, filled, resting, execs, desyncs)."""
         # 2./3. kind and flag bits, then side/tif/participant of a NEW
-        if kind not in (NEW, CANCEL, REDUCE, REPLACE, EXEC) or flags & ~KNOWN_FLAGS:
+        if kind not in (NEW, CANCEL, REDUCE, REPLACE, EXEC, STATE) or flags & ~KNOWN_FLAGS:
             return (EKIND, 0, 0, [], [])
         feed = bool(flags & FEED)
         if flags & ORDER_FLAGS:
@@ -467,6 +500,8 @@ class RefBook:
             or new_id > MAX_PARTICIPANT
         ):
             return (EKIND, 0, 0, [], [])
+        if kind == STATE:
+            return self._state(qty)
         # 4. quantity
         if kind != CANCEL and qty <= 0:
             return (EQTY, 0, 0, [], [])
@@ -504,6 +539,22 @@ class RefBook:
             if o.qty == 0:
                 self._remove(o)
             return (OK, 0, o.qty, [], [])
+
+        if self.halted:  # nothing matches: the order is parked
+            if kind == REPLACE:
+                old = self.orders[oid]
+                self._remove(old)
+                side, participant = old.side, old.participant
+            else:
+                if tif != GTC:
+                    return (OK, 0, 0, [], [])
+                if len(self.orders) >= self.capacity:
+                    return (EFULL, 0, 0, [], [])
+                participant, new_id = new_id, oid
+            o = Order(new_id, side, price, qty, participant)
+            self.orders[new_id] = o
+            self.parked.append(o)
+            return (OK, 0, qty, [], [])
 
         stp = flags & STP_BOTH
         notional = bool(flags & NOTIONAL)
@@ -562,6 +613,21 @@ class RefBook:
             resting = qty - filled
             self._rest(oid, side, price, resting, participant)
         return (OK, filled, resting, execs, [])
+
+
+    def _state(self, qty: int):
+        if qty not in (0, 1):
+            return (EQTY, 0, 0, [], [])
+        desyncs = []
+        if qty == 1:
+            self.halted = True
+        elif self.halted:
+            self.halted = False
+            while self.parked:
+                o = self.parked.pop(0)
+                del self.orders[o.id]
+                desyncs += self._rest_feed(o.id, o.side, o.price, o.qty, o.participant)
+        return (OK, 0, len(self.parked), [], desyncs)
 
 
 class RefSession:

@@ -209,6 +209,36 @@ def test_feed_orders_clear_hundreds_of_stale_orders_with_tiny_buffers():
     _check(cfg, ev, batch=50, exec_capacity=2)
 
 
+def test_halted_book_keeps_crossing_orders_until_the_cross():
+    """Issue 25's LULD pause: bid 10.00 x100, ask 10.10 x100; paused; sell 9.90 x50 and buy
+    10.20 x80 displayed (crossed, nothing removed); the halt cross at 10.05 (NOCHECK EXECs of
+    50 and 30 against the 9.90 sell and the 10.10 ask, 80 of the 10.20 buy); resumption: bid
+    10.00 x100, ask 10.10 x70, no desync. Core and reference, event by event."""
+    st = rb.STATE
+    cfg = _cfg(0, (0, 90000, 110000, 100, 16))
+    ev = [N(1, B, 100000, 100, flags=FEED), N(2, S, 101000, 100, flags=FEED),
+          (0, 0, 0, 1, 0, st, 0, 0, 0),
+          N(3, S, 99000, 50, flags=FEED), N(4, B, 102000, 80, flags=FEED),
+          X(3, 50, 100500, PRICE | NOCHECK), X(4, 80, 100500, PRICE | NOCHECK), X(2, 30, 100500, PRICE | NOCHECK),
+          (0, 0, 0, 0, 0, st, 0, 0, 0)]
+    _check(cfg, ev)
+    _check(cfg, ev, 1)
+    ref = cfg.make_ref()
+    outs = [ref.apply(e) for e in ev]
+    assert outs[4][4][:4] == (102000, 80, 99000, 50)  # the displayed book is crossed
+    assert all(o[5] == [] for o in outs)  # no stale removal, no desync
+    assert outs[-1][4][:4] == (100000, 100, 101000, 70)
+    b = lobreplay.OrderBook(90000, 110000, 100, 16)
+    b.new(1, "B", 100000, 100, flags=lobreplay.Flag.FEED)
+    b.halt()
+    b.new(5, "S", 99000, 10, flags=lobreplay.Flag.FEED)
+    assert b.halted and b.parked == 1 and b.best_ask() == (99000, 10, 1)
+    b.validate()
+    d = b.resume()  # nothing crossed it away: the stale bid goes, with a desync
+    assert len(d) == 1 and d["order_id"][0] == 1 and d["found_id"][0] == 5
+    assert not b.halted and b.best_bid() is None and b.best_ask() == (99000, 10, 1)
+
+
 def test_consistent_execs_are_the_fills_of_one_synthetic_aggressor():
     """docs/core.md: EXECs of the fills an unpublished aggressor made, in
     order, are what matching that aggressor gives: no desync, and the expected
@@ -266,7 +296,7 @@ def _mutant_replace_keeps_priority(orig):
     def apply(self, kind, oid, new_id, price, qty, side, tif, flags=0):
         o = self.orders.get(oid)
         if (kind == REPLACE and o is not None and price == o.price and new_id == oid and qty > 0
-                and len(self.levels[o.side][o.price]) > 1):
+                and o not in self.parked and len(self.levels[o.side][o.price]) > 1):
             o.qty = qty
             return (rb.OK, 0, qty, [], [])
         return orig(self, kind, oid, new_id, price, qty, side, tif, flags)
@@ -313,6 +343,8 @@ def _mutant_exec_loses_priority(orig):
 def _mutant_fill_order_found_qty_of_front(orig):
     def _exec(self, o, qty, price, flags):
         lv = self.levels[o.side]
+        if o in self.parked:  # (no front to check)
+            return orig(self, o, qty, price, flags)
         front = lv[max(lv) if o.side == B else min(lv)][0]
         size = front.qty
         st_, filled, resting, execs, desyncs = orig(self, o, qty, price, flags)
@@ -360,7 +392,24 @@ def _mutant_stopped_gtc_rests(orig):
     return _plan
 
 
+def _mutant_halt_ignored(orig):
+    def apply(self, kind, oid, new_id, price, qty, side, tif, flags=0):
+        if kind == rb.STATE and qty in (0, 1):
+            return (rb.OK, 0, 0, [], [])  # the book goes on matching through a halt
+        return orig(self, kind, oid, new_id, price, qty, side, tif, flags)
+    return apply
+
+
+def _mutant_unpark_newest_first(orig):
+    def _state(self, qty):
+        self.parked.reverse()
+        return orig(self, qty)
+    return _state
+
+
 MUTANTS = {
+    "halt-ignored": ("apply", _mutant_halt_ignored, "realistic"),
+    "unpark-newest-first": ("_state", _mutant_unpark_newest_first, "realistic"),
     "reduce-loses-priority": ("apply", _mutant_reduce_loses_priority, "realistic"),
     "fok-as-ioc": ("apply", _mutant_fok_as_ioc, "chaos"),
     "no-efull": ("apply", _mutant_no_efull, "chaos"),

@@ -63,7 +63,7 @@ def test_a_numpy_record_reaches_c_intact():
 def test_enums_take_their_values_from_c():
     lib = _coreapi.lib
     assert [int(k) for k in lobreplay.Kind] == [lib.LOB_NEW, lib.LOB_CANCEL, lib.LOB_REDUCE, lib.LOB_REPLACE,
-                                                 lib.LOB_EXEC]
+                                                 lib.LOB_EXEC, lib.LOB_STATE]
     assert [int(f) for f in lobreplay.Flag] == [lib.LOB_F_FEED, lib.LOB_F_PRICE, lib.LOB_F_NOCHECK,
                                                  lib.LOB_F_NOTIONAL, lib.LOB_F_STP_CANCEL_RESTING,
                                                  lib.LOB_F_STP_CANCEL_INCOMING]

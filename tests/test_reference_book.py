@@ -323,7 +323,7 @@ def test_reject_codes():
         (new(5, BUY, 150, 1, instrument=4), EINSTRUMENT),  # > max_instrument
         (new(5, BUY, 150, 1, instrument=2**32 - 1), EINSTRUMENT),
         (ev(0, 5, 150, 1), EKIND),
-        (ev(6, 5, 150, 1), EKIND),
+        (ev(7, 5, 150, 1), EKIND),
         (ev(255, 5, 150, 1), EKIND),
         (new(5, ord("b"), 150, 1), EKIND),
         (new(5, 0, 150, 1), EKIND),

@@ -56,7 +56,10 @@ REJECT_CAUSE = {
     Status.EFULL: "book_full", Status.EKIND: "bad_message",
 }
 CORE_CAUSE = {Cause.FILL_ORDER: "fill_order", Cause.QTY: "quantity_mismatch",
-              Cause.EXEC_PRICE: "execution_price"}  # CROSSED: crossed_add / crossed_replace by event kind
+              Cause.EXEC_PRICE: "execution_price"}  # CROSSED: by event kind (CROSSED_BY_KIND)
+# a feed order that met stale orders: on a NEW, a REPLACE, or when a halt ended (STATE: a parked
+# order that still crossed the book after the cross)
+CROSSED_BY_KIND = {Kind.NEW: "crossed_add", Kind.REPLACE: "crossed_replace", Kind.STATE: "crossed_resume"}
 NY = ZoneInfo("America/New_York")
 pa = Deferred("pyarrow")  # imported on first use: a replay without reports never needs it
 
@@ -228,6 +231,13 @@ class ItchReplay:
         self._samples: list = []   # depth samples waiting to be written
         self.notes: list[str] = []  # for the summary's notes (the sizing cache's troubles)
         self._entry: cache.Entry | None = None  # this file's sizing cache entry (sizing_pass)
+        # trading states (H, h): lob_itch_events' per-locate state, kept by the reader's thread
+        # from chunk to chunk, and the letter ('T', 'H', 'P', 'Q', 'h') the reports show, as it
+        # stands after the events the core has applied (_state_now) and at the chunk's start
+        self._itch_state = np.zeros(65536, np.uint16)
+        self._state_now = np.full(65536, ord("T"), np.uint8)
+        self._state_start = self._state_now.copy()
+        self.halts = {"state_changes": 0, "halted_locates": set()}
 
     # ---- helpers ----
 
@@ -452,7 +462,8 @@ class ItchReplay:
                 cap = chunk.n + chunk.n // 4
                 slots[slot] = tuple(np.empty(cap, d) for d in (EVENT_DTYPE, np.int64, np.uint32) * (1 + group))
             ev, ts, mi = slots[slot][:3]
-            k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
+            k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi,
+                                 self._itch_state)
             if not group:
                 return ev[:k], ts[:k], mi[:k]
             out = tuple(a[:k] for a in slots[slot][3:])
@@ -531,6 +542,9 @@ class ItchReplay:
             "desyncs": n_desync, "desyncs_by_cause": causes,
             "desync_rate_per_execution": desync_rate(n_desync, causes, execs),
             "residual_orders": int(sum(residual.values())),
+            "trading_states": {"state_changes": self.halts["state_changes"],
+                               "books_halted": len(self.halts["halted_locates"]),
+                               "books_halted_at_end": sum(1 for z in sizing if sess.book(z.locate).halted)},
             "report_rows": reports.rows(),
             "clock": ({"source": clock["source"], "ns_per_tick": round(clock["ns_per_tick"], 6),
                        "reading_cost_ns": round(clock["cost_ns"], 1), "smallest_step_ns": clock["min_step_ns"],
@@ -550,6 +564,7 @@ class ItchReplay:
         per-event results; event indices into the chunk) and its rejects: the events the core
         refused and their statuses."""
         res, bbo, bev = scratch
+        self._state_start = self._state_now.copy()
         cuts = [(hi, None) for hi in range(PIECE, len(ev), PIECE)]
         every = self.cfg.depth_every_ns
         if sampling:
@@ -583,6 +598,7 @@ class ItchReplay:
                     zparts.append(out.depth)
                 if sampling:
                     self._dirty.update(np.unique(ev["instrument"][lo:hi]).tolist())
+                self._states_after(ev[lo:hi])
                 lo = hi
             if when is not None:
                 self._sample(sess, when)
@@ -596,6 +612,32 @@ class ItchReplay:
                           (np.concatenate(eparts) if eparts else np.empty(0, np.uint32)) if bbo is not None else None)
         return out, rejects
 
+    def _states_after(self, ev: np.ndarray) -> None:
+        """_state_now after these events (their STATE events, in order)."""
+        k = np.flatnonzero(ev["kind"] == Kind.STATE)
+        if len(k):
+            locs = ev["instrument"][k]
+            self._state_now[locs] = ev["price"][k].astype(np.uint8)  # (repeats: the last one stays)
+            self.halts["state_changes"] += len(k)
+            self.halts["halted_locates"].update(locs[ev["qty"][k] == 1].tolist())
+
+    def _states_at(self, ev: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The trading state letter of each row's book after event rows[i] of this chunk:
+        the last STATE event of its book at or before it, else the state at the chunk's start."""
+        locs = ev["instrument"][rows]
+        out = self._state_start[locs]
+        k = np.flatnonzero(ev["kind"] == Kind.STATE)
+        if len(k) and len(rows):
+            key = (ev["instrument"][k].astype(np.int64) << 32) | k
+            o = np.argsort(key, kind="stable")
+            key, k = key[o], k[o]
+            want = (locs.astype(np.int64) << 32) | rows
+            j = np.searchsorted(key, want, side="right") - 1
+            hit = (j >= 0) & ((key[np.maximum(j, 0)] >> 32) == locs)
+            out = out.copy()
+            out[hit] = ev["price"][k[j[hit]]].astype(np.uint8)
+        return out
+
     def _sample(self, sess, when: int) -> None:
         """Queue one depth sample of every book with events since its last sample
         (written once per chunk: one row group per chunk, not per sample)."""
@@ -604,20 +646,22 @@ class ItchReplay:
         n = self.cfg.depth_levels
         locs = np.array(sorted(self._dirty), np.uint16)
         self._dirty.clear()
-        self._samples.append((np.full(len(locs), when, np.int64), locs, *sess.depth(locs, n)))
+        self._samples.append((np.full(len(locs), when, np.int64), locs, *sess.depth(locs, n),
+                              self._state_now[locs]))
 
     def _flush_samples(self, symtab, reports) -> None:
         """The samples queued since the last flush as one table (one Arrow table per sample
         cost ~0.6 ms and its own buffers: --every 1s over a day was minutes and GiBs)."""
         if self._samples:
-            t, locs, p, q, c = (np.concatenate(x) for x in zip(*self._samples))
-            reports.write_table("depth", self._depth_table(t, locs, p, q, c, symtab))
+            t, locs, p, q, c, st = (np.concatenate(x) for x in zip(*self._samples))
+            reports.write_table("depth", self._depth_table(t, locs, p, q, c, st, symtab))
             self._samples = []
 
-    def _depth_table(self, t: np.ndarray, locs: np.ndarray, p, q, c, symtab) -> pa.Table:
-        """depth.parquet rows: time, locate, symbol, then the N levels of both sides."""
+    def _depth_table(self, t: np.ndarray, locs: np.ndarray, p, q, c, states, symtab) -> pa.Table:
+        """depth.parquet rows: time, locate, symbol, trading state, then the N levels of both sides."""
         n = self.cfg.depth_levels
-        cols = {"time_ns": t, "ts": _ts_array(self._utc(t)), "locate": locs, "symbol": symbols_of(symtab, locs)}
+        cols = {"time_ns": t, "ts": _ts_array(self._utc(t)), "locate": locs, "symbol": symbols_of(symtab, locs),
+                "trading_state": states.view("S1")}
         for i in range(n):
             for side, key in ((0, "bid"), (1, "ask")):
                 cols[f"{key}_price_{i + 1}"] = p[:, side, i]
@@ -639,7 +683,7 @@ class ItchReplay:
                                       depth["counts"])
         if len(e):
             reports.write_table("depth", self._depth_table(ts[e], ev["instrument"][e].astype(np.uint16), p, q, c,
-                                                           symtab))
+                                                           self._states_at(ev, e), symtab))
 
     def _count(self, bucket: str, names: np.ndarray) -> None:
         u, c = np.unique(names, return_counts=True)
@@ -666,7 +710,7 @@ class ItchReplay:
         d = out.desyncs
         di = d["event_index"].astype(np.int64)
         kinds = ev["kind"][di]
-        d_cause = np.array([CORE_CAUSE.get(c, "crossed_replace" if k == Kind.REPLACE else "crossed_add")
+        d_cause = np.array([CORE_CAUSE.get(c, CROSSED_BY_KIND.get(k, "crossed_add"))
                             for c, k in zip(d["cause"].tolist(), kinds.tolist())], dtype=object)
         if len(d):
             self._count("desyncs", d_cause)
@@ -691,11 +735,12 @@ class ItchReplay:
             # (the rows are the chunk's own: _apply_chunk copied them out of the core's buffer,
             # which the next piece reuses, and the writer's thread encodes them later)
             ch, b = self._file_order(out.bbo_event.astype(np.int64), mi, out.bbo)
+            states = self._states_at(ev, ch) if len(ch) else np.empty(0, np.uint8)
             reports.write("bbo", {
                 "time_ns": ts[ch], "ts": self._utc(ts[ch]), "message": msg[ch], "locate": b["instrument"],
                 "symbol": symbols_of(symtab, b["instrument"]), "bid_price": b["bid_price"], "bid_qty": b["bid_qty"],
                 "bid_count": b["bid_count"], "ask_price": b["ask_price"], "ask_qty": b["ask_qty"],
-                "ask_count": b["ask_count"]})
+                "ask_count": b["ask_count"], "trading_state": states.view("S1")})
 
     def _executions(self, chunk, out, ts, msg, symtab, select, reports) -> None:
         x = out.execs
