@@ -40,7 +40,7 @@ test-browser: $(STAMP)
 # update ids, malformed records, outputs that run out of room, a message longer than
 # the limit of one, held across chunks, bookTicker ids that land inside the history, a
 # full history dropping one of two tickers with one id), and the Binance decoder and record
-# writer of the JSONL conversion.
+# writer of the JSONL conversion; then the ITCH day generator (csrc/itch_synth.c).
 ASAN_SO = build/asan/lobreplay/_core*.so
 asan: $(STAMP)
 	rm -rf build/asan
@@ -51,6 +51,10 @@ asan: $(STAMP)
 	$(VPY) -m pytest -q -p no:cacheprovider tests/test_layout.py tests/test_core.py tests/test_differential.py \
 		tests/test_l2replay.py tests/test_l2_differential.py tests/test_binance_decode.py \
 		-k "(not test_l2replay and not test_l2_differential) or tiny_outputs or long_unfinished or interleaved or full_history"
+	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	LOBREPLAY_CORE=$$(ls $(ASAN_SO)) \
+	$(VPY) -m pytest -q -p no:cacheprovider tests/test_itch_synth_fast.py -k "same_seed or gzip or planted or rejects"
 
 # sdist + wheel from a clean tree, as a user would build them.
 dist: $(STAMP)

@@ -24,6 +24,7 @@
 #define NSEC 1000000000ull
 #define HMS(h, m, s) ((((uint64_t)(h) * 60u + (m)) * 60u + (s)) * NSEC)
 #define MAXP 1999999900
+#define XCAP 4096 /* a halt cross looks at most this many orders per side */
 
 enum { F_INUSE = 1, F_PLANTED = 2, F_FAR = 4 };
 
@@ -113,6 +114,8 @@ struct lob_synth {
     uint64_t step, sched_msgs, n_groups, n_cy;
     double p_u, p_x, p_p, p_ag, avg_e, c_y;
     uint32_t ipo_loc;
+    uint32_t *xbuf;   /* the halt cross's scratch: 6 x XCAP */
+    double *grid;     /* the time map's scratch */
     uint8_t *out; /* current output */
     size_t pos;
 };
@@ -568,7 +571,7 @@ static void time_map(lob_synth *s, uint64_t t_start, uint64_t t_end) {
                                   {9.75, 6.0}, {10.5, 4.0}, {12.0, 2.8}, {14.0, 3.0}, {15.5, 4.5}, {15.9, 9.0},
                                   {16.0, 10.0}, {16.02, 2.0}, {16.5, 0.8}, {18.0, 0.35}, {20.0, 0.2}};
     enum { NK = sizeof K / sizeof K[0], G = 20000, NT = 4096 };
-    static double gc[G + 1];
+    double *gc = s->grid; /* G + 1 */
     double a = (double)t_start / 3.6e12, b = (double)t_end / 3.6e12;
     /* cumulative intensity on a fine grid of [a, b] (hours) */
     double acc = 0, prev = 0;
@@ -623,11 +626,13 @@ lob_synth *lob_synth_new(const lob_synth_config *cfg, int *status) {
     s->sym = calloc(n + 1, sizeof *s->sym);
     s->sym_table = malloc((size_t)(1u << 20) * sizeof *s->sym_table);
     s->open_win = malloc((size_t)(n + 1) * sizeof *s->open_win);
+    s->xbuf = malloc((size_t)6 * XCAP * sizeof *s->xbuf);
+    s->grid = malloc((size_t)20001 * sizeof *s->grid);
     uint64_t *names = malloc((size_t)n * sizeof *names);
     double *w = malloc((size_t)(n + 1) * sizeof *w);
     uint32_t *tmp = malloc((size_t)(1u << 20) * sizeof *tmp);
     uint32_t *perm = malloc((size_t)(n + 1) * sizeof *perm);
-    if (!s->sym || !s->sym_table || !s->open_win || !names || !w || !tmp || !perm) {
+    if (!s->sym || !s->sym_table || !s->open_win || !s->xbuf || !s->grid || !names || !w || !tmp || !perm) {
         free(names); free(w); free(tmp); free(perm);
         goto fail;
     }
@@ -789,6 +794,7 @@ void lob_synth_free(lob_synth *s) {
         for (uint32_t l = 0; l <= s->n; l++) free(s->sym[l].side[0].lv), free(s->sym[l].side[1].lv);
     free(s->sym); free(s->pool); free(s->live); free(s->sym_table); free(s->ev); free(s->plants);
     free(s->open_win); free(s->far_oi); free(s->alias_p); free(s->alias_i); free(s->unit);
+    free(s->xbuf); free(s->grid);
     free(s);
 }
 
@@ -974,9 +980,8 @@ static void plant_cross(lob_synth *s, uint64_t ts, uint32_t loc, uint32_t k) {
 /* the halt (IPO) cross: one price, C "N" for every order executed (buys, then sells), Q "H", H "T" */
 static void halt_cross(lob_synth *s, uint64_t ts, uint32_t loc) {
     sym_t *y = &s->sym[loc];
-    enum { CAP = 4096 };
-    static uint32_t bids[CAP], asks[CAP], fb[CAP], fs[CAP];
-    static uint32_t qb[CAP], qs[CAP];
+    enum { CAP = XCAP };
+    uint32_t *bids = s->xbuf, *asks = bids + CAP, *fb = asks + CAP, *fs = fb + CAP, *qb = fs + CAP, *qs = qb + CAP;
     uint32_t nb = side_orders(s, loc, 1, bids, CAP), na = side_orders(s, loc, 0, asks, CAP);
     uint32_t i = 0, j = 0, nfb = 0, nfs = 0;
     uint32_t lb = nb ? s->pool[bids[0]].shares : 0, la = na ? s->pool[asks[0]].shares : 0;

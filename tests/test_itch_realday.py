@@ -219,6 +219,13 @@ def test_replay_equals_the_truth_after_every_message(day, request, tmp_path):
     s = replay_itch(truth.path, str(tmp_path / "o"))
     assert itch_truth.compare_replay(tmp_path / "o", msgs) == []
     assert s["desyncs"] == 0 and s["residual_orders"] == 0
+    if day == "halt_day":
+        # a crossed book is only ever shown while its symbol does not trade, and says so
+        import pandas as pd
+        bbo = pd.read_parquet(tmp_path / "o" / "bbo.parquet")
+        crossed = bbo[(bbo.bid_price > 0) & (bbo.ask_price > 0) & (bbo.bid_price >= bbo.ask_price)]
+        assert len(crossed) > 0 and (crossed.trading_state != "T").all()
+        assert set(crossed.locate) == {h["locate"] for h in truth.halts if h["kind"] != "operational"}
 
 
 def test_truth_compare_finds_residual_orders(tmp_path):
