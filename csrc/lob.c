@@ -1729,6 +1729,7 @@ static walk_t walk_ext(lob_book *b, uint8_t side, int64_t lim, uint64_t taker, i
                 continue;
             }
             int64_t q = o->qty < want ? o->qty : want;
+            int partial = q < o->qty; /* what is left cannot take another share of it: stop here */
             if (!dry) {
                 put_record(out, o->id, taker, px, q, o->qty - q, i, instrument);
                 if (q == o->qty) {
@@ -1741,6 +1742,7 @@ static walk_t walk_ext(lob_book *b, uint8_t side, int64_t lim, uint64_t taker, i
             w.records++;
             w.filled += q;
             left -= notional ? q * px : q; /* q * px <= left: no overflow */
+            if (partial) return w; /* a notional sell must not go on to a cheaper bid behind it */
         }
         li = side == LOB_BUY ? find_ge(b, li + 1) : find_le(b, li - 1);
     }

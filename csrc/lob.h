@@ -102,8 +102,9 @@ enum {
  * min(maker's size, floor(budget left / maker's price)) shares, paying price x shares out of
  * the budget. It stops at the first maker it cannot afford one share of (also any maker at
  * a price <= 0), or when the side is empty; it does not skip ahead to cheaper makers (a sell
- * order, walking down the bids, stops at the first bid above the budget left). So at most
- * one maker is filled partly, the last. result.filled = shares bought or sold;
+ * order, walking down the bids, stops at the first bid above the budget left). A maker it
+ * takes only part of is one it cannot afford another share of: it stops there too, even
+ * if a cheaper bid behind it is affordable. So at most one maker is filled partly, the last. result.filled = shares bought or sold;
  * result.resting = 0 (nothing rests; the unspent budget is qty minus the sum of price x qty
  * of the event's trades, which never exceeds qty). No overflow is possible: shares <=
  * floor(left / price), so price x shares <= left <= INT64_MAX. */

@@ -63,6 +63,8 @@ HIST_KINDS = lib.LOB_HIST_KINDS
 
 _NO_EXECS = np.empty(0, EXEC_DTYPE)
 _NO_EXECS.flags.writeable = False
+NO_DESYNCS = np.empty(0, DESYNC_DTYPE)
+NO_DESYNCS.flags.writeable = False
 
 # ---- status codes -> exceptions ----
 
@@ -230,30 +232,45 @@ class CoreSession:
     def apply_one(self, kind: int, order_id: int, new_id: int, price: int, qty: int, instrument: int,
                   side: int, tif: int, flags: int = 0):
         """One event through the same batch call, without numpy (the interactive
-        path). Returns (status, filled, resting, executions as an EXEC_DTYPE array)."""
+        path). Returns (status, filled, resting, executions as an EXEC_DTYPE array,
+        desyncs as a DESYNC_DTYPE array: a FEED order that meets stale orders, as in a batch).
+        When the core says the outputs may be too small (EEXECFULL), they get room for the
+        book's live orders + 3 rows each, which lob.h says always suffices for one event; if
+        the core still says so, a LobError (EEXECFULL) rather than growing again."""
         if self._one is None:
-            self._one = (ffi.new("lob_event[1]"), ffi.new("lob_result[1]"), ffi.new("lob_exec[]", 1024))
-        ev, res, ex = self._one
+            self._one = (ffi.new("lob_event[1]"), ffi.new("lob_result[1]"), ffi.new("lob_exec[]", 1024),
+                         ffi.new("lob_desync[]", 64))
+        ev, res, ex, dx = self._one
         e = ev[0]
         e.id, e.new_id, e.price, e.qty = order_id, new_id, price, qty
         e.instrument, e.kind, e.side, e.tif, e.flags = instrument, kind, side, tif, flags
         out = self._out
         while True:
             out.results, out.execs, out.exec_cap = res, ex, len(ex)
-            out.bbo, out.bbo_event, out.desyncs, out.desync_cap = ffi.NULL, ffi.NULL, ffi.NULL, 0
+            out.bbo, out.bbo_event, out.desyncs, out.desync_cap = ffi.NULL, ffi.NULL, dx, len(dx)
             out.depth_levels = 0
             rc = lib.lob_session_apply(self.ptr, ev, 1, out)
             if rc == lib.LOB_OK:
                 break
             if rc != lib.LOB_EEXECFULL:
                 raise_for_status(rc, "applying one event")
-            ex = ffi.new("lob_exec[]", 2 * len(ex))  # one event needs more room: grow, retry
-            self._one = (ev, res, ex)
-        n = out.n_exec
+            book = lib.lob_session_book(self.ptr, instrument)
+            need = (lib.lob_book_order_count(book) if book != ffi.NULL else 0) + 3
+            if len(ex) >= need and len(dx) >= need:
+                raise exception_for(rc, f"one event (kind {kind}, order {order_id}) on instrument {instrument}: "
+                                        f"the core asks for more than {need} rows of executions and desyncs "
+                                        f"(its book's live orders + 3, which always suffice): a bug in the core",
+                                    instrument=instrument)
+            ex = ffi.new("lob_exec[]", max(need, len(ex)))  # room for one event, as lob.h bounds it
+            dx = ffi.new("lob_desync[]", max(need, len(dx)))
+            self._one = (ev, res, ex, dx)
+        n, nd = out.n_exec, out.n_desync
         execs = (np.frombuffer(ffi.buffer(ex, n * EXEC_DTYPE.itemsize), EXEC_DTYPE).copy() if n
                  else _NO_EXECS)
+        desyncs = (np.frombuffer(ffi.buffer(dx, nd * DESYNC_DTYPE.itemsize), DESYNC_DTYPE).copy() if nd
+                   else NO_DESYNCS)
         r = res[0]
-        return r.status, r.filled, r.resting, execs
+        return r.status, r.filled, r.resting, execs, desyncs
 
     def set_timing(self, on: bool) -> None:
         raise_for_status(lib.lob_session_set_timing(self.ptr, 1 if on else 0), "turning timing on")

@@ -136,7 +136,8 @@ def load(report_dir, *, scale_prices: bool = False, scale_qty: bool = False) -> 
     if not tables and not summary:
         raise FileNotFoundError(f"{d}: no reports (no summary.json, no .parquet)")
     provenance: dict[str, str] = {}
-    for m in metas.values():
+    # (the report tables first: a status table's price_scale is its own prices', e.g. V's Price(8))
+    for _, m in sorted(metas.items(), key=lambda nm: nm[0].startswith("status_")):
         for k, v in m.items():
             provenance.setdefault(k, v)
     if not provenance:

@@ -2,7 +2,7 @@
 `OrderBook` (one book, one event per call, for interactive use)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -327,10 +327,13 @@ class Session:
 
 @dataclass
 class Fill:
-    """What one interactive event did."""
+    """What one interactive event did. desyncs: the divergences a feed event found, rows of
+    DESYNC_DTYPE as in BatchResult.desyncs (a FEED order that meets the opposite side removes
+    each stale order it meets with a CROSSED row and rests whole; docs/core.md)."""
     filled: int
     resting: int
     execs: np.ndarray
+    desyncs: np.ndarray = field(default_factory=lambda: core.NO_DESYNCS)
 
     @property
     def trades(self) -> list[tuple[int, int, int]]:
@@ -382,20 +385,22 @@ class OrderBook(BookView):
         if bool in {type(order_id), type(new_id), type(price), type(qty), type(flags)}:  # (cffi takes True as 1)
             check_each()
         try:
-            st, filled, resting, execs = self.session._s.apply_one(kind, order_id, new_id, price, qty, 0, side,
-                                                                   tif, flags)
+            st, filled, resting, execs, desyncs = self.session._s.apply_one(kind, order_id, new_id, price, qty, 0,
+                                                                            side, tif, flags)
         except (TypeError, OverflowError):  # (cffi's words name no argument: find which, off the fast path)
             check_each()
             raise
         if st:
             raise core.exception_for(st, f"{Kind(kind).name} order {order_id}")
-        return Fill(filled, resting, execs)
+        return Fill(filled, resting, execs, desyncs)
 
     def new(self, order_id: int, side, price: int, qty: int, tif=TIF.GTC, *, participant: int = 0,
             flags: int = 0) -> Fill:
         """Add an order (GTC/IOC/FOK limit, or MARKET, whose price is ignored).
         participant (0: none) and flags (Flag.STP_*, Flag.NOTIONAL with MARKET: qty is then
-        a budget in price x quantity): self-trade prevention and notional orders, docs/core.md."""
+        a budget in price x quantity): self-trade prevention and notional orders, docs/core.md.
+        Flag.FEED (GTC only): the feed says it rests; the orders it meets are stale and leave,
+        each reported in Fill.desyncs (CROSSED), as Session.apply reports them."""
         return self._apply(Kind.NEW, order_id, new_id=participant, side=as_side(side), price=price, qty=qty,
                            tif=as_tif(tif), flags=flags)
 
@@ -409,7 +414,8 @@ class OrderBook(BookView):
     def replace(self, order_id: int, new_id: int, price: int, qty: int, *, flags: int = 0) -> Fill:
         """Retire order_id; rest new_id on the same side at price/qty, at the back
         of the queue (it trades first if it crosses). It keeps the old order's
-        participant; flags may carry an STP mode (Flag.STP_*)."""
+        participant; flags may carry an STP mode (Flag.STP_*), or Flag.FEED (it rests whole;
+        the orders it meets are stale and leave, reported in Fill.desyncs)."""
         return self._apply(Kind.REPLACE, order_id, new_id=new_id, price=price, qty=qty, flags=flags)
 
     def halt(self) -> None:

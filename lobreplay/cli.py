@@ -101,7 +101,7 @@ def _cmd_itch_stats(args) -> int:
 
     t0 = time.perf_counter()
     ascii0 = non_ascii_bytes()
-    f = ItchFile(args.file, allow_truncated=args.allow_truncated)
+    f = ItchFile(args.file, allow_truncated=args.allow_truncated, allow_gaps=True)  # (it reports them)
     first = last = None
     symbols: set[str] = set()
     locates: set[int] = set()
@@ -133,8 +133,10 @@ def _cmd_itch_stats(args) -> int:
     if st.mold_packets:
         print(f"MoldUDP64: {st.mold_packets:,} packets ({st.mold_heartbeats:,} without messages: heartbeats, end of "
               f"session), {len(st.mold_gaps)} sequence gap(s)" + (f": {st.mold_gaps[:5]}" if st.mold_gaps else "")
-              + f", {st.mold_duplicates:,} repeated packet(s) dropped; session(s) {', '.join(st.mold_sessions)}"
+              + f", {st.mold_duplicates:,} repeated packet(s) dropped, {st.mold_damaged:,} packet(s) with a damaged "
+              f"sequence number dropped; session(s) {', '.join(st.mold_sessions)}"
               + (f"; {st.mold_other_frames:,} other frame(s) skipped" if st.mold_other_frames else ""))
+    note_sequence(st.moldudp64())
     _note_non_ascii(non_ascii_bytes() - ascii0)
     print(f"read in {took:.2f} s ({st.messages / took / 1e6:.2f} M messages/s)")
     return 0
@@ -145,8 +147,8 @@ def _cmd_itch_decode(args) -> int:
 
     from .itch.decode import decode, non_ascii_bytes, to_arrow
     from .itch.reader import ItchFile
-    from .itch.replay import prepare_output
-    from .itch.spec import LAYOUTS
+    from .outdir import prepare_output
+    from .itch.spec import LAYOUTS, price_metadata
     from .reports import ReplayRun, ReportSet
 
     types = None
@@ -156,10 +158,11 @@ def _cmd_itch_decode(args) -> int:
         if bad:
             raise InputError(f"--types: unknown message type(s) {', '.join(bad)}; "
                              f"ITCH 5.0 types are {''.join(sorted(LAYOUTS))}")
-    f = ItchFile(args.file, allow_truncated=args.allow_truncated)  # (before the output: a file that
-    prepare_output(args.output, args.force)                        # cannot be opened leaves none)
+    f = ItchFile(args.file, allow_truncated=args.allow_truncated,  # (before the output: a file that
+                 allow_gaps=args.allow_gaps)                     # cannot be opened leaves it as it was)
+    prepare_output(args.output, args.force, inputs=[args.file])
     meta = {"source_file": os.path.basename(f.path), "source_size": str(f.size),
-            "lobreplay_version": __version__, "price_scale": "10000"}
+            "lobreplay_version": __version__}  # (each table says its own prices' scale: spec.price_metadata)
     done = [0]  # messages decoded (whole chunks: every table holds their rows, none past them)
 
     def where() -> dict:
@@ -174,13 +177,13 @@ def _cmd_itch_decode(args) -> int:
             rs = run.reports = ReportSet(args.output, [], meta)
             for chunk in f.chunks():
                 for t, cols in decode(chunk, "".join(types) if types else None).items():  # (one pass over the chunk)
-                    rs.write_table(f"{t}_{LAYOUTS[t].name}", to_arrow(cols))
+                    rs.write_table(f"{t}_{LAYOUTS[t].name}", to_arrow(cols, t), price_metadata(t))
                 done[0] = chunk.first_message + chunk.n
             st = f.stats
             run.summary.update({
                 "types": types, "messages": st.messages, "messages_by_type": dict(sorted(st.by_type.items())),
                 "unknown_types": st.unknown_types(), "bytes": st.bytes, "end_of_session_marker": st.end_marker,
-                "truncated": st.truncation(),
+                "truncated": st.truncation(), "moldudp64": st.moldudp64(),
                 "text_bytes_outside_ascii": non_ascii_bytes() - ascii0})
     except KeyboardInterrupt as e:  # (Ctrl-C, and SIGTERM)
         w = where()
@@ -188,6 +191,7 @@ def _cmd_itch_decode(args) -> int:
                    f"({w['file_bytes_read']:,} of {w['file_bytes']:,} bytes read; summary.json says failed)")
         raise
     took = time.perf_counter() - t0
+    note_sequence(f.stats.moldudp64())
     for name, w in sorted(rs.extra.items()):
         print(f"{w.path}: {w.rows:,} rows")
     print(f"{os.path.join(args.output, 'summary.json')}: status ok")
@@ -203,6 +207,13 @@ def _cmd_itch_decode(args) -> int:
                            after_end=f.stats.trailing_after_end):
         print(line)
     return 0
+
+
+def note_sequence(mold: dict | None) -> None:
+    """A pcap's MoldUDP64 sequence anomalies (a summary's `moldudp64`), a line of each kind on stderr."""
+    from .itch.reader import mold_notes
+    for line in mold_notes(mold):
+        print(f"lobreplay: note: {line}", file=sys.stderr)
 
 
 def _cut_notes(stream_break: str | None, offset: int | None, nbytes: int, done: str = "read",
@@ -263,7 +274,8 @@ def itch_replay_config(args):
     return ReplayConfig(symbols=parse_symbols(args.symbols),
                         depth_levels=depth,
                         depth_every_ns=every,
-                        headroom=args.headroom, allow_truncated=args.allow_truncated, reports=reports,
+                        headroom=args.headroom, allow_truncated=args.allow_truncated,
+                        allow_gaps=args.allow_gaps, reports=reports,
                         status_tables=bool(reports), timing=not args.no_timing,
                         progress=not getattr(args, "no_progress", True) and sys.stderr.isatty(),
                         date=getattr(args, "date", None), chunk_bytes=args.chunk_mb << 20, hash=not args.no_hash,
@@ -274,9 +286,13 @@ def _cmd_itch_replay(args) -> int:
     cfg = itch_replay_config(args)
     if args.jobs < 1:
         raise InputError(f"--jobs: expected a number of processes >= 1, got {args.jobs}")
-    _note_gzip_jobs(args.file, args.jobs)
+    from .reports import usable_cpus
+    _note_gzip_jobs(args.file, min(args.jobs, usable_cpus()))
     from .itch.parallel import replay_itch_jobs
     s = replay_itch_jobs(args.file, args.output, cfg, args.jobs, force=args.force)
+    if s.get("jobs_capped"):
+        print(f"lobreplay: note: {s['jobs_capped']}", file=sys.stderr)
+    note_sequence(s.get("moldudp64"))
     p2 = s["pass2"]
     print(f"{args.file}: {s['messages']:,} messages, {s['books']:,} books ({s['book_levels']:,} levels, "
           f"room for {s['book_capacity']:,} orders), {s['events']:,} events replayed")
@@ -346,6 +362,10 @@ def reports_text(out_dir: str, rows: dict, *files: str) -> str:
                                                   + list(files))
 
 
+ALLOW_GAPS_HELP = ("a pcap: go on when MoldUDP64 sequence gaps and damaged packets lose more than 1 %% of its "
+                   "messages (counted, and noted on stderr, either way)")
+
+
 def add_itch_replay_options(rp) -> None:
     """The options `itch replay` and `itch replay-many` share (itch_replay_config reads them)."""
     rp.add_argument("--symbols", help="comma-separated symbols to replay (default: all)")
@@ -360,6 +380,7 @@ def add_itch_replay_options(rp) -> None:
                     help="depth sample interval of feed time (100ms, 1s, 5m), or 'change': after every change")
     rp.add_argument("--allow-truncated", action="store_true",
                     help="stop at a partial last message or where a gzip stream is cut short, counted")
+    rp.add_argument("--allow-gaps", action="store_true", help=ALLOW_GAPS_HELP)
     rp.add_argument("--no-hash", action="store_true",
                     help="skip the input's SHA-256 (source_sha256 left empty; about 0.7 s of CPU per GB)")
     rp.add_argument("--no-cache", action="store_true",
@@ -393,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     de.add_argument("--types", help="comma-separated message types, e.g. A,F,E (default: all)")
     de.add_argument("--force", action="store_true", help="overwrite an output directory that holds files")
     de.add_argument("--allow-truncated", action="store_true")
+    de.add_argument("--allow-gaps", action="store_true", help=ALLOW_GAPS_HELP)
     de.set_defaults(func=_cmd_itch_decode, stop_note=REPORTS_WHOLE)
     rp = itch.add_parser("replay", help="rebuild every book, check the core against the feed, write reports")
     rp.add_argument("file")
@@ -402,7 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rp.add_argument("--date", help="session date YYYY-MM-DD (default: from the file name)")
     rp.add_argument("--jobs", type=int, default=1, metavar="N",
-                    help="processes: the symbols are shared out, the reports merged (default 1)")
+                    help="processes: the symbols are shared out, the reports merged (default 1; at most the "
+                         "usable CPUs and the books)")
     rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
     rp.set_defaults(func=_cmd_itch_replay, stop_note=REPORTS_WHOLE)
 

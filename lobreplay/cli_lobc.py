@@ -94,8 +94,9 @@ def cmd_replay(args) -> int:
 
 
 def cmd_repair(args) -> int:
-    from .errors import refuse_overwrite
+    from .errors import refuse_input_as_output, refuse_overwrite
     from .lobc import damage_text, repair, torn_text
+    refuse_input_as_output(args.output, args.file)  # (--force or not: the file to repair is not overwritten)
     refuse_overwrite(args.output, args.force)
     done = repair(args.file, args.output)
     if done is None:

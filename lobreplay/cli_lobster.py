@@ -15,14 +15,15 @@ def cmd_verify(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from .cli import _cut_notes
+    from .cli import _cut_notes, note_sequence
     from .lobster import export_lobster
 
     read: dict = {}
     # (a stop: main's line names where it was; the exception's note says that nothing was written)
     m, o = export_lobster(args.file, args.symbol, args.levels, args.output, date=args.date,
                           start_ms=args.start_ms, end_ms=args.end_ms, force=args.force,
-                          allow_truncated=args.allow_truncated, read=read)
+                          allow_truncated=args.allow_truncated, allow_gaps=args.allow_gaps, read=read)
+    note_sequence(read.get("moldudp64"))
     print(m)
     print(o)
     t = read.get("truncated")
@@ -56,4 +57,6 @@ def add_itch_lobster(itch_subparsers) -> None:
     p.add_argument("--end-ms", type=int, default=57_600_000, help="window end, ms after midnight (16:00)")
     p.add_argument("--allow-truncated", action="store_true",
                    help="stop at a partial last message or where a gzip stream is cut short, counted")
+    from .cli import ALLOW_GAPS_HELP
+    p.add_argument("--allow-gaps", action="store_true", help=ALLOW_GAPS_HELP)
     p.set_defaults(func=cmd_export)

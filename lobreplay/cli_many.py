@@ -18,8 +18,10 @@ def _cluster_options(p, unit: str) -> None:
 
 
 def _run(fmt: str, args, cfg) -> int:
+    from .errors import refuse_input_as_output
     from .many import parse_dates, print_report, run_many
 
+    refuse_input_as_output(args.output, args.files)
     report = run_many(fmt, args.files, args.output, cfg, scheduler=args.scheduler, workers=args.workers,
                       memory_limit=args.memory_limit, dates=parse_dates(args.dates))
     print_report(report)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 
-from .errors import InputError, refuse_overwrite
+from .errors import InputError, refuse_input_as_output, refuse_overwrite
 
 
 def cmd_view(args) -> int:
     from .viewer import build_view
 
+    from .viewer import REPORT_FILES
+    refuse_input_as_output(args.output, [os.path.join(args.report_dir, n) for n in REPORT_FILES])
     refuse_overwrite(args.output, args.force)
     if os.path.isdir(args.output):
         raise InputError(f"{args.output} is a directory; give the path of the HTML file to write")

@@ -84,6 +84,39 @@ def refuse_overwrite(paths, force: bool) -> None:
         raise InputError(f"{', '.join(there)} exist; use --force to overwrite them")
 
 
+def same_file(a, b) -> bool:
+    """Whether paths a and b name the same file: the same path once resolved (symbolic links
+    followed, `..` taken out; a file not there yet included), or, where both exist, the same
+    file by os.path.samefile (a hard link, or the same file reached another way)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def _paths(p) -> list:
+    return [p] if isinstance(p, (str, os.PathLike)) else list(p)
+
+
+def refuse_input_as_output(outputs, inputs) -> None:
+    """Every command that reads files and writes files calls this first, --force or not: an
+    output (a path, or several) that is one of the inputs would destroy what is being read,
+    and two outputs that are one file would overwrite each other. InputError naming both."""
+    outs, ins = _paths(outputs), _paths(inputs)
+    for k, o in enumerate(outs):
+        for i in ins:
+            if same_file(o, i):
+                named = f"{o}" if os.fspath(o) == os.fspath(i) else f"{o} (the same file as {i})"
+                raise InputError(f"{named}: the output is an input of this command and would be overwritten "
+                                 "while it is read; choose another output")
+        for other in outs[k + 1:]:
+            if same_file(o, other):
+                raise InputError(f"{o} and {other}: two outputs of this command are the same file; "
+                                 "give each its own")
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread by the command line's handler: a replay stops as it
     does on Ctrl-C (report files closed whole, summary.json with status failed)."""

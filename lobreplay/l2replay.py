@@ -27,7 +27,8 @@ import pyarrow as pa
 from . import __version__, _arrow, cache, lobc
 from ._ahead import read_ahead
 from .errors import InputError
-from .itch.replay import _NoBar, prepare_output
+from .itch.replay import _NoBar
+from .outdir import prepare_output
 from .l2 import MAX_GRID_LEVELS, MAX_MESSAGE, SEQUENCE_RULES, BookSizing, L2Replay, check_max_message, scan_counts
 from .events import Kind
 from .latency import histogram_table, report_rows
@@ -116,6 +117,14 @@ class LobcReplay:
         self._map = None     # with --symbols: the kept records' file indices (_RecordMap)
         self.notes: list[str] = []  # for the summary (the sizing cache's troubles)
         self._entry: cache.Entry | None = None  # the sizing cache entry of this file and these options
+        self._src: lobc.ChunkReader | None = None  # the input, once opened (open)
+
+    def open(self) -> "LobcReplay":
+        """Open the input: its header and metadata read, its block headers walked (InputError
+        for a file that is not .lobc). run() opens it if this was not called."""
+        if self._src is None:
+            self._src = lobc.ChunkReader(self.path, self.cfg.chunk_records, past_damage=self.cfg.allow_corrupt)
+        return self
 
     def where(self) -> dict:
         """How far the replay got: its pass (0: before the first) and the records done in it
@@ -145,7 +154,7 @@ class LobcReplay:
         with ReplayRun(self.out_dir, {"source_file": os.path.basename(self.path)}, where=self.where,
                        stop=stop) as run, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-hash") as helper:
-            src = lobc.ChunkReader(self.path, self.cfg.chunk_records, past_damage=self.cfg.allow_corrupt)
+            src = self.open()._src
             self._records = src.records
             # (at the lowest priority: pass 1's reader thread has the other core first; a table
             # waits for it only at its first row group or its close, in pass 2 or after)
@@ -453,8 +462,12 @@ def _filtered(chunks, keep: list[int], where: _RecordMap):
 
 
 def replay_lobc(path, out_dir: str, cfg: L2ReplayConfig | None = None, *, force: bool = False) -> dict:
-    """Replay a .lobc file into out_dir (created; refused if it holds files,
-    unless force). Returns the summary (also written as summary.json)."""
+    """Replay a .lobc file into out_dir (created; refused if it holds files, unless force:
+    then only an earlier run's files there are replaced, lobreplay.outdir). The input is
+    opened and checked first: one that cannot be read leaves out_dir as it was. Returns
+    the summary (also written as summary.json)."""
     cfg = cfg or L2ReplayConfig()
-    prepare_output(out_dir, force)
-    return LobcReplay(path, out_dir, cfg).run()
+    replay = LobcReplay(path, out_dir, cfg)
+    replay.open()  # (the input opened and its header and blocks checked before the output is touched)
+    prepare_output(out_dir, force, inputs=[replay.path])
+    return replay.run()

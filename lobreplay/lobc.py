@@ -384,23 +384,40 @@ def _body_fault(body: np.ndarray, crc: int, recv_ns: int, seq: int) -> str | Non
 _SCAN = 1 << 22  # bytes per read while looking for a sound block after a bad one
 
 
+def _sound_at(fd: int, off: int, size: int, seq: int) -> bool:
+    """Whether a sound block numbered above seq starts at offset off: its header is sound
+    (_header_fault, with its own number) and its records match the header's CRC and
+    receive time. Nothing a header says is trusted before its CRC has matched."""
+    raw = os.pread(fd, UNIT, off)
+    if len(raw) < UNIT:
+        return False
+    h = np.frombuffer(raw, BLOCK_DTYPE)[0]
+    own = int(h["seq"])
+    if own <= seq or _header_fault(h, off, size, own) is not None:
+        return False
+    n = int(h["n"])
+    body = np.frombuffer(os.pread(fd, n * UNIT, off + UNIT), np.uint8)
+    return len(body) == n * UNIT and _body_fault(body, int(h["crc"]), int(h["recv_ns"]), own) is None
+
+
 def _next_block(fd: int, start: int, size: int, seq: int) -> int | None:
-    """The offset of the first sound block header numbered above seq at or after start
-    (block headers sit on 64-byte units from start), or None. Read only after a bad block
-    was found, to tell a torn tail (nothing sound after it) from damage inside the file."""
+    """The offset of the first sound block numbered above seq at or after start, or None:
+    the block magic looked for byte by byte (not on 64-byte units from a header whose
+    record count may be the damaged field), each candidate taken only if its header is
+    sound and its records match its CRC (_sound_at). Read only after a bad block was found,
+    to tell a torn tail (nothing sound after it) from damage inside the file, and to find
+    where the sound blocks resume."""
     pos = start
     while pos + UNIT <= size:
-        raw = os.pread(fd, min(_SCAN, (size - pos) // UNIT * UNIT), pos)
-        rows = np.frombuffer(raw, np.uint8)[:len(raw) // UNIT * UNIT].reshape(-1, UNIT)
-        if not len(rows):
+        raw = os.pread(fd, min(_SCAN + len(BLOCK_MAGIC) - 1, size - pos), pos)
+        if not raw:
             return None  # (the file shrank since it was opened)
-        hit = np.flatnonzero((rows[:, :4] == np.frombuffer(BLOCK_MAGIC, np.uint8)).all(axis=1))
-        for k in hit.tolist():
-            h = rows[k].view(BLOCK_DTYPE)[0]
-            off = pos + k * UNIT
-            if int(h["seq"]) > seq and _header_fault(h, off, size, int(h["seq"])) is None:
-                return off
-        pos += len(rows) * UNIT
+        k = raw.find(BLOCK_MAGIC)
+        while 0 <= k < _SCAN:
+            if pos + k + UNIT <= size and _sound_at(fd, pos + k, size, seq):
+                return pos + k
+            k = raw.find(BLOCK_MAGIC, k + 1)
+        pos += _SCAN
     return None
 
 
@@ -606,22 +623,33 @@ class ChunkReader:
     only a torn tail. Records are numbered as read, these GAP records included."""
 
     def __init__(self, path, chunk_records: int = 1 << 18, *, past_damage: bool = False):
-        r = BlockReader(path)
+        r = self._blocks = BlockReader(path)
         self.path, self.meta, self.size = r.path, r.meta, r.size
-        self.heads = list(r.headers())  # (seq, offset, n, crc, recv_ns); offset MARK: GAP records
-        self.torn: Torn | None = r.torn
+        self.heads: list = []  # (seq, offset, n, crc, recv_ns); offset MARK: GAP records
+        self.torn: Torn | None = None
         self.damage: list[Torn] = []
         self.past_damage = past_damage
         self._nsym = len(self.meta["symbols"])
-        while past_damage and self.torn is not None and self.torn.corrupt:
+        self._walk(None, 0)
+        self.chunk_records = max(1, int(chunk_records))
+        self._bufs: list[np.ndarray] = []
+
+    def _walk(self, start: int | None, seq: int) -> None:
+        """Append the heads of the blocks from offset start (None: the first), numbered seq,
+        up to the first bad header (then `torn`); with past_damage, on across bad headers to
+        the sound blocks after them. The record counts are trusted here: chunks(verify=True)
+        walks again from where the CRCs show that one was not to be."""
+        r = self._blocks
+        r.torn = None
+        self.heads += list(r.headers(start, seq))
+        self.torn = r.torn
+        while self.past_damage and self.torn is not None and self.torn.corrupt:
             self._skip(len(self.heads), self.torn)
             with open(self.path, "rb", buffering=0) as f:
                 seq = int(np.frombuffer(os.pread(f.fileno(), UNIT, self.torn.next_block), BLOCK_DTYPE)[0]["seq"])
             r.torn = None
             self.heads += list(r.headers(self.torn.next_block, seq))
             self.torn = r.torn
-        self.chunk_records = max(1, int(chunk_records))
-        self._bufs: list[np.ndarray] = []
 
     @property
     def blocks(self) -> int:
@@ -696,6 +724,9 @@ class ChunkReader:
                 while j < len(heads) and heads[j][1] != MARK and n + heads[j][2] <= self.chunk_records:
                     n += heads[j][2]
                     j += 1
+                if len(buf) < n:  # (blocks found by a walk after damage: bigger than any before)
+                    buf = self._bufs[turn % buffers] = np.empty(n, RECORD_DTYPE)
+                    raw = buf.view(np.uint8)
                 iov, lo = [], 0
                 for h in heads[i:j]:
                     iov += [scratch, raw[lo * UNIT:(lo + h[2]) * UNIT]]
@@ -711,12 +742,19 @@ class ChunkReader:
                         break
                     fault = verify and _body_fault(raw[lo * UNIT:(lo + k) * UNIT], crc, recv_ns, seq)
                     if fault:
-                        if self.past_damage and any(h[1] != MARK for h in heads[keep + 1:]):
-                            del heads[keep]  # (sound blocks follow: skip this one)
-                            self._skip(keep, Torn(off, 0, fault, off + UNIT + k * UNIT))
+                        # the header is not sound, its record count included: the blocks the walk
+                        # found after it (from its count) are not to be trusted either, and the next
+                        # sound block is looked for from just after this header
+                        torn = _torn(f.fileno(), off, self.size, seq, fault)
+                        self.damage = [d for d in self.damage if d.offset < off]
+                        if self.past_damage and torn.corrupt:
+                            del heads[keep:]
+                            self._skip(keep, torn)
+                            self._walk(torn.next_block, int(np.frombuffer(
+                                os.pread(f.fileno(), UNIT, torn.next_block), BLOCK_DTYPE)[0]["seq"]))
                             j = keep  # (the next run starts at its mark)
                             break
-                        self._stop(keep, _torn_at(self.path, off, self.size, seq, fault))
+                        self._stop(keep, torn)
                         stop = True
                         break
                     keep += 1
@@ -894,7 +932,8 @@ def repair(src, dst, *, flush_records: int = 65536) -> dict | None:
     r = ChunkReader(src, past_damage=True).verify()  # (before the header is written)
     if r.torn is None and not r.damage:
         return None
-    if os.path.abspath(os.fspath(dst)) == os.path.abspath(r.path):
+    from .errors import same_file
+    if same_file(dst, r.path) or same_file(os.fspath(dst) + ".partial", r.path):
         raise ValueError(f"{dst}: the repaired file must not replace its source")
     m = r.meta
     done = {"records": r.records, "blocks": 0, "damage": [t.as_dict() for t in r.damage],

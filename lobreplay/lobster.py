@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _coreapi as core
 from .book import Session
-from .errors import InputError, refuse_overwrite
+from .errors import InputError, refuse_input_as_output, refuse_overwrite
 from .events import EVENT_DTYPE, Flag, Kind, Side, TIF
 
 __all__ = ["export_lobster", "verify_lobster", "lobster_names", "read_message", "read_orderbook",
@@ -37,9 +37,12 @@ PARTIAL = ".partial"         # the two files of an export while they are written
 # ---------------------------------------------------------------- formats
 
 def lobster_names(symbol: str, date, start_ms: int, end_ms: int, levels: int) -> tuple[str, str]:
-    """LOBSTER's file names: TICKER_YYYY-MM-DD_start_end_{message|orderbook}_LEVEL.csv."""
-    d = date.isoformat() if isinstance(date, dt.date) else str(date)
-    stem = f"{symbol}_{d}_{int(start_ms)}_{int(end_ms)}"
+    """LOBSTER's file names: TICKER_YYYY-MM-DD_start_end_{message|orderbook}_LEVEL.csv. The
+    ticker (and a date given as text) escaped as every name from data is (reports.name_part):
+    a symbol such as ../../x names a file inside the output directory, not above it."""
+    from .reports import name_part
+    d = date.isoformat() if isinstance(date, dt.date) else name_part(date)
+    stem = f"{name_part(symbol)}_{d}_{int(start_ms)}_{int(end_ms)}"
     return f"{stem}_message_{levels}.csv", f"{stem}_orderbook_{levels}.csv"
 
 
@@ -195,7 +198,7 @@ def _find_locate(src, symbol: str):
 def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, date=None,
                    start_ms: int = START_MS, end_ms: int = END_MS, chunk_bytes: int = 16 << 20,
                    headroom: float = 0.2, force: bool = False, allow_truncated: bool = False,
-                   read: dict | None = None) -> tuple[str, str]:
+                   allow_gaps: bool = False, read: dict | None = None) -> tuple[str, str]:
     """Replay one symbol of an ITCH file and write LOBSTER's message and orderbook files
     (top `levels` levels) for the events of [start_ms, end_ms) that touch those levels.
     Returns (message_path, orderbook_path). Existing files of those names are refused
@@ -203,9 +206,10 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
     are complete: an export that fails or is stopped (Ctrl-C, SIGTERM: the exception's
     note says where) removes them, and leaves any files already under the final names as
     they were. allow_truncated: stop at a partial last message or where a gzip stream is
-    cut short; `read`, a dict if given, is filled with the messages read and `truncated`
-    (None, or offset, bytes, stream_break and bytes_after_end_marker, as in a replay's
-    summary.json)."""
+    cut short; allow_gaps: a pcap whose sequence anomalies lose more than MAX_LOSS_SHARE of
+    its messages is read all the same (lobreplay.itch.reader); `read`, a dict if given, is
+    filled with the messages read, `truncated` (None, or offset, bytes, stream_break and
+    bytes_after_end_marker, as in a replay's summary.json) and `moldudp64` (as there)."""
     from .itch.decode import decode_type
     from .itch.reader import ItchFile
     from .itch.replay import given_date, session_date, size_books
@@ -224,15 +228,16 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
         date = given_date(date, "--date")
     mname, oname = lobster_names(symbol, date, start_ms, end_ms, levels)
     mpath, opath = os.path.join(out_dir, mname), os.path.join(out_dir, oname)
+    refuse_input_as_output((mpath, opath), itch_path)
     refuse_overwrite((mpath, opath), force)
-    src = ItchFile(itch_path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated)
+    src = ItchFile(itch_path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated, allow_gaps=allow_gaps)
     at = [1, 0]  # the pass, and the messages done in pass 2 (whole chunks)
     renamed: list = []  # [True] once both files have their final names
     try:
         stats, locate = _find_locate(src, symbol)
         found = src.stats  # (what pass 1 read: pass 2 may stop at the end of the window)
         if read is not None:
-            read.update(messages=found.messages, truncated=found.truncation())
+            read.update(messages=found.messages, truncated=found.truncation(), moldudp64=found.moldudp64())
         if locate is None:
             raise InputError(f"{itch_path}: no such symbol in this file: {symbol}")
         sizing, _ = size_books(stats, headroom, [locate])

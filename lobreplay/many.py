@@ -48,7 +48,6 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
-from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
@@ -57,7 +56,7 @@ import pyarrow.parquet as pq
 
 from . import __version__
 from .errors import InputError, LobError
-from .reports import parquet_options, usable_cpus, write_json
+from .reports import name_part, parquet_options, usable_cpus, write_json
 
 MANIFEST = "_lobreplay.json"
 LOCK = "_lock"
@@ -228,7 +227,7 @@ def _part(key: str) -> str:
 
 def _value(v) -> str:
     """A hive partition directory value (pyarrow reads it back URI-decoded)."""
-    return NULL_PARTITION if v is None or v == "" else quote(str(v), safe="")
+    return NULL_PARTITION if v is None or v == "" else name_part(v)
 
 
 def done(dataset: str, key: str) -> bool:

@@ -22,6 +22,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Mapping
+from urllib.parse import quote
 
 import numpy as np
 
@@ -191,6 +192,15 @@ class TableWriter:
         os.replace(self.path + PARTIAL, self.path)
 
 
+def name_part(text) -> str:
+    """Text from data or from a user (a symbol) as part of a file or directory name that stays
+    inside its directory: every character but letters, digits and _.-~ percent-escaped (as in a
+    URI: a hive partition's value reads back decoded), and a whole "." or ".." too. The one
+    escaping of every such name (the dataset's partitions, the LOBSTER export's files)."""
+    q = quote(str(text), safe="")
+    return q.replace(".", "%2E") if q in (".", "..") else q
+
+
 def usable_cpus() -> int:
     """The CPUs this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -239,11 +249,14 @@ class ReportSet:
         if name in self.writers:
             self._submit(self.writers[name].write, columns)
 
-    def write_table(self, name: str, table: pa.Table) -> None:
-        """A table whose schema comes from the data (the status tables)."""
+    def write_table(self, name: str, table: pa.Table, metadata: Mapping[str, str | None] | None = None) -> None:
+        """A table whose schema comes from the data (the status tables). metadata: the
+        table's own, over the set's (a value None: the key left out), taken when the table
+        is first written."""
         if name not in self.extra:
+            md = {k: v for k, v in {**self.metadata, **(metadata or {})}.items() if v is not None}
             self.extra[name] = TableWriter(report_path(self.out_dir, name, self.stream), table.schema,
-                                           self.metadata, stream=self.stream)
+                                           md, stream=self.stream)
         self._submit(self.extra[name].write_arrow, table)
 
     def rows(self) -> dict[str, int]:
@@ -337,8 +350,9 @@ class ReplayRun:
     replay and the closing succeeded the summary says "status": "ok"; on any exception,
     the closing's included, "failed" with the error (and the exception goes on), and with
     `where` (a callable: how far the replay got, e.g. its pass and the messages done)
-    "stopped_at". Then wall time and peak RSS are added and summary.json is written
-    atomically. `stop` (a threading.Event), set when the replay fails before the reports
+    "stopped_at". Then wall time, peak RSS and `files` (every file the run wrote in
+    out_dir: what a later --force there removes, lobreplay.outdir) are added and
+    summary.json is written atomically. `stop` (a threading.Event), set when the replay fails before the reports
     close: work that only a whole replay needs stops there (the input's SHA-256, which a
     table waits for when it opens its file: a replay stopped early would wait for the rest
     of a multi-GB file; its tables' source_sha256 is then empty)."""
@@ -352,6 +366,10 @@ class ReplayRun:
 
     def __enter__(self) -> "ReplayRun":
         self._t0 = time.perf_counter()
+        try:  # (what is there already: the summary lists the files written since, for the next --force)
+            self._before = set(os.listdir(self.out_dir))
+        except OSError:
+            self._before = set()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -376,6 +394,8 @@ class ReplayRun:
                     self.summary["stopped_at"] = self.where()
         self.summary["wall_seconds"] = round(time.perf_counter() - self._t0, 3)
         self.summary["peak_rss_bytes"] = peak_rss_bytes()
+        from .outdir import written_since
+        self.summary["files"] = written_since(self.out_dir, self._before)
         write_json(os.path.join(self.out_dir, "summary.json"), self.summary)
         if exc is None and closing is not None:
             raise closing

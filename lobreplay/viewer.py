@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import InputError
+from .errors import InputError, refuse_input_as_output
 
 DEFAULT_MAX_FRAMES = 2000
 DEFAULT_TAPE_PER_FRAME = 12
@@ -157,6 +157,10 @@ def fmt_time(ns: int) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}.{rem // 1_000_000:03d}"
 
 
+REPORTS_READ = ("depth", "bbo", "executions", "trades", "latency", "symbols")  # the tables a page is made of
+REPORT_FILES = tuple(f"{n}.parquet" for n in REPORTS_READ) + ("summary.json",)  # every file build_view reads
+
+
 def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: int = DEFAULT_MAX_FRAMES,
                tape_per_frame: int = DEFAULT_TAPE_PER_FRAME) -> dict:
     """Write the viewer page for one symbol of a replay's reports; return what was sampled."""
@@ -167,8 +171,8 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
     if not os.path.isdir(report_dir):
         raise InputError(f"{report_dir}: not a directory (expected the reports of `lobreplay itch replay` or "
                          "`lobreplay replay FILE.lobc`)")
-    have = {n: os.path.join(report_dir, f"{n}.parquet")
-            for n in ("depth", "bbo", "executions", "trades", "latency", "symbols")}
+    refuse_input_as_output(out_html, [os.path.join(report_dir, n) for n in REPORT_FILES])
+    have = {n: os.path.join(report_dir, f"{n}.parquet") for n in REPORTS_READ}
     have = {n: p for n, p in have.items() if os.path.exists(p)}
     for p in have.values():  # a file cut short or not Parquet at all: say which, before reading any
         try:
@@ -313,8 +317,7 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
         "tapePerFrame": tape_per_frame, "lat": lat_rows, "latCols": list(LAT_COLS), "notes": notes,
         "sampled": sampled,
     }
-    blob = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-    page = _TEMPLATE.replace("/*__DATA__*/", blob).replace("__TITLE__", _html_escape(f"{sym} book — lobreplay"))
+    page = render_page(f"{sym} book — lobreplay", data)
     parent = os.path.dirname(os.path.abspath(out_html))
     up = parent
     while not os.path.exists(up):  # (makedirs would say "File exists" of a file on the way)
@@ -335,6 +338,23 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
     sampled["path"] = out_html
     sampled["notes"] = notes
     return sampled
+
+
+def embed_json(data) -> str:
+    """data as JSON to put inside a <script> element: every <, > and & written as a \\u
+    escape (the same string to JSON.parse), so that no text from data (a symbol or file
+    name holding </script> or <!--<script>) can end the element or change how the page
+    parses it."""
+    text = json.dumps(data, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def render_page(title: str, data) -> str:
+    """The page: the template's placeholders filled in one pass each, the title before the
+    data goes in and the data by concatenation, so that no placeholder written in the data
+    (a symbol holding __TITLE__) is ever substituted."""
+    head, tail = _TEMPLATE.split("/*__DATA__*/")
+    return head.replace("__TITLE__", _html_escape(title)) + embed_json(data) + tail
 
 
 def _html_escape(s: str) -> str:

@@ -48,6 +48,13 @@ tifs are EKIND) and FEED REPLACE priced to cross one or several levels of
 stale orders; FEED REDUCE by more than remains; and flags everywhere: bits
 outside FEED|PRICE|NOCHECK (EKIND) and known bits where they mean nothing.
 
+Notional MARKET orders (chaos, mixed and wide books, and the realistic order flow) buy
+and sell with budgets that mostly run out at a chosen point of their walk: before the
+very first maker, inside a maker (the first or a later one), or exactly at the end of one;
+inside a maker, often with a remainder that would buy a share of a cheaper bid behind it,
+where a sell must stop all the same (docs/core.md; the core went on to that bid until
+issue 26, and this reference with it).
+
 Some instrument ids have no book and some events name ids past max_instrument.
 
 Events are generated one at a time against the reference (so CANCEL/REDUCE/
@@ -576,12 +583,60 @@ class StreamGen:
         R = self.R
         return R.choice((STP_RESTING, STP_INCOMING, STP_BOTH)) if R.random() < p else 0
 
+    def _walk_budget(self, st: _Inst, side):
+        """A notional budget that runs out at a chosen point of the walk an order on `side`
+        would make: before the very first maker (less than one share of it), inside a maker
+        (on the first one or a later one), or exactly at the end of one (then nothing left,
+        or less than a share of the next). Inside a maker, the remainder is often between
+        the next maker's price and this one's: a sell walking down the bids could then afford
+        a share of a cheaper bid behind the maker it filled in part, and must stop all the
+        same. None if the opposite side is empty or its best price is <= 0."""
+        R = self.R
+        opp = st.book.levels[SELL if side == BUY else BUY]
+        makers = []  # (price, qty) as the walk meets them, up to the first price <= 0
+        ends = []  # indices of the last maker of a level
+        for p in sorted(opp, reverse=(side == SELL)):
+            if p <= 0 or len(makers) >= 64:
+                break
+            makers += [(p, o.qty) for o in opp[p]]
+            ends.append(len(makers) - 1)
+        if not makers:
+            return None
+        r = R.random()
+        if r < 0.3:
+            j = 0  # the very first maker
+        elif r < 0.7:
+            j = R.choice(ends)  # a level's last maker: the next one is at the next price
+        else:
+            j = R.randrange(len(makers))
+        spent = sum(p * q for p, q in makers[:j])
+        p, q = makers[j]
+        nxt = makers[j + 1][0] if j + 1 < len(makers) else None
+        r = R.random()
+        if r < 0.2:  # less than one share of maker j: it stops before it
+            b = spent + R.randrange(p)
+        elif r < 0.75:  # part of maker j (at least one share), then a remainder below its price
+            k = R.randint(1, q - 1) if q > 1 else 1
+            if nxt is not None and nxt < p and R.random() < 0.7:
+                rest = R.randrange(nxt, p)  # enough for a share of the cheaper maker behind it
+            else:
+                rest = R.randrange(p)
+            b = spent + k * p + rest if k < q else spent + p * q
+        else:  # all of maker j, then nothing, or less than one share of the next
+            b = spent + p * q + (R.randrange(nxt) if nxt is not None and R.random() < 0.6 else 0)
+        return max(1, min(INT64_MAX, b))
+
     def _budget(self, st: _Inst, side):
-        """A notional budget: a few times the opposite best price (+- a little), or anything."""
+        """A notional budget: one that runs out at a chosen point of the walk (_walk_budget),
+        a few times the opposite best price (+- a little), or anything."""
         R = self.R
         opp = st.book.best_price(SELL if side == BUY else BUY)
         r = R.random()
-        if opp is not None and opp > 0 and r < 0.75:
+        if r < 0.6:
+            b = self._walk_budget(st, side)
+            if b is not None:
+                return b
+        if opp is not None and opp > 0 and r < 0.8:
             b = opp * R.choice((1, 2, 3, R.randint(1, 40))) + R.choice((0, 0, -1, 1, R.randrange(opp)))
         elif r < 0.9:
             b = R.randint(1, 10**6)
@@ -737,6 +792,8 @@ class StreamGen:
                 flags |= self._stp(1.0)  # STP with FEED: EKIND
             if tif == MARKET and side in (BUY, SELL) and R.random() < 0.4:
                 flags |= NOTIONAL
+                if not st.book.levels[SELL if side == BUY else BUY] and R.random() < 0.8:
+                    side = SELL if side == BUY else BUY  # mostly a side with makers to walk
                 qty = self._budget(st, side)
             elif R.random() < 0.01:
                 flags |= NOTIONAL  # on another tif: EKIND
@@ -950,8 +1007,11 @@ class StreamGen:
             return (oid, part, self._real_price(st, side, True), qty, inst, NEW, side, IOC, stp)
         if u < 0.95:
             return (oid, part, self._real_price(st, side, True), qty, inst, NEW, side, FOK, stp)
-        if u < 0.975:  # a notional market order: a budget of a few shares' worth at the mid
-            budget = (st.low + st.tick * st.mid) * self._real_qty() + R.randrange(1000)
+        if u < 0.975:  # a notional market order: a budget of a few shares' worth at the mid,
+            # or one that runs out at a chosen point of its walk
+            budget = self._walk_budget(st, side) if R.random() < 0.6 else None
+            if budget is None:
+                budget = (st.low + st.tick * st.mid) * self._real_qty() + R.randrange(1000)
             return (oid, part, 0, budget, inst, NEW, side, MARKET, NOTIONAL | stp)
         if u < 0.9997:
             return (oid, part, R.choice((0, INT64_MAX, st.low)), qty, inst, NEW, side, MARKET, stp)

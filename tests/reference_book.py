@@ -50,7 +50,11 @@ the incoming order stopped there.
 Notional MARKET orders (NOTIONAL): qty is a budget; from each maker in
 priority order it takes min(maker qty, budget left // maker price) shares and
 pays price x shares; it stops at the first maker where that is 0 (or whose
-price is <= 0).  filled = shares, resting = 0.
+price is <= 0), and also right after a maker it took only part of: what is
+left cannot buy one more share of that maker, so it stops there and never
+skips ahead to a cheaper maker behind it (a sell walks down the bids, where
+the next bid may be cheaper).  So at most the last maker is filled in part.
+filled = shares, resting = 0.
 
 These "extended" orders (STP with a participant, or NOTIONAL) are done here in
 two steps: list the opposite orders the order could meet, in priority order;
@@ -415,6 +419,8 @@ class RefBook:
             actions.append(("trade", o, can))
             filled += can
             left -= can * o.price if notional else can
+            if can < o.qty:  # a maker filled in part: it cannot take another share of it, so it stops
+                break
         return actions, filled, stopped
 
     def _do(self, actions, taker_id: int):

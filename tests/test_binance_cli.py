@@ -118,3 +118,28 @@ def test_capture_refuses_to_overwrite_without_force(tmp_path, capsys):
     found = existing_outputs(o, now)
     assert [open(p).read() for p in found] == ["this", "later"] * 2
     assert all(p.startswith(str(tmp_path / "c.")) for p in found)
+
+
+def test_from_jsonl_refuses_to_write_over_its_own_recording(tmp_path, capsys):
+    """issue 26: `--from-jsonl rec.gz -o rec.gz --force` replaced the recording with the
+    .lobc. An output that is an input is refused, --force or not, by path, through a symbolic
+    link and as a hard link of it: one line naming it, exit 1, the recording as it was; so
+    are two outputs of a live capture that are one file (-o and --raw), before connecting."""
+    import os
+
+    from lobreplay.cli import main
+    rec = tmp_path / "rec.gz"
+    rec.write_bytes((BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240808.gz").read_bytes())
+    before = rec.read_bytes()
+    os.symlink(rec, tmp_path / "sym.gz")
+    os.link(rec, tmp_path / "hard.gz")
+    for out in (rec, tmp_path / "sub" / ".." / "rec.gz", tmp_path / "sym.gz", tmp_path / "hard.gz"):
+        for force in ([], ["--force"]):
+            assert main(["capture", "binance", "--from-jsonl", str(rec), "-o", str(out)] + force) == 1
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "the output is an input of this command" in err, err
+            assert str(out) in err and "Traceback" not in err
+    assert rec.read_bytes() == before and not list(tmp_path.glob("*.tmp"))
+    assert main(["capture", "binance", "--symbol", "btcusdt", "-o", str(tmp_path / "x.lobc"),
+                 "--raw", str(tmp_path / "x.lobc"), "--seconds", "1"]) == 1
+    assert "two outputs of this command are the same file" in capsys.readouterr().err

@@ -348,3 +348,71 @@ def test_a_conversion_that_fails_part_way_leaves_no_partial_file(tmp_path, monke
     monkeypatch.setattr(lobc.LobcWriter, "add_many", real)
     assert main(["capture", "binance", "--from-jsonl", str(USDM1), "-o", str(dst), "--force"]) == 0
     assert lobc.check(dst)["whole"] and sorted(p.name for p in tmp_path.iterdir()) == ["u.lobc"]
+
+
+def test_repair_of_the_real_recording_with_a_damaged_block_count(spot_pair, tmp_path):
+    """issue 26: one bit flipped in block 1's record count of the converted spot recording
+    lost block 2 too (67,738 of 133,274 intact records recovered): the reader trusted the
+    count before the CRC. Now every other block comes back byte for byte, and check says
+    the sound blocks resume at block 2."""
+    _, path = spot_pair
+    whole = [b for b in lobc.iter_blocks(path)]
+    assert len(whole) >= 3
+    raw = path.read_bytes()
+    p, out = tmp_path / "bad.lobc", tmp_path / "fixed.lobc"
+    gap = np.zeros(len(lobc.read(path).meta["symbols"]), lobc.RECORD_DTYPE)
+    gap["kind"], gap["flags"], gap["symbol"] = GAP, lobc.GAP_DAMAGED, np.arange(len(gap))
+    gap["recv_ns"] = whole[0].records["recv_ns"][-1]
+    want = np.concatenate([whole[0].records, gap] + [b.records for b in whole[2:]])
+    for byte, bit in [(4, 0), (4, 1), (4, 5), (5, 0), (6, 0), (7, 7), (8, 3), (16, 0), (24, 2)]:  # n, crc, seq, time
+        bad = bytearray(raw)
+        bad[whole[1].offset + byte] ^= 1 << bit
+        p.write_bytes(bytes(bad))
+        done = lobc.repair(p, out)
+        np.testing.assert_array_equal(lobc.read(out).records, want, err_msg=f"byte {byte} bit {bit}")
+        c = lobc.check(p)
+        assert c["torn"]["next_block"] == c["after_damage"]["offset"] == whole[2].offset
+        assert c["records"] + c["after_damage"]["records"] == len(want) - len(gap) == done["records"] - len(gap)
+        assert c["blocks"] + c["after_damage"]["blocks"] == len(whole) - 1
+
+
+def _spot_sample(tmp_path, n=3000) -> tuple[list[bytes], int, int]:
+    """The first n lines of the real spot recording (a snapshot, 281 depth updates, trades
+    and tickers): the lines, and the index of a trade line and of a ticker line after the sync."""
+    lines = gzip.open(SPOT1, "rb").read().split(b"\n")[:n]
+    snap = next(i for i, ln in enumerate(lines) if b"lastUpdateId" in ln)
+    tr = next(i for i, ln in enumerate(lines) if i > snap + 50 and b"@trade" in ln)
+    tk = next(i for i, ln in enumerate(lines) if i > snap + 50 and b"@bookTicker" in ln)
+    return lines, tr, tk
+
+
+@pytest.mark.parametrize("c_decoder", [True, False])
+@pytest.mark.parametrize("which, damage, stream, lost", [
+    ("trade", lambda ln: ln.replace(b'"p":"', b'"p":"x'), "trade", {TRADE: 1}),
+    ("trade", lambda ln: ln[:len(ln) // 2], "trade", {TRADE: 1}),
+    ("ticker", lambda ln: ln.replace(b'"b":"', b'"b":"x'), "bookTicker", {TICKER_BID: 1, TICKER_ASK: 1}),
+    ("ticker", lambda ln: ln[:len(ln) // 2], "bookTicker", {TICKER_BID: 1, TICKER_ASK: 1})])
+def test_a_bad_trade_or_ticker_line_costs_only_itself(tmp_path, c_decoder, which, damage, stream, lost):
+    """One malformed trade or bookTicker line (a bad field, or cut JSON) marked the depth book
+    broken: with no later snapshot, 3 of 279 depth updates were applied. Now it is counted by
+    stream and the conversion goes on: every depth update applied, no GAP, the records those
+    of the whole sample but the bad line's; the C decoder and the Python path agree."""
+    lines, tr, tk = _spot_sample(tmp_path)
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_bytes(b"\n".join(lines) + b"\n")
+    i = tr if which == "trade" else tk
+    lines[i] = damage(lines[i])
+    bad.write_bytes(b"\n".join(lines) + b"\n")
+    g = convert(good, tmp_path / "good.lobc", c_decoder=c_decoder)
+    b = convert(bad, tmp_path / "bad.lobc", c_decoder=c_decoder)
+    assert g["per_symbol"]["BTCUSDT"]["applied"] == 279 and g["malformed"] == 0
+    assert b["per_symbol"]["BTCUSDT"]["applied"] == 279 and b["per_symbol"]["BTCUSDT"]["gaps"] == 0
+    assert (b["malformed"], b["malformed_by_stream"], b["gaps"]) == (1, {stream: 1}, 0)
+    rg, rb = lobc.read(tmp_path / "good.lobc").records, lobc.read(tmp_path / "bad.lobc").records
+    for kind in set(rg["kind"].tolist()) | set(rb["kind"].tolist()):
+        assert (rg["kind"] == kind).sum() - (rb["kind"] == kind).sum() == lost.get(kind, 0), kind
+    keep = ~np.isin(rg["kind"], list(lost))
+    assert np.array_equal(rg[keep], rb[~np.isin(rb["kind"], list(lost))])
+    other = convert(bad, tmp_path / "other.lobc", c_decoder=not c_decoder)
+    assert np.array_equal(lobc.read(tmp_path / "other.lobc").records, rb)
+    assert other["malformed_by_stream"] == b["malformed_by_stream"]

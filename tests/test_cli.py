@@ -428,3 +428,71 @@ def _main_with(patch: str, argv: list):
               f"sys.exit(main({argv!r}))\n")
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def test_an_output_that_is_an_input_is_refused_by_every_command(tmp_path, capsys):
+    """issue 26: every command that reads files and writes files refuses an output that is
+    one of its inputs (by path, or the same file by a hard link), --force or not, with one
+    line naming it: view over a file of the report directory it reads, itch lobster over
+    its ITCH file, replay-many with the dataset at an input. Nothing is changed."""
+    import os
+
+    from lobreplay.lobster import lobster_names
+    rep = tmp_path / "rep"
+    assert main(["itch", "replay", SAMPLE_DAY, "-o", str(rep), "--no-progress", "--no-timing"]) == 0
+    day = tmp_path / "day.itch.gz"
+    day.write_bytes(pathlib.Path(SAMPLE_DAY).read_bytes())
+    out = tmp_path / "lobster"
+    out.mkdir()
+    msg, _ = lobster_names("AAPL", "2019-12-30", 34_200_000, 57_600_000, 10)
+    os.link(day, out / msg)
+    before = {p: p.read_bytes() for p in (rep / "summary.json", rep / "bbo.parquet", day)}
+    cases = [
+        (["view", str(rep), "-o", str(rep / "summary.json")], rep / "summary.json"),
+        (["view", str(rep), "-o", str(rep / "bbo.parquet")], rep / "bbo.parquet"),
+        (["itch", "lobster", str(day), "--symbol", "AAPL", "--date", "2019-12-30", "-o", str(out)], out / msg),
+        (["itch", "replay-many", str(day), "-o", str(day)], day),
+    ]
+    for argv, named in cases:
+        for force in ([], ["--force"]) if argv[1] != "replay-many" else ([],):  # (replay-many has no --force)
+            assert main(argv + force) == 1, argv
+            err = capsys.readouterr().err
+            assert err.startswith(f"lobreplay: error: {named}") and err.count("\n") == 1, err
+            assert "the output is an input of this command" in err, err
+    assert all(p.read_bytes() == b for p, b in before.items())
+
+
+@pytest.mark.parametrize("argv", [["itch", "replay", "--no-progress", "--no-timing"],
+                                  ["itch", "replay", "--no-progress", "--jobs", "2"],
+                                  ["itch", "decode", "--types", "S,R"]])
+def test_force_removes_only_an_earlier_runs_files_after_opening_the_input(tmp_path, capsys, argv):
+    """issue 26: --force removed every *.parquet and summary.json of the output directory,
+    before the input was opened: `itch replay nonexist -o u --force` lost the user's
+    prices_2023.parquet. Now a missing input changes nothing, and --force removes only the
+    files an earlier run wrote (its summary.json lists them all): another file stays, even
+    a copy of one of its tables under another name."""
+    import os
+    import shutil
+    verb, opts = argv[:2], argv[2:]
+    out = tmp_path / "u"
+    assert main(verb + [SAMPLE_DAY, "-o", str(out)] + opts) == 0
+    first = json.loads((out / "summary.json").read_text())
+    assert first["files"] == sorted(n for n in os.listdir(out) if n != "summary.json") and first["files"]
+    table = first["files"][0]
+    shutil.copy(out / table, out / "prices_2023.parquet")
+    (out / "notes.txt").write_text("mine")
+    mine = {n: (out / n).read_bytes() for n in ("prices_2023.parquet", "notes.txt")}
+    capsys.readouterr()
+    assert main(verb + [str(tmp_path / "nonexist.itch"), "-o", str(out), "--force"] + opts) == 1
+    assert "cannot read" in capsys.readouterr().err
+    assert sorted(os.listdir(out)) == sorted(first["files"] + ["summary.json", *mine])
+    assert main(verb + [SAMPLE_DAY, "-o", str(out), "--force"] + opts) == 0
+    again = json.loads((out / "summary.json").read_text())
+    assert again["files"] == first["files"] and {n: (out / n).read_bytes() for n in mine} == mine
+    assert not [n for n in os.listdir(out) if n.startswith(".part-")]  # (--jobs: its parts' directories gone)
+    # the input kept in the directory under the name of a table of the earlier run: never removed
+    shutil.copy(SAMPLE_DAY, tmp_path / "day.itch.gz")
+    os.replace(tmp_path / "day.itch.gz", out / table)
+    assert main(verb + [str(out / table), "-o", str(out), "--force"] + opts) == 1
+    assert "the output is an input of this command" in capsys.readouterr().err
+    assert (out / table).read_bytes() == pathlib.Path(SAMPLE_DAY).read_bytes()

@@ -152,6 +152,36 @@ def test_notional_sell_stops_at_the_first_bid_it_cannot_afford():
     assert b.depth(B) == [(120, 5, 1), (100, 1, 1)]
 
 
+def test_notional_sell_stops_at_the_bid_it_filled_in_part():
+    """Issue 26, item 6: 59 sells 4 at 12 (48; 11 left, less than another share at 12) and
+    stops there, although 11 would buy one share of the bid at 9 behind it (the core went on
+    to it: two makers filled in part). The same whichever path decides first: the dry walk
+    (a full book, an execution array with no room for every live order) or not, with STP."""
+    b = L.OrderBook(1, 1000, 1, 64)
+    b.new(1, B, 12, 10)
+    b.new(2, B, 9, 2)
+    f = b.new(3, S, 0, 59, MARKET, flags=NOTIONAL)
+    assert _rows(f) == [(1, 3, 12, 4, 6)] and (f.filled, f.resting) == (4, 0)
+    assert b.depth(B) == [(12, 6, 1), (9, 2, 1)]
+    b.validate()
+    # a buy cannot skip ahead this way (asks behind are dearer), and stops in the same place
+    a = L.OrderBook(1, 1000, 1, 64)
+    a.new(1, S, 9, 10)
+    a.new(2, S, 12, 2)
+    f = a.new(3, B, 0, 44, MARKET, flags=NOTIONAL)  # 4 x 9 = 36, 8 left
+    assert _rows(f) == [(1, 3, 9, 4, 6)] and a.depth(S) == [(9, 6, 1), (12, 2, 1)]
+    book = [(1, 0, 12, 10, 0, L.Kind.NEW, B, 0, 0), (2, 5, 9, 2, 0, L.Kind.NEW, B, 0, 0),
+            (4, 0, 8, 3, 0, L.Kind.NEW, B, 0, 0)]
+    for flags, part in ((NOTIONAL, 0), (NOTIONAL, 7), (NOTIONAL | RESTING, 7), (NOTIONAL | BOTH, 5)):
+        for cap, capacity in ((None, 64), (1, 64), (None, 3)):
+            s = L.Session(0)
+            s.add_book(0, 1, 1000, 1, capacity)
+            out = s.apply(events(book + [(3, part, 0, 59, 0, L.Kind.NEW, S, MARKET, flags)]), exec_capacity=cap)
+            assert out.results[-1]["filled"] == 4, (flags, part, cap, capacity)
+            assert _rows(L.Fill(0, 0, out.execs)) == [(1, 3, 12, 4, 6)]
+            assert s.book(0).depth(B) == [(12, 6, 1), (9, 2, 1), (8, 3, 1)]
+
+
 def test_notional_at_the_top_of_int64_and_at_non_positive_prices():
     top = 2**63 - 1
     b = L.OrderBook(top - 1000, top, 1, 8)
@@ -400,6 +430,79 @@ def test_one_event_larger_than_the_exec_buffer():
     assert len(out.execs) == 150 and (out.execs["event_index"] == 200).all()
     assert np.all(np.diff(out.execs["price"]) >= 0)  # best price first
     s.book(0).validate()
+
+
+# ---- FEED orders through the interactive API (issue 26, item 7) ----------------------
+
+FEED = L.Flag.FEED
+DESYNC_COLS = ["order_id", "found_id", "expected_qty", "found_qty", "expected_price", "found_price",
+               "event_index", "instrument", "cause"]
+
+
+def test_orderbook_feed_order_reports_the_stale_orders_it_meets_as_a_batch_does():
+    """A FEED NEW that crosses went into an endless doubling of the execution buffer
+    (MemoryError): the one-event path passed no desync array. Now it does what Session.apply
+    does: the asks it meets are stale and leave, one CROSSED desync each, in Fill.desyncs."""
+    rows = [(1, 0, 12, 10, 0, L.Kind.NEW, S, 0, 0), (2, 0, 13, 1, 0, L.Kind.NEW, S, 0, 0),
+            (4, 0, 16, 1, 0, L.Kind.NEW, S, 0, 0)]
+    b = L.OrderBook(1, 1000, 1, 64)
+    for r in rows:
+        b.new(r[0], r[6], r[2], r[3])
+    f = b.new(3, B, 15, 5, flags=FEED)
+    s = L.Session(0)
+    s.add_book(0, 1, 1000, 1, 64)
+    want = s.apply(events(rows + [(3, 0, 15, 5, 0, L.Kind.NEW, B, 0, FEED)]))
+    assert (f.filled, f.resting, len(f.execs)) == (0, 5, 0)
+    assert f.desyncs.dtype == L.DESYNC_DTYPE and len(f.desyncs) == 2
+    assert f.desyncs[DESYNC_COLS].tolist() == [(1, 3, 5, 10, 15, 12, 0, 0, L.Cause.CROSSED),
+                                               (2, 3, 5, 1, 15, 13, 0, 0, L.Cause.CROSSED)]
+    same = [c for c in DESYNC_COLS if c != "event_index"]  # (0 here: the one event; 3 in the batch)
+    assert f.desyncs[same].tolist() == want.desyncs[same].tolist()
+    assert b.depth(B) == s.book(0).depth(B) == [(15, 5, 1)] and b.depth(S) == [(16, 1, 1)]
+    # a FEED REPLACE likewise; an event that meets nothing has no desyncs
+    f = b.replace(3, 9, 17, 2, flags=FEED)
+    assert f.desyncs[DESYNC_COLS].tolist() == [(4, 9, 2, 1, 17, 16, 0, 0, L.Cause.CROSSED)]
+    assert (f.resting, b.best_bid(), b.best_ask()) == (2, (17, 2, 1), None)
+    assert len(b.new(10, S, 20, 1).desyncs) == 0 and len(b.new(11, B, 5, 1, flags=FEED).desyncs) == 0
+    b.validate()
+
+
+def test_orderbook_feed_order_meeting_more_stale_orders_than_the_first_buffers():
+    b = L.OrderBook(0, 1000, 1, 4096)
+    for i in range(1, 2001):
+        b.new(i, S, 500 + i % 50, 1 + i % 3)
+    f = b.new(9999, B, 1000, 7, flags=FEED)  # every ask is stale
+    assert len(f.desyncs) == 2000 and (f.desyncs["cause"] == L.Cause.CROSSED).all()
+    assert (f.desyncs["found_id"] == 9999).all() and np.all(np.diff(f.desyncs["found_price"]) >= 0)
+    assert b.order_count == 1 and b.best_bid() == (1000, 7, 1)
+    b.validate()
+
+
+def test_orderbook_one_event_never_grows_its_outputs_without_bound(monkeypatch):
+    """If the core kept saying EEXECFULL, apply_one would double its buffers until memory
+    ran out: it gives them room for the live orders + 3 rows (lob.h: always enough for one
+    event) once, and then raises a LobError naming EEXECFULL."""
+    real = _coreapi.lib
+    calls = []
+
+    class AlwaysFull:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def lob_session_apply(self, *args):
+            calls.append((args[3].exec_cap, args[3].desync_cap))
+            return real.LOB_EEXECFULL
+
+    b = L.OrderBook(0, 1000, 1, 4096)
+    for i in range(1, 201):
+        b.new(i, S, 500 + i % 9, 1)
+    monkeypatch.setattr(_coreapi, "lib", AlwaysFull())
+    with pytest.raises(L.LobError, match=r"EEXECFULL") as e:
+        b.new(9999, B, 1000, 7, flags=FEED)
+    assert e.value.status == L.Status.EEXECFULL and "203 rows" in str(e.value)
+    assert calls == [(1024, 64), (1024, 203)]  # grown once (the desync array, to 200 + 3 rows), then the error
+    monkeypatch.undo()
+    assert b.new(9999, B, 1000, 7, flags=FEED).resting == 7 and b.order_count == 1
 
 
 # ---- structure: bitmap words, big bands, hash collisions ---------------------------

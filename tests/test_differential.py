@@ -11,7 +11,7 @@
   divergence.
 * two hypothesis RuleBasedStateMachines (Session, one event per apply call,
   with EXEC/FEED rules and flags; and the interactive OrderBook API, which has
-  no EXEC or flags), comparing after every step.
+  no EXEC but takes FEED, STP and NOTIONAL flags), comparing after every step.
 
 Hypothesis effort is chosen with HYPOTHESIS_PROFILE=moderate (default) | ci | expensive.
 """
@@ -332,7 +332,7 @@ def _mutant_exec_nocheck_ignored(orig):
 def _mutant_exec_loses_priority(orig):
     def _exec(self, o, qty, price, flags):
         out = orig(self, o, qty, price, flags)
-        if o.id in self.orders:  # a partial fill sends it to the back of its queue
+        if o.id in self.orders and o not in self.parked:  # a partial fill sends it to the back of its queue
             q = self.levels[o.side][o.price]
             q.remove(o)
             q.append(o)
@@ -385,6 +385,34 @@ def _mutant_notional_skips_unaffordable(orig):
     return _plan
 
 
+def _mutant_notional_goes_on_after_a_partial_fill(orig):
+    def _plan(self, side, limit, qty, notional, participant, stp):
+        if not notional:
+            return orig(self, side, limit, qty, notional, participant, stp)
+        # the core before issue 26 (and this reference with it): each maker visited once, and
+        # what is left after a maker filled in part goes on to the makers behind it (a sell:
+        # cheaper bids), so that two makers could be filled in part
+        opp = self.levels[S if side == B else B]
+        actions, filled, stopped, left = [], 0, False, qty
+        for o in [o for p in sorted(opp, reverse=(side == S)) for o in opp[p]]:
+            can = min(o.qty, left // o.price) if o.price > 0 else 0
+            if can == 0:
+                break
+            if stp and o.participant == participant:
+                if stp & STP_RESTING:
+                    actions.append(("cancel", o))
+                if stp & STP_INCOMING:
+                    actions.append(("stop", o))
+                    stopped = True
+                    break
+                continue
+            actions.append(("trade", o, can))
+            filled += can
+            left -= can * o.price
+        return actions, filled, stopped
+    return _plan
+
+
 def _mutant_stopped_gtc_rests(orig):
     def _plan(self, side, limit, qty, notional, participant, stp):
         actions, filled, stopped = orig(self, side, limit, qty, notional, participant, stp)
@@ -423,6 +451,7 @@ MUTANTS = {
     "stale-orders-lifo": ("_rest_feed", _mutant_stale_orders_lifo, "realistic"),
     "stp-ignored": ("apply", _mutant_stp_ignored, "realistic"),
     "notional-skips-unaffordable": ("_plan", _mutant_notional_skips_unaffordable, "mixed"),
+    "notional-goes-on-after-a-partial-fill": ("_plan", _mutant_notional_goes_on_after_a_partial_fill, "mixed"),
     "stp-stopped-gtc-rests": ("_plan", _mutant_stopped_gtc_rests, "realistic"),
 }
 
@@ -743,7 +772,6 @@ class OrderBookMachine(RuleBasedStateMachine):
 
     def _compare(self, call, ref_out):
         status, filled, resting, execs, desyncs = ref_out
-        assert desyncs == []  # no flags through this API
         try:
             fill = call()
         except lobreplay.LobError as e:
@@ -757,6 +785,10 @@ class OrderBookMachine(RuleBasedStateMachine):
         assert fill.execs["event_index"].tolist() == [0] * len(execs)
         assert fill.trades == [(e[0], e[2], e[3]) for e in execs if e[3] > 0]
         assert fill.stp == [(e[0], e[2], e[3]) for e in execs if e[3] <= 0]
+        got = [tuple(int(x) for x in r) for r in fill.desyncs[["order_id", "found_id", "expected_qty", "found_qty",
+                                                               "expected_price", "found_price", "cause"]].tolist()]
+        assert got == desyncs  # FEED orders: the stale orders they meet, as in a batch
+        assert fill.desyncs["event_index"].tolist() == [0] * len(desyncs)
 
     def _live(self, data):
         return data.draw(st.sampled_from(sorted(self.ref.orders)))
@@ -805,6 +837,27 @@ class OrderBookMachine(RuleBasedStateMachine):
         for o in self.ref.orders.values():
             assert self.book.participant(o.id) == o.participant
         return oid
+
+    @rule(target=ids, side=st.sampled_from([B, S]), k=st.integers(-1, 11), qty=qty_st)
+    def new_feed(self, side, k, qty):
+        """The feed says this order rests: the orders it meets are stale (Fill.desyncs)."""
+        self.next_id += 1
+        oid = self.next_id
+        price = OB_BAND[0] + OB_BAND[2] * k
+        self._compare(lambda: self.book.new(oid, side, price, qty, flags=FEED),
+                      self.ref.apply(NEW, oid, 0, price, qty, side, GTC, FEED))
+        return oid
+
+    @precondition(_any_live)
+    @rule(target=ids, data=st.data(), k=st.integers(0, 10), qty=st.integers(1, 9))
+    def replace_feed(self, data, k, qty):
+        oid = self._live(data)
+        self.next_id += 1
+        nid = self.next_id
+        price = OB_BAND[0] + OB_BAND[2] * k
+        self._compare(lambda: self.book.replace(oid, nid, price, qty, flags=FEED),
+                      self.ref.apply(REPLACE, oid, nid, price, qty, 0, 0, FEED))
+        return nid
 
     @precondition(_any_live)
     @rule(data=st.data())

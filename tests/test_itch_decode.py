@@ -324,6 +324,121 @@ def test_pcap_repeated_packets_snap_cuts_and_offsets(tmp_path):
     _expect(tmp_path / "frame.pcap", f"corrupt frame at byte {pkt + m:,} of the capture", "type 'A'")
 
 
+def _pcap_with(tmp_path, name, edit) -> tuple:
+    """The real capture with edit(records) applied to its pcap records: (path, records
+    before the edit, each record's byte, the whole capture's message types in order)."""
+    src = real_itch_files()[0].parent / "nasdaq_20230822_0930_moldudp64.pcap"
+    raw = src.read_bytes()
+    recs = _pcap_records(raw)
+    at = [24 + sum(len(r) for r in recs[:i]) for i in range(len(recs))]
+    p = tmp_path / name
+    p.write_bytes(raw[:24] + b"".join(edit([bytearray(r) for r in recs])))
+    return p, recs, at, b"".join(c.types.tobytes() for c in ItchFile(src).chunks())
+
+
+def _seq_of(rec) -> tuple[int, int]:
+    m = _mold_at(rec)
+    return int.from_bytes(rec[m + 10:m + 18], "big"), int.from_bytes(rec[m + 18:m + 20], "big")
+
+
+def _types(f: ItchFile) -> bytes:
+    return b"".join(c.types.tobytes() for c in f.chunks())
+
+
+def _flip_seq(rec, byte: int = 6, bit: int = 0xFF):
+    rec[_mold_at(rec) + 10 + byte] ^= bit
+    return rec
+
+
+def test_pcap_a_damaged_sequence_number_costs_only_its_packet(tmp_path):
+    """Byte 496 of the capture (in packet 3's sequence number) flipped: packet 3 is dropped
+    and counted as damaged, every other message is read (it made 96 of 100 packets
+    "repeated" and 5 of 269 messages were read); the loss is under MAX_LOSS_SHARE: no error."""
+    def edit(recs):
+        recs[3][496 - 418] ^= 0xFF
+        return recs
+    p, recs, at, whole = _pcap_with(tmp_path, "flip496.pcap", edit)
+    assert at[3] == 418 and 418 + _mold_at(recs[3]) + 10 <= 496 < 418 + _mold_at(recs[3]) + 18
+    f = ItchFile(p)
+    got = _types(f)
+    n3 = _seq_of(recs[3])[1]
+    before = sum(_seq_of(r)[1] for r in recs[:3])
+    assert got == whole[:before] + whole[before + n3:] and len(got) == 269 - n3
+    st = f.stats
+    assert (st.mold_damaged, st.mold_damaged_messages, st.mold_gaps, st.mold_duplicates) == (1, n3, [], 0)
+    assert st.mold_first["damaged"]["byte"] == 418
+    assert st.mold_first["damaged"]["expected"] == _seq_of(recs[3])[0]
+
+
+def test_pcap_damage_gaps_and_jumps_are_told_and_too_much_loss_fails(tmp_path, capsys):
+    """Damaged sequence numbers losing more than 1 % of the messages: a one-line error naming
+    the file and the first bad packet, unless --allow-gaps (then a note on stderr for each
+    kind, and the counts in summary.json)."""
+    from lobreplay.cli import main
+    from lobreplay.itch.reader import MAX_LOSS_SHARE
+
+    def edit(recs):
+        for i in (3, 20, 40, 60):
+            _flip_seq(recs[i], 5, 0x40)
+        return recs
+    p, recs, at, whole = _pcap_with(tmp_path, "flips.pcap", edit)
+    lost = sum(_seq_of(recs[i])[1] for i in (3, 20, 40, 60))
+    assert lost > MAX_LOSS_SHARE * 269
+    msg = _expect(p, f"{lost} of 269 messages lost", "packet at byte 418 of the capture", "--allow-gaps")
+    assert "\n" not in msg
+    assert len(_types(ItchFile(p, allow_gaps=True))) == 269 - lost
+    out = tmp_path / "rep"
+    assert main(["itch", "replay", str(p), "-o", str(out), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error:" in err and str(p) in err and "Traceback" not in err
+    assert main(["itch", "replay", str(p), "-o", str(out), "--no-progress", "--force", "--allow-gaps"]) == 0
+    err = capsys.readouterr().err
+    assert "4 packet(s) with a damaged sequence number dropped" in err and "byte 418" in err
+    import json
+    m = json.loads((out / "summary.json").read_text())["moldudp64"]
+    assert (m["damaged_dropped"], m["damaged_messages"], m["messages_lost"], m["gaps"]) == (4, lost, lost, [])
+    assert main(["itch", "decode", str(p), "-o", str(tmp_path / "dec")]) == 1
+    assert "--allow-gaps" in capsys.readouterr().err
+
+
+def test_pcap_gaps_repeats_and_jumps_back_are_reported(tmp_path, capsys):
+    """Packets the capture missed (a gap the next packets agree with), a retransmission and a
+    damaged first packet are each counted and noted on stderr with the first packet's byte;
+    a gap is messages missing; a far jump forward that the following packets agree with is a
+    gap too (and fails: almost every message missing)."""
+    from lobreplay.cli import main
+
+    def edit(recs):
+        return recs[:10] + recs[12:30] + [recs[29]] + recs[30:]
+    p, recs, at, whole = _pcap_with(tmp_path, "gap.pcap", edit)
+    f = ItchFile(p)
+    missing = _seq_of(recs[10])[1] + _seq_of(recs[11])[1]
+    assert len(_types(f)) == 269 - missing
+    assert f.stats.mold_gaps == [(_seq_of(recs[10])[0], _seq_of(recs[12])[0])]
+    assert (f.stats.mold_missing, f.stats.mold_duplicates, f.stats.mold_damaged) == (missing, 1, 0)
+    assert main(["itch", "replay", str(p), "-o", str(tmp_path / "r"), "--no-progress", "--allow-gaps"]) == 0
+    err = capsys.readouterr().err
+    assert f"1 sequence gap(s), {missing:,} messages missing; the first packet at byte {at[10]:,}" in err
+    assert "1 repeated packet(s) dropped" in err
+
+    def first_damaged(recs):
+        _flip_seq(recs[0], 4, 0x10)
+        return recs
+    p, recs, at, whole = _pcap_with(tmp_path, "first.pcap", first_damaged)
+    f = ItchFile(p)
+    assert _types(f) == whole and f.stats.mold_back == 1 and f.stats.mold_lost() == 0
+
+    def far(recs):  # every packet from 50 on a billion further on: a real jump, not damage
+        for r in recs[50:]:
+            m = _mold_at(r) + 10
+            r[m:m + 8] = (_seq_of(r)[0] + 10 ** 9).to_bytes(8, "big")
+        return recs
+    p, recs, at, whole = _pcap_with(tmp_path, "far.pcap", far)
+    _expect(p, f"packet at byte {at[50]:,} of the capture", f"expected {_seq_of(recs[50])[0]}")
+    f = ItchFile(p, allow_gaps=True)
+    assert _types(f) == whole and f.stats.mold_missing == 10 ** 9
+
+
 @pytest.mark.parametrize("cut", [9001, 8919 + 10])   # inside a packet's data, inside its record header
 def test_a_pcap_cut_short(tmp_path, cut):
     """A capture cut short: an error naming the byte of the cut packet; with allow_truncated
@@ -509,3 +624,32 @@ def test_read_ahead_stops_its_thread_when_the_caller_stops(synthetic_day):
         for _ in read_ahead(ItchFile(synthetic_day.path, chunk_bytes=1 << 17), lambda c, s: 1 // (c.first_message > 0)):
             pass
     assert set(threading.enumerate()) == before
+
+
+def _price_meta(path) -> tuple:
+    import pyarrow.parquet as pq
+    s = pq.read_schema(path)
+    return (s.metadata.get(b"price_scale"), s.metadata.get(b"price_columns"),
+            {f.name: f.metadata[b"price_scale"] for f in s if f.metadata and b"price_scale" in f.metadata})
+
+
+def test_decode_metadata_says_each_tables_own_price_scale(synthetic_day, tmp_path):
+    """Every decoded table's metadata names its own price columns and their scale: V's levels
+    are Price(8) (10^8 a dollar), the others' Price(4); a table without prices has no
+    price_scale (it said 10000 on every table, V's included)."""
+    from lobreplay.cli import main
+    from lobreplay.itch.spec import PRICE4_SCALE, PRICE8_SCALE
+    out = tmp_path / "dec"
+    assert main(["itch", "decode", synthetic_day.path, "-o", str(out)]) == 0
+    p8, p4 = str(PRICE8_SCALE).encode(), str(PRICE4_SCALE).encode()
+    assert _price_meta(out / "V_mwcb_decline_level.parquet") == (
+        p8, b"level1,level2,level3", {"level1": p8, "level2": p8, "level3": p8})
+    assert _price_meta(out / "A_add_order.parquet") == (p4, b"price", {"price": p4})
+    assert _price_meta(out / "I_noii.parquet")[0] == p4 and len(_price_meta(out / "I_noii.parquet")[2]) == 3
+    assert _price_meta(out / "S_system_event.parquet") == (None, b"", {})
+    for t, lay in LAYOUTS.items():  # every table written: its price columns, as the spec gives them
+        f = out / f"{t}_{lay.name}.parquet"
+        if f.exists():
+            want = {n: str({"p4": PRICE4_SCALE, "p8": PRICE8_SCALE}[k]).encode() for n, k in lay.fields
+                    if k in ("p4", "p8")}
+            assert _price_meta(f)[2] == want, t

@@ -24,7 +24,9 @@ def _frame(path):
 
 
 @pytest.mark.parametrize("jobs", [2, 3])
-def test_jobs_give_the_same_reports_as_one_process(synthetic_day, tmp_path, jobs):
+def test_jobs_give_the_same_reports_as_one_process(synthetic_day, tmp_path, jobs, monkeypatch):
+    from lobreplay.itch import parallel
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 4)  # (--jobs is capped at the CPUs: 3 parts here too)
     day = tmp_path / "20191230.fault.itch"
     inject("drop_final_delete", synthetic_day, day, seed=2)  # some desync and residual rows too
     cfg = ReplayConfig(depth_levels=3, depth_every_ns=60 * 10**9)
@@ -111,6 +113,35 @@ def test_jobs_on_a_gzip_file_note_that_every_part_inflates_it(tmp_path, capsys, 
                  "--date", "2019-12-30", "--no-reports"]) == 0
     err = capsys.readouterr().err
     assert ("each of the 2 parts inflates the whole file" in err) is noted, err
+
+
+@pytest.mark.parametrize("cpus, symbols, want, why", [(2, None, 2, "the CPUs this process may use"),
+                                                     (1, None, 1, "the CPUs this process may use"),
+                                                     (64, "AAPL,AAXJ", 2, "the books to replay")])
+def test_jobs_are_capped_at_the_cpus_and_the_books(tmp_path, capsys, monkeypatch, cpus, symbols, want, why):
+    """`--jobs 1000` started 1,000 processes (the out-of-memory killer ended them): at most
+    the usable CPUs and the books, with a note on stderr and in the summary (5 asked here: safe to
+    run on a tree without the cap)."""
+    from lobreplay import reports
+    from lobreplay.cli import main
+    from lobreplay.itch import parallel
+    from tests.conftest import SHARED_ITCH
+    started = []
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: cpus)
+    monkeypatch.setattr(reports, "usable_cpus", lambda: cpus)
+    monkeypatch.setattr(parallel, "split_locates", lambda m, jobs: (started.append(jobs), split_locates(m, jobs))[1])
+    cap = str(SHARED_ITCH / "nasdaq_20230822_0930_moldudp64.pcap")
+    out = tmp_path / "o"
+    assert main(["itch", "replay", cap, "-o", str(out), "--jobs", "5", "--no-progress"]
+                + (["--symbols", symbols] if symbols else [])) == 0
+    err = capsys.readouterr().err
+    assert f"--jobs 5 capped at {want}: {why}" in err
+    s = json.loads((out / "summary.json").read_text())
+    assert (s["status"], s["jobs"], s["jobs_asked"]) == ("ok", want, 5)
+    assert any(f"capped at {want}" in n for n in s["notes"])
+    assert started == ([want] if want > 1 else [])
+    if symbols:
+        assert s["books"] == 2
 
 
 def test_a_failing_part_fails_the_replay_cleanly(tmp_path):

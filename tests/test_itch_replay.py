@@ -572,3 +572,16 @@ def test_no_hash_leaves_the_provenance_hash_empty_and_says_so(synthetic_day, tmp
     d = replay_itch_jobs(synthetic_day.path, str(tmp_path / "d"), ReplayConfig(reports=("bbo",)), jobs)
     assert d["source"]["source_sha256"] == hashlib.sha256(open(synthetic_day.path, "rb").read()).hexdigest()
     assert not any("--no-hash" in n for n in d["notes"])
+
+
+def test_status_tables_say_their_own_price_scale(clean):
+    """A replay's status tables carry their own prices' scale: V's levels are Price(8)
+    (it said 10000, the replay's own tables' scale), the status table of S has none; the
+    report tables keep 10000, and analysis.load still reads Price(4) from them."""
+    from lobreplay.analysis import load
+    truth, out, s = clean
+    v = pq.read_schema(out / "status_V_mwcb_decline_level.parquet")
+    assert v.metadata[b"price_scale"] == b"100000000" and v.field("level1").metadata[b"price_scale"] == b"100000000"
+    assert b"price_scale" not in pq.read_schema(out / "status_S_system_event.parquet").metadata
+    assert pq.read_schema(out / "status_I_noii.parquet").metadata[b"price_scale"] == b"10000"
+    assert load(out).price_scale == 10000

@@ -1443,3 +1443,43 @@ def test_a_held_message_is_found_open_or_ended_as_a_fresh_search_finds_it(seed):
             rec["symbol"][at] = 0
         held = int(rng.integers(1, 1 + m // 2))
         assert _open_tail(rec, 1, held) == _open_tail(rec, 1), (m, tail, held)
+
+
+def test_force_replaces_only_what_an_earlier_replay_wrote(tmp_path, capsys):
+    """issue 26: `replay nonexist.lobc -o . --force` removed every *.parquet of the directory
+    before opening the input. Now the input is opened and checked first (a missing or bad
+    one changes nothing), and --force removes only the files an earlier run's summary.json
+    lists: a foreign table stays, even a copy of a report under another name; one under a
+    report's name that lobreplay did not write is refused, --force or not."""
+    import shutil
+
+    from lobreplay.cli import main
+    recs, _ = synth_stream(7, n_messages=200, n_symbols=2)
+    src = tmp_path / "feed.lobc"
+    write_lobc(src, recs, symbols=("AAA", "BBB"))
+    out = tmp_path / "u"
+    assert main(["replay", str(src), "-o", str(out), "--depth", "2"]) == 0
+    first = json.loads((out / "summary.json").read_text())
+    assert first["files"] == sorted(n for n in os.listdir(out) if n != "summary.json")  # every file it wrote
+    assert "depth.parquet" in first["files"] and "bbo.parquet" in first["files"]
+    shutil.copy(out / "bbo.parquet", out / "prices_2023.parquet")  # (a table of lobreplay's, but not this run's)
+    (out / "notes.txt").write_text("mine")
+    mine = {n: (out / n).read_bytes() for n in ("prices_2023.parquet", "notes.txt")}
+    capsys.readouterr()
+    for bad in ([str(tmp_path / "nonexist.lobc")], [str(tmp_path / "notes.lobc")]):
+        (tmp_path / "notes.lobc").write_text("not a capture")
+        assert main(["replay", *bad, "-o", str(out), "--force"]) == 1
+        assert capsys.readouterr().err.count("\n") == 1
+        assert sorted(os.listdir(out)) == sorted(first["files"] + ["summary.json", *mine])  # nothing removed
+    # a replay without depth over it: the earlier depth.parquet goes, the foreign files stay
+    assert main(["replay", str(src), "-o", str(out), "--force"]) == 0
+    again = json.loads((out / "summary.json").read_text())
+    assert "depth.parquet" not in again["files"] and not (out / "depth.parquet").exists()
+    assert {n: (out / n).read_bytes() for n in mine} == mine
+    assert sorted(os.listdir(out)) == sorted(again["files"] + ["summary.json", *mine])
+    # a file under a report's name that lobreplay did not write: refused, and kept
+    (out / "depth.parquet").write_text("my own table")
+    assert main(["replay", str(src), "-o", str(out), "--force", "--depth", "2"]) == 1
+    err = capsys.readouterr().err
+    assert f"{out / 'depth.parquet'}: a file lobreplay did not write" in err and err.count("\n") == 1
+    assert (out / "depth.parquet").read_text() == "my own table" and (out / "bbo.parquet").exists()

@@ -465,7 +465,10 @@ def test_chunk_reader_past_damage_reads_on_with_a_gap_per_symbol(tmp_path, chunk
             else:
                 runs.append([b, b])
         assert skipped == [(start[a], start[b + 1] - start[a], start[b + 1]) for a, b in runs], name
-        assert "; " in r.damage[0].reason if name == "CRC then header" else True
+        if name in ("CRC then header", "header then CRC"):  # one stretch, named for its first bad block:
+            # the search for the next sound block (header and CRC) passes over block 5
+            assert r.damage[0].reason == {"CRC then header": "CRC mismatch in block 4",
+                                          "header then CRC": "bad block magic b'RLK1'"}[name]
         assert r.blocks == 14 - len(lost) and r.records == len(want)
         assert (r.torn is None) == (13 not in lost), name
         np.testing.assert_array_equal(np.concatenate([c.copy() for c in r.chunks(buffers=2)]), want)
@@ -760,3 +763,109 @@ def test_add_many_refuses_what_a_lobc_file_cannot_hold(tmp_path):
     # what was refused was not written; what was taken was, whole
     got = lobc.read(tmp_path / "w.lobc")
     assert len(got.records) == n_before == 5 * len(lobc.KIND_NAMES) * len(sides_ok) and got.whole
+
+
+HEADER_FIELDS = {name: (BLOCK_OFF, lobc.BLOCK_DTYPE.fields[name][0].itemsize)  # (offset, bytes) in a block header
+                 for name in lobc.BLOCK_DTYPE.names for BLOCK_OFF in [lobc.BLOCK_DTYPE.fields[name][1]]}
+
+
+def _blocks_of(sizes, seed=3):
+    """Records in blocks of the given sizes (a file of them, and each block's records)."""
+    recs = sample_records(sum(sizes), seed)
+    cuts = np.cumsum([0] + list(sizes))
+    return recs, [recs[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def _write_blocks(p, blocks):
+    with lobc.LobcWriter(p, venue="binance", market="spot", symbols=["btcusdt", "ethusdt", "bnbusdt"],
+                         flush_records=1 << 20, flush_seconds=3600) as w:
+        for b in blocks:
+            w.add_many(b)
+            w.flush()
+
+
+def _expect_repaired(blocks, lost: int, nsym: int, created: int) -> np.ndarray:
+    """What repair should write when block `lost` alone is damaged: every other block's
+    records, with one GAP (damaged) per symbol where it was, unless it was the last (a torn
+    tail, left out)."""
+    out = list(blocks[:lost])
+    if lost < len(blocks) - 1:
+        g = np.zeros(nsym, lobc.RECORD_DTYPE)
+        g["kind"], g["flags"], g["symbol"] = lobc.GAP, lobc.GAP_DAMAGED, np.arange(nsym)
+        g["recv_ns"] = int(blocks[lost - 1]["recv_ns"][-1]) if lost else created
+        out.append(g)
+    return np.concatenate(out + list(blocks[lost + 1:]))
+
+
+def _bits_of(field: str, nbytes: int):
+    """The bits flipped in a header field: every bit of the small fields; of the 32 reserved
+    bytes, the lowest and highest bit of each."""
+    if field == "reserved":
+        return [8 * i + b for i in range(nbytes) for b in (0, 7)]
+    return range(8 * nbytes)
+
+
+def test_repair_recovers_every_other_block_whatever_header_field_is_damaged(tmp_path):
+    """issue 26: one bit flipped in any field of any block's header (the record count above
+    all: a reader that trusted it before the CRC jumped to the wrong offset and lost the
+    next block) costs that block only. repair writes every other block's records byte for
+    byte, with a GAP (damaged) per symbol in its place; check finds the same sound blocks
+    (before the damage, and after it from the next block's offset) and the same torn tail."""
+    sizes = [3, 1, 5, 2, 4, 3]                        # blocks of different sizes: a wrong count lands anywhere
+    recs, blocks = _blocks_of(sizes)
+    src, p, out = tmp_path / "whole.lobc", tmp_path / "x.lobc", tmp_path / "fixed.lobc"
+    _write_blocks(src, blocks)
+    raw = src.read_bytes()
+    meta = lobc.read(src).meta
+    start = list(512 + np.cumsum([0] + [64 + 64 * n for n in sizes])[:-1])
+    tried = 0
+    for b in range(len(sizes)):
+        want = _expect_repaired(blocks, b, 3, meta["created_ns"])
+        for field, (off, nbytes) in HEADER_FIELDS.items():
+            for bit in _bits_of(field, nbytes):
+                bad = bytearray(raw)
+                bad[start[b] + off + bit // 8] ^= 1 << (bit % 8)
+                p.write_bytes(bytes(bad))
+                where = f"block {b}, {field} bit {bit}"
+                done = lobc.repair(p, out)
+                assert done is not None, where
+                got = lobc.read(out)
+                assert got.whole, where
+                np.testing.assert_array_equal(got.records, want, err_msg=where)
+                # check: the same sound blocks and records, the damage at block b, resuming at b + 1
+                c = lobc.check(p)
+                a = c["after_damage"]
+                assert c["torn"]["offset"] == start[b] and c["blocks"] == b, where
+                assert c["records"] + (a["records"] if a else 0) == len(recs) - sizes[b], where
+                assert c["blocks"] + (a["blocks"] if a else 0) == len(sizes) - 1, where
+                if b < len(sizes) - 1:
+                    assert c["torn"]["next_block"] == a["offset"] == start[b + 1] and a["to_the_end"], where
+                    assert done["damage"] == [{"offset": start[b], "bytes": start[b + 1] - start[b],
+                                               "reason": c["torn"]["reason"], "corrupt": True,
+                                               "next_block": start[b + 1]}] and done["torn"] is None, where
+                else:  # the last block: a torn tail
+                    assert a is None and not c["torn"]["corrupt"] and done["damage"] == [], where
+                    assert done["torn"]["offset"] == start[b], where
+                tried += 1
+    assert tried == len(sizes) * (32 * 4 + 64 * 2 + 32 * 2)
+
+
+def test_repair_over_its_own_source_is_one_line_not_a_traceback(tmp_path, capsys):
+    """issue 26: `lobc repair F -o F --force` ended in a traceback (the library's ValueError);
+    now the one-line error, exit 1, F unchanged, also through a hard link of F."""
+    from lobreplay.cli import main
+    p = tmp_path / "x.lobc"
+    write(p, sample_records(12), flush_records=4)
+    raw = bytearray(p.read_bytes())
+    raw[512 + 64 + 5] ^= 1                                # block 0's records: something to repair
+    p.write_bytes(bytes(raw))
+    os.link(p, tmp_path / "y.lobc")
+    for out in (p, tmp_path / "y.lobc"):
+        for force in ([], ["--force"]):
+            assert main(["lobc", "repair", str(p), "-o", str(out)] + force) == 1
+            err = capsys.readouterr().err
+            assert err.startswith(f"lobreplay: error: {out}") and err.count("\n") == 1, err
+            assert "the output is an input of this command" in err
+    assert p.read_bytes() == bytes(raw)
+    with pytest.raises(ValueError, match="must not replace its source"):
+        lobc.repair(p, tmp_path / "y.lobc")               # (the library: by the same file, not only its name)

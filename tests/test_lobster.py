@@ -362,3 +362,24 @@ def test_itch_lobster_allow_truncated(day, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[2:] == [f"truncated: 5 byte(s) of a partial message at offset {off:,} were not read"], lines
     assert verify_lobster(lines[0], lines[1])["ok"]
+
+
+def test_a_symbol_names_files_inside_the_output_directory(day, tmp_path, capsys):
+    """`itch lobster --symbol '../../ev'` (a symbol of the file: ITCH's 8 bytes hold it) wrote its
+    CSV files two levels above -o: the name is escaped as every name from data is."""
+    from lobreplay.cli import main
+    from lobreplay.reports import name_part
+    d, truth = day
+    sym = list(truth.symbols.values())[0]
+    raw = (d / "day.itch").read_bytes()
+    assert raw.count(sym.ljust(8).encode()) > 10
+    crafted = tmp_path / "crafted.itch"
+    crafted.write_bytes(raw.replace(sym.ljust(8).encode(), b"../../ev"))
+    out = tmp_path / "a" / "b" / "out"
+    assert main(["itch", "lobster", str(crafted), "--symbol", "../../ev", "--levels", "2", "-o", str(out),
+                 "--date", truth.date]) == 0
+    m, o = capsys.readouterr().out.split()
+    assert sorted(os.listdir(out)) == sorted([os.path.basename(m), os.path.basename(o)])
+    assert os.path.dirname(m) == str(out) and os.path.basename(m).startswith("..%2F..%2Fev_")
+    assert sorted(p.name for p in tmp_path.rglob("*.csv")) == sorted(os.listdir(out))  # none elsewhere
+    assert [name_part(x) for x in ("..", ".", "a/b", "A.B", "x\x00")] == ["%2E%2E", "%2E", "a%2Fb", "A.B", "x%00"]

@@ -236,6 +236,46 @@ def test_cli_view(tmp_path, capsys):
     assert embedded(out)["symbol"] == "BBB"
 
 
+EVIL_SYMBOL = "<!--<script>__TITLE__"          # a symbol that swallowed the page's script
+EVIL_FILE = "</script><!--/*__DATA__*/__TITLE__.itch"  # and a source file name
+
+
+def evil_reports(d: Path) -> Path:
+    """make_reports with BBB renamed EVIL_SYMBOL in every table and EVIL_FILE as the source file."""
+    rep = make_reports(d, n_depth=50)
+    for f in rep.glob("*.parquet"):
+        t = pq.read_table(f)
+        for c in ("symbol", "scope"):
+            if c in t.column_names:
+                vals = [EVIL_SYMBOL if v == "BBB" else v for v in t[c].to_pylist()]
+                arr = pa.array(vals).dictionary_encode() if pa.types.is_dictionary(t[c].type) else pa.array(vals)
+                t = t.set_column(t.column_names.index(c), c, arr)
+        pq.write_table(t.replace_schema_metadata({**META, b"source_file": EVIL_FILE.encode()}), f)
+    return rep
+
+
+def test_data_cannot_break_the_page(tmp_path):
+    """A symbol or file name holding <!--<script> or a placeholder (__TITLE__, the data's):
+    the embedded JSON has no < at all (\\u003c), it is the data exactly, the title is
+    substituted once, before the data went in (it rewrote a symbol holding __TITLE__)."""
+    rep = evil_reports(tmp_path / "rep")
+    out = tmp_path / "evil.html"
+    s = build_view(rep, out, symbol=EVIL_SYMBOL)
+    assert s["symbol"] == EVIL_SYMBOL
+    html = out.read_text(encoding="utf-8")
+    block = re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S).group(1)
+    assert "<" not in block and ">" not in block and "&" not in block
+    d = json.loads(block)
+    assert d["symbol"] == EVIL_SYMBOL and d["source_file"] == EVIL_FILE
+    assert html.count("<script") == 2 and html.count("</script>") == 2 and "<!--" not in html
+    assert "<title>&lt;!--&lt;script&gt;__TITLE__ book — lobreplay</title>" in html
+    assert html.replace(block, "").count("__TITLE__") == 1  # the title's: the template's was filled
+    from lobreplay.viewer import embed_json, render_page
+    page = render_page("t</title>", {"x": "/*__DATA__*/ __TITLE__ <!-- </script> &amp;"})
+    assert "<title>t&lt;/title&gt;</title>" in page and page.count("/*__DATA__*/") == 1
+    assert json.loads(embed_json({"x": "<!--<script>&"})) == {"x": "<!--<script>&"}
+
+
 def test_cli_view_of_a_stopped_replay_and_a_path_through_a_file(tmp_path, capsys):
     """A replay that did not finish (summary.json: failed, stopped_at): the page is built from
     what it wrote and both the page and the command say so (it said nothing). An output path
@@ -412,6 +452,21 @@ def test_view_in_chromium(depth_day, tmp_path):
         values.update(rows[y][::97])
     assert len(values) > 20, "the screenshot is blank"
     print(f"screenshot: {png}")
+
+
+@pytest.mark.browser
+def test_data_cannot_break_the_page_in_chromium(tmp_path):
+    """The page of a symbol and a source file holding <!--<script>, </script> and the
+    placeholders: its script runs, and it shows them as text."""
+    rep = evil_reports(tmp_path / "rep")
+    out = tmp_path / "evil.html"
+    build_view(rep, out, symbol=EVIL_SYMBOL)
+    dom = _chromium(["--dump-dom"], f"{out.as_uri()}#paused&frame=3").stdout
+    body = _attrs(re.search(r"<body[^>]*>", dom).group(0))
+    assert body.get("data-ready") == "1", "the page's script did not run"
+    assert body["data-frame"] == "3"
+    assert '<h1 id="symbol">&lt;!--&lt;script&gt;__TITLE__</h1>' in dom
+    assert "frame 4 / 10" in dom
 
 
 # ---------------------------------------------------------------- a .lobc replay's reports

@@ -14,7 +14,7 @@ import time
 
 
 def _cmd_capture_binance(args) -> int:
-    from ..errors import InputError, refuse_overwrite
+    from ..errors import InputError, refuse_input_as_output, refuse_overwrite
     if args.selftest:
         from .capture import selftest
         return selftest()
@@ -22,6 +22,7 @@ def _cmd_capture_binance(args) -> int:
         from .convert import convert
         if not args.out:
             raise InputError("capture binance --from-jsonl: -o OUT.lobc is required")
+        refuse_input_as_output(args.out, args.from_jsonl)
         refuse_overwrite(args.out, args.force)
         st = convert(args.from_jsonl, args.out, market=args.market_given,
                      symbols=[s.upper() for s in args.symbol] or None, allow_truncated=args.allow_truncated)
@@ -33,7 +34,8 @@ def _cmd_capture_binance(args) -> int:
                   f"{'synced' if s['synced'] else 'NEVER SYNCED'} ({s['synced']} time(s)), gaps {s['gaps']}, "
                   f"dropped before sync {s['dropped_covered']}")
         if st["malformed"]:
-            print(f"  malformed messages: {st['malformed']}")
+            by = ", ".join(f"{k} {v:,}" for k, v in sorted(st.get("malformed_by_stream", {}).items()))
+            print(f"  malformed messages: {st['malformed']}" + (f" ({by})" if by else ""))
         for t in st["truncated"]:
             print(f"  truncated: {t['file']} breaks off after {t['text_bytes']:,} bytes of text ({t['reason']}); "
                   f"converted up to there, {t['dropped_bytes']:,} bytes of a partial line dropped")
@@ -57,6 +59,7 @@ def _cmd_capture_binance(args) -> int:
         opts.validate()
     except ValueError as e:
         raise InputError(f"capture binance: {e}") from None
+    refuse_input_as_output([p for p in (args.out, args.raw, args.stats_json) if p], ())
     refuse_overwrite(existing_outputs(opts, time.time_ns()), args.force)
     if args.stats_json:  # (found out now, not after an hour of capture)
         _check_writable(args.stats_json, "--stats-json")

@@ -699,15 +699,15 @@ def _feed_text_line(machine: DepthSync, line: bytes, raw_fmt: bool) -> None:
     sp = line.find(b" ")
     if sp <= 0:
         if line.strip():
-            machine.stats["malformed"] += 1
+            machine.count_malformed("line")
         return
     try:
         recv = int(line[:sp])
     except ValueError:
-        machine.stats["malformed"] += 1
+        machine.count_malformed("line")
         return
     if not -INT64_MAX - 1 <= recv <= INT64_MAX:  # a receive time the records cannot hold
-        machine.stats["malformed"] += 1
+        machine.count_malformed("line")
         return
     msg = line[sp + 1:]
     if raw_fmt and msg.startswith(b'{"lobreplay"'):
@@ -751,7 +751,7 @@ def _raw_control(machine: DepthSync, msg: bytes, recv: int) -> None:
             # capture's.
             machine.disconnected(recv, GAP_ROTATE)
     except (ValueError, KeyError, TypeError, AttributeError):
-        machine.stats["malformed"] += 1
+        machine.count_malformed("control")
     machine.events = []
 
 

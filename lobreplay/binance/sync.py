@@ -349,7 +349,8 @@ class DepthSync:
         self.events = []
         self.stats = {"messages": 0, "depth": 0, "trades": 0, "tickers": 0, "snapshots": 0, "ignored": 0,
                       "unknown_symbol": 0, "malformed": 0, "shutdowns": 0, "gaps": 0, "resyncs": 0,
-                      "gaps_by_reason": {}, "diff_levels": 0, "snapshot_levels": 0}
+                      "gaps_by_reason": {}, "diff_levels": 0, "snapshot_levels": 0,
+                      "malformed_by_stream": {}}  # what each malformed message was (count_malformed)
 
     # ------------------------------------------------------------ driver API
 
@@ -502,7 +503,7 @@ class DepthSync:
             bids = self.levels.prepare(data["bids"])
             asks = self.levels.prepare(data["asks"])
         except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError):
-            self.stats["malformed"] += 1
+            self.count_malformed("snapshot")
             targets = [st] if st is not None else [s for s in self.syms if s.state == BUFFERING and s.requested]
             for s in targets or self.syms:
                 s.requested = False
@@ -633,7 +634,7 @@ class DepthSync:
             exch = _ms(data.get("T"), "T")
             prep = self.levels.prepare_one(data["p"], data["q"])
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
-            self._malformed_symbol(st, recv_ns, err)
+            self.count_malformed("aggTrade" if agg else "trade")  # (the book is not touched: go on)
             return
         self.stats["trades"] += 1
         self.out.run(TRADE, ASK if m else BID, st.index, recv_ns, exch, prep, first, last, 0,
@@ -669,7 +670,7 @@ class DepthSync:
             bid = self.levels.prepare_one(data["b"], data["B"])
             ask = self.levels.prepare_one(data["a"], data["A"])
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
-            self._malformed_symbol(st, recv_ns, err)
+            self.count_malformed("bookTicker")  # (the book is not touched: go on)
             return
         self.stats["tickers"] += 1
         self.out.run(TICKER_BID, BID, st.index, recv_ns, exch, bid, u)
@@ -793,26 +794,44 @@ class DepthSync:
     # ------------------------------------------------------------ malformed input
 
     _SYM_RE = re.compile(r'"stream"\s*:\s*"([A-Za-z0-9_.\-]+)@|"s"\s*:\s*"([A-Za-z0-9_.\-]+)"')
+    _KIND_RE = re.compile(r'"stream"\s*:\s*"[A-Za-z0-9_.\-]+@([A-Za-z]+)|"e"\s*:\s*"([A-Za-z]+)"')
+    OTHER_STREAMS = ("trade", "aggTrade", "bookTicker")  # streams whose loss costs no book
+
+    def count_malformed(self, kind: str) -> None:
+        """Count a malformed message (or line) of this kind: depth, trade, aggTrade,
+        bookTicker, snapshot, unknown (nothing tells), line (not `<recv ns> <message>`),
+        control (one of a --raw file's own lines)."""
+        self.stats["malformed"] += 1
+        by = self.stats["malformed_by_stream"]
+        by[kind] = by.get(kind, 0) + 1
 
     def _malformed(self, raw, recv_ns, err):
-        """An undecodable message: GAP(malformed) for the symbol it names, else for every symbol."""
+        """An undecodable message: one of a trade or ticker stream (its stream name or "e"
+        says so) is counted, and costs no book; any other is GAP(malformed) for the symbol it
+        names, else for every symbol."""
         text = raw if isinstance(raw, str) else (bytes(raw).decode("utf-8", "replace")
                                                  if isinstance(raw, (bytes, bytearray, memoryview)) else "")
+        k = self._KIND_RE.search(text[:400]) if text else None
+        kind = (k.group(1) or k.group(2)) if k else None
+        if kind in self.OTHER_STREAMS:
+            self.count_malformed(kind)
+            return
+        kind = "depth" if kind is not None and kind.startswith("depth") else "unknown"
         st = None
         m = self._SYM_RE.search(text[:400]) if text else None
         if m:
             st = self._by_name.get((m.group(1) or m.group(2)).upper())
         if st is not None:
-            self._malformed_symbol(st, recv_ns, err)
+            self._malformed_symbol(st, recv_ns, err, kind)
             return
-        self.stats["malformed"] += 1
+        self.count_malformed(kind)
         for s in self.syms:
             self._gap(s, recv_ns, GAP_MALFORMED, s.last_u if s.state == LIVE else 0, 0)
             self._lose(s)
             s.buffer.clear()
 
-    def _malformed_symbol(self, st, recv_ns, err):
-        self.stats["malformed"] += 1
+    def _malformed_symbol(self, st, recv_ns, err, kind: str = "depth"):
+        self.count_malformed(kind)
         self._gap(st, recv_ns, GAP_MALFORMED, st.last_u if st.state == LIVE else 0, 0)
         self._lose(st)
         st.buffer.clear()  # the lost message may sit anywhere in the buffered range

@@ -144,10 +144,15 @@ def timestamps(chunk: Chunk, idx: np.ndarray) -> np.ndarray:
     return (hi << 32) | lo
 
 
-def to_arrow(cols: dict[str, np.ndarray]):
-    """Decoded columns as an Arrow table (bytes columns as strings)."""
+def to_arrow(cols: dict[str, np.ndarray], t: str | None = None):
+    """Decoded columns as an Arrow table (bytes columns as strings). t: their message type,
+    whose price columns then carry their scale in their field metadata (`price_scale`)."""
     import pyarrow as pa
 
     from .. import _arrow
+    from .spec import price_scales
+    scales = price_scales(t) if t is not None else {}
     arrays = [_arrow.array(v, pa.string() if v.dtype.kind == "S" else None) for v in cols.values()]
-    return pa.Table.from_arrays(arrays, names=list(cols))
+    fields = [pa.field(k, a.type, metadata={"price_scale": str(scales[k])} if k in scales else None)
+              for k, a in zip(cols, arrays)]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

@@ -7,7 +7,7 @@ another thread computes the file's SHA-256. Its figures give the split for
 pass 2, balanced by messages per locate (split_locates; locate 0, the
 system-wide messages, in part 0). Then, with every thread done, the parent
 forks N processes; each inherits pass 1, reads the whole file again and
-replays its share of the locates into DIR/.part-k/, its tables as
+replays its share of the locates into a directory of its own in DIR (.part-k-*), its tables as
 uncompressed Arrow IPC streams (read back once, so not worth encoding). The
 parts are merged, a table per thread, into one report directory identical to a
 one-process replay: the same rows in the same order (every table is written in
@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import signal
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,7 +34,8 @@ from .._lazy import Deferred, preload
 from ..events import Kind
 from ..latency import histogram_table, summary_rows
 from ..reports import STREAM_SUFFIX, error_text, file_sha256, parquet_options, read_report, report_path, write_json
-from .replay import ItchReplay, ReplayConfig, desync_rate, prepare_output, replay_itch, usable_cpus
+from ..outdir import prepare_output, written_since
+from .replay import ItchReplay, ReplayConfig, desync_rate, replay_itch, usable_cpus
 
 PART_HIST = "latency_hist.npz"
 _PASS1 = None  # (pass 1 of the whole file, the locate -> part split): set before the fork, inherited
@@ -41,16 +43,28 @@ pa, pc, pq = Deferred("pyarrow"), Deferred("pyarrow.compute"), Deferred("pyarrow
 
 
 def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, force: bool = False) -> dict:
+    """jobs is capped at the CPUs this process may use and at the books pass 1 finds (more
+    processes only cost memory: each holds a copy of the reader): the summary's `jobs` is
+    the processes used, `jobs_asked` and `jobs_capped` (a note, in `notes` too) say why."""
+    asked, capped = jobs, None
+    if jobs > usable_cpus():
+        jobs = usable_cpus()
+        capped = f"--jobs {asked} capped at {jobs}: the CPUs this process may use"
     if jobs <= 1:
-        return replay_itch(path, out_dir, cfg, force=force)
+        if capped is None:
+            return replay_itch(path, out_dir, cfg, force=force)
+        r = ItchReplay(path, out_dir, cfg)  # (the input first)
+        prepare_output(out_dir, force, inputs=[path])
+        r.notes.append(capped)
+        s = r.run()
+        s.update(jobs=1, jobs_asked=asked, jobs_capped=capped)
+        write_json(os.path.join(out_dir, "summary.json"), s)
+        return s
     t0 = time.perf_counter()
-    prepare_output(out_dir, force)
-    parts = [os.path.join(out_dir, f".part-{k}") for k in range(jobs)]
-    for d in parts:
-        shutil.rmtree(d, ignore_errors=True)
-        os.makedirs(d)
-    args = [(path, parts[k], dataclasses.replace(cfg, part=(k, jobs), progress=cfg.progress and k == 0))
-            for k in range(jobs)]
+    whole = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False)  # (the input first)
+    prepare_output(out_dir, force, inputs=[path])
+    before = set(os.listdir(out_dir))  # (what was there: summary.json lists the files written since)
+    parts: list[str] = []
     global _PASS1
     stage = "pass 1"  # where a failure stopped it: pass 1 (here), the parts (each pass 2), the merge
     try:
@@ -63,12 +77,20 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
         with ThreadPoolExecutor(1, thread_name_prefix="sha256") as helper:
             size = os.stat(path).st_size  # (what the summary says was read, and hashed: a file may grow)
             sha = helper.submit(file_sha256, path, size=size) if cfg.hash else None
-            whole = ItchReplay(path, out_dir, dataclasses.replace(cfg, part=None), hash_file=False)
             p1 = whole.sizing_pass(threads=scans)
             scanned = time.perf_counter()
             sha256 = sha.result() if sha is not None else ""
         if imports is not None:
             imports.join()
+        books = len(whole._select(p1))
+        if books < jobs:
+            capped = (f"--jobs {asked} capped at {max(books, 1)}: the books to replay"
+                      + (f" (and {usable_cpus()} CPUs)" if capped else ""))
+            jobs = max(books, 1)
+        # each part's own new directory (never one that was there: it is removed at the end)
+        parts = [tempfile.mkdtemp(prefix=f".part-{k}-", dir=out_dir) for k in range(jobs)]
+        args = [(path, parts[k], dataclasses.replace(cfg, part=(k, jobs), progress=cfg.progress and k == 0))
+                for k in range(jobs)]
         _PASS1 = (p1, split_locates(p1.stats["messages"], jobs))
         import multiprocessing  # here: a one-job replay does not load it (5 ms)
         ctx = multiprocessing.get_context("fork")  # the parts inherit _PASS1; no thread is running
@@ -89,7 +111,7 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             if hgrm is not None:
                 hgrm.get()
         whole.keep_pass1(sha256)
-        summary["notes"] = summary.get("notes", []) + whole.notes
+        summary["notes"] = summary.get("notes", []) + whole.notes + ([capped] if capped else [])
         summary["text_bytes_outside_ascii"] = p1.non_ascii + sum(s.get("text_bytes_outside_ascii", 0) for s in summaries)
         summary["parallel"] = {
             "split": "pass 1: one reader, locate % jobs per scan thread; pass 2: balanced by messages per locate",
@@ -107,14 +129,18 @@ def replay_itch_jobs(path: str, out_dir: str, cfg: ReplayConfig, jobs: int, *, f
             src["source_size"] = str(os.stat(path).st_size)
         write_json(os.path.join(out_dir, "summary.json"),
                    {"status": "failed", "error": error_text(e), "stopped_at": {"stage": stage}, "source": src,
-                    "jobs": jobs, "wall_seconds": round(time.perf_counter() - t0, 3)})
+                    "jobs": jobs, "wall_seconds": round(time.perf_counter() - t0, 3),
+                    "files": written_since(out_dir, before)})
         raise
     finally:
         _PASS1 = None
         for d in parts:
             shutil.rmtree(d, ignore_errors=True)
     summary["jobs"] = jobs
+    if capped:
+        summary.update(jobs_asked=asked, jobs_capped=capped)
     summary["wall_seconds"] = round(time.perf_counter() - t0, 3)
+    summary["files"] = written_since(out_dir, before)
     write_json(os.path.join(out_dir, "summary.json"), summary)
     return summary
 

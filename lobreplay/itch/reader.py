@@ -26,6 +26,9 @@ GZIP_MAGIC = b"\x1f\x8b"
 PCAP_MAGICS = {b"\xd4\xc3\xb2\xa1": ("<", 1_000), b"\xa1\xb2\xc3\xd4": (">", 1_000),
                b"\x4d\x3c\xb2\xa1": ("<", 1), b"\xa1\xb2\x3c\x4d": (">", 1)}
 MAX_FRAME = 2 + 65535
+# A pcap whose sequence anomalies lose more than this share of its messages (damaged packets
+# dropped, gaps) is an error unless allow_gaps (--allow-gaps)
+MAX_LOSS_SHARE = 0.01
 
 
 @dataclass
@@ -73,6 +76,34 @@ class ReadStats:
     mold_heartbeats: int = 0             # packets of no message (heartbeats, the end-of-session packet)
     mold_other_frames: int = 0           # capture frames that are not MoldUDP64 over IPv4/UDP: skipped
     mold_sessions: list = field(default_factory=list)  # the MoldUDP64 session names, in order seen
+    mold_damaged: int = 0                # packets whose sequence agrees with neither neighbour: dropped
+    mold_damaged_messages: int = 0       # ... the messages they held
+    mold_missing: int = 0                # messages the gaps skipped
+    mold_back: int = 0                   # jumps back before the session's first sequence (nothing lost)
+    mold_kept: int = 0                   # messages taken from the packets
+    mold_first: dict = field(default_factory=dict)  # kind -> the first such packet: byte, sequence, expected
+
+    def mold_note(self, kind: str, byte: int, seq: int, expected: int, nxt: int | None = None) -> None:
+        if kind not in self.mold_first:
+            self.mold_first[kind] = {"byte": byte, "sequence": seq, "expected": expected,
+                                     **({"next_packet_sequence": nxt} if nxt is not None else {})}
+
+    def mold_lost(self) -> int:
+        """Messages the sequence anomalies cost: those of damaged packets and those gaps skipped."""
+        return self.mold_damaged_messages + self.mold_missing
+
+    def moldudp64(self) -> dict | None:
+        """What reading a pcap found, as summary.json's `moldudp64` says it (None: not a pcap)."""
+        if not self.mold_packets:
+            return None
+        lost = self.mold_lost()
+        return {"packets": self.mold_packets, "gaps": self.mold_gaps, "duplicates_dropped": self.mold_duplicates,
+                "heartbeats": self.mold_heartbeats, "other_frames": self.mold_other_frames,
+                "sessions": self.mold_sessions, "damaged_dropped": self.mold_damaged,
+                "damaged_messages": self.mold_damaged_messages, "messages_missing": self.mold_missing,
+                "went_back": self.mold_back, "messages_lost": lost,
+                "lost_share": round(lost / (lost + self.mold_kept), 6) if lost else 0.0,
+                "first": self.mold_first}
 
     def unknown_types(self) -> dict[str, int]:
         return {t: c for t, c in self.by_type.items() if core.itch_length(ord(t)) == 0}
@@ -94,8 +125,10 @@ class ItchFile:
     >>> for chunk in ItchFile(path).chunks(): ...
     """
 
-    def __init__(self, path: str | os.PathLike, *, chunk_bytes: int = 16 << 20, allow_truncated: bool = False):
+    def __init__(self, path: str | os.PathLike, *, chunk_bytes: int = 16 << 20, allow_truncated: bool = False,
+                 allow_gaps: bool = False):
         self.path = os.fspath(path)
+        self.allow_gaps = allow_gaps
         self.name = os.path.basename(self.path)
         self.chunk_bytes = max(chunk_bytes, 2 * MAX_FRAME)
         self.allow_truncated = allow_truncated
@@ -326,9 +359,8 @@ class ItchFile:
         linktype = struct.unpack(endian + "I", data[20:24])[0]
         if linktype != 1:
             raise InputError(f"{self.path}: pcap link type {linktype}, expected 1 (Ethernet)")
-        out = []
-        pos, expected_seq, session = 24, None, None
-        self._pieces, payload = [], 0
+        out, packets = [], []
+        pos = 24
         while pos < len(data):
             incl = struct.unpack(endian + "I", data[pos + 8:pos + 12])[0] if pos + 16 <= len(data) else None
             if incl is None or pos + 16 + incl > len(data):  # a capture cut short
@@ -351,9 +383,6 @@ class ItchFile:
             if count in (0, 0xFFFF):
                 self.stats.mold_heartbeats += 1  # heartbeat / end of session
                 continue
-            if sess != session:  # (a new session numbers its messages from 1 again)
-                self.stats.mold_sessions.append(sess.decode("ascii", "replace").strip())
-                session, expected_seq = sess, None
             blocks, p, starts = udp[20:], 0, []
             for _ in range(count):
                 n = int.from_bytes(blocks[p:p + 2], "big") if p + 2 <= len(blocks) else -1
@@ -365,22 +394,103 @@ class ItchFile:
                         + (f" (the capture kept {incl} of its {orig} bytes: its snap length)" if orig > incl else ""))
                 starts.append(p)
                 p += 2 + n
-            first = 0
-            if expected_seq is not None and seq < expected_seq:  # a repeated packet (or its start)
-                self.stats.mold_duplicates += 1
-                if seq + count <= expected_seq:
-                    continue
-                first = starts[expected_seq - seq]  # the messages not seen yet
-                seq, count = expected_seq, seq + count - expected_seq
-            if expected_seq is not None and seq != expected_seq:
-                self.stats.mold_gaps.append((expected_seq, seq))
-            expected_seq = seq + count
-            self._pieces.append((payload, pkt + 16 + at + 20 + first))  # (where its messages are in the file)
-            payload += p - first
-            out.append(blocks[first:p])
+            packets.append((pkt, pkt + 16 + at + 20, sess, seq, count, blocks, starts, p))
+        self._sequence(packets, out)
         if not out:
             raise InputError(f"{self.path}: no MoldUDP64 messages found in the pcap")
         return b"".join(out)
+
+    def _sequence(self, packets: list, out: list) -> None:
+        """The packets' message blocks into out in sequence order as received, each sequence
+        anomaly counted (stats.mold_*), the first of each kind kept with its byte and sequence.
+
+        A packet whose sequence number is the one expected is taken. One that repeats what
+        the session already showed is dropped (its new messages kept, if it only starts
+        there). Otherwise the packet is judged against its neighbours: a sequence number
+        that agrees with neither the one expected nor the next packet's (its sequence plus
+        its count is not the next packet's) is damage to that packet's header: the packet
+        is dropped and counted, and the expected sequence moves only past the messages that
+        packet is known to have held (when the next packet follows them), so that the
+        packets after it are read as before. A jump that the next packet agrees with is a
+        gap (forward: those messages are missing) or a new start (back before anything
+        the session showed). Too much lost (MAX_LOSS_SHARE) is an error unless allow_gaps."""
+        st = self.stats
+        expected = low = session = None
+        self._pieces, payload = [], 0
+        for i, (pkt, at, sess, seq, count, blocks, starts, end) in enumerate(packets):
+            if sess != session:  # (a new session numbers its messages from 1 again)
+                st.mold_sessions.append(sess.decode("ascii", "replace").strip())
+                session, expected, low = sess, None, None
+            nxt = packets[i + 1][3] if i + 1 < len(packets) and packets[i + 1][2] == sess else None
+            first = 0
+            if expected is not None and seq != expected:
+                seen = low <= seq < expected
+                if seen and seq + count <= expected:  # a repeated packet: all of it read already
+                    st.mold_duplicates += 1
+                    st.mold_note("repeated", pkt, seq, expected)
+                    continue
+                if seen:  # (it starts with messages already read: the rest are new)
+                    st.mold_duplicates += 1
+                    st.mold_note("repeated", pkt, seq, expected)
+                    first = starts[expected - seq]
+                    seq, count = expected, seq + count - expected
+                elif nxt is not None and seq + count != nxt:  # agrees with neither neighbour
+                    st.mold_damaged += 1
+                    st.mold_damaged_messages += count
+                    st.mold_note("damaged", pkt, seq, expected, nxt)
+                    if nxt == expected + count:  # (the next packet says it held the messages expected)
+                        expected = nxt
+                    continue
+                elif seq > expected:
+                    st.mold_gaps.append((expected, seq))
+                    st.mold_missing += seq - expected
+                    st.mold_note("gap", pkt, seq, expected)
+                else:  # back before the session's first message seen: a new start (nothing lost)
+                    st.mold_back += 1
+                    st.mold_note("back", pkt, seq, expected)
+                    low = seq
+            if low is None:
+                low = seq
+            expected = seq + count
+            st.mold_kept += count
+            self._pieces.append((payload, at + first))  # (where its messages are in the file)
+            payload += end - first
+            out.append(blocks[first:end])
+        lost = st.mold_lost()
+        if lost and not self.allow_gaps and lost > MAX_LOSS_SHARE * (lost + st.mold_kept):
+            kind, f = min(((k, st.mold_first[k]) for k in ("damaged", "gap") if k in st.mold_first),
+                          key=lambda kf: kf[1]["byte"])
+            raise InputError(
+                f"{self.path}: MoldUDP64: {lost:,} of {lost + st.mold_kept:,} messages lost to sequence anomalies "
+                f"(more than {MAX_LOSS_SHARE:.0%}); the first {mold_first_text(kind, f)}; --allow-gaps replays "
+                "what is left, counted")
+
+
+_MOLD_KINDS = {"damaged": "packet(s) with a damaged sequence number dropped",
+               "gap": "sequence gap(s)", "repeated": "repeated packet(s) dropped (their messages read already)",
+               "back": "sequence jump(s) back before the session's first sequence (read as a new start)"}
+
+
+def mold_first_text(kind: str, f: dict) -> str:
+    """Where the first anomaly of a kind was, in words."""
+    nxt = f" and the next packet's {f['next_packet_sequence']}" if "next_packet_sequence" in f else ""
+    return f"packet at byte {f['byte']:,} of the capture: sequence {f['sequence']}, expected {f['expected']}{nxt}"
+
+
+def mold_notes(m: dict | None) -> list[str]:
+    """A line for each kind of sequence anomaly in a summary's `moldudp64` (ReadStats.moldudp64),
+    with its count and its first packet; [] if none."""
+    if not m:
+        return []
+    counts = {"damaged": (m.get("damaged_dropped", 0), f"{m.get('damaged_messages', 0):,} messages lost"),
+              "gap": (len(m["gaps"]), f"{m.get('messages_missing', 0):,} messages missing"),
+              "repeated": (m["duplicates_dropped"], None), "back": (m.get("went_back", 0), None)}
+    out = []
+    for kind, (n, extra) in counts.items():
+        if n and kind in m.get("first", {}):
+            out.append(f"MoldUDP64: {n:,} {_MOLD_KINDS[kind]}" + (f", {extra}" if extra else "")
+                       + f"; the first {mold_first_text(kind, m['first'][kind])}")
+    return out
 
 
 def _frame_arrays(nbytes: int) -> tuple[np.ndarray, np.ndarray]:

@@ -40,10 +40,11 @@ from ..latency import histogram_table, report_rows
 from .. import reports
 from .._ahead import read_ahead
 from .._lazy import Deferred, load
+from ..outdir import prepare_output  # noqa: F401  (lobreplay.itch.replay.prepare_output, as before)
 from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
 from .decode import decode_type, non_ascii_bytes, positions_of, to_arrow
 from .reader import ItchFile
-from .spec import LAYOUTS, PRICE4_SCALE
+from .spec import LAYOUTS, PRICE4_SCALE, price_metadata
 
 ALL_REPORTS = ("desyncs", "executions", "bbo", "latency", "symbols", "depth")  # depth: with depth_levels
 STATUS_TYPES = "SHYLVWKJhINOB"  # tables of their own (R is the symbols table)
@@ -70,6 +71,7 @@ class ReplayConfig:
     headroom: float = 0.2                # band = order price range widened by this fraction
     chunk_bytes: int = 8 << 20
     allow_truncated: bool = False
+    allow_gaps: bool = False             # a pcap: go on whatever its sequence anomalies lose (counted)
     reports: tuple[str, ...] = ALL_REPORTS
     status_tables: bool = True
     timing: bool = True
@@ -209,7 +211,8 @@ class ItchReplay:
         hash_file=False: no SHA-256 of the file (a parallel replay's parent computes it)."""
         self.path, self.out_dir, self.cfg = path, out_dir, cfg
         self._given_pass1 = pass1
-        self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated)
+        self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated,
+                            allow_gaps=cfg.allow_gaps)
         self.hash_file = hash_file and cfg.hash
         self._sha256: Future | None = None  # the file's SHA-256, computed beside both passes
         self._stop_hash = threading.Event()  # a failed replay does not wait for it
@@ -529,10 +532,7 @@ class ItchReplay:
             "unknown_types": read.unknown_types(), "bytes": read.bytes,
             "end_of_session_marker": read.end_marker,
             "truncated": read.truncation(),
-            "moldudp64": {"packets": read.mold_packets, "gaps": read.mold_gaps,
-                          "duplicates_dropped": read.mold_duplicates, "heartbeats": read.mold_heartbeats,
-                          "other_frames": read.mold_other_frames, "sessions": read.mold_sessions}
-            if read.mold_packets else None,
+            "moldudp64": read.moldudp64(),
             "system_events": [{"time_ns": t, "code": c} for t, c in p1.system_events],
             "session_complete": any(c == "C" for _, c in p1.system_events),
             "symbols_in_file": len(p1.symbols), "books": len(sizing),
@@ -699,7 +699,7 @@ class ItchReplay:
                 keep = self.feed_select[cols["stock_locate"]] == 1
                 if keep.any():
                     reports.write_table(f"status_{t}_{LAYOUTS[t].name}",
-                                        to_arrow({k: v[keep] for k, v in cols.items()}))
+                                        to_arrow({k: v[keep] for k, v in cols.items()}, t), price_metadata(t))
         # rejects: events the core refused (unknown references, duplicates, ...)
         bad, codes = rejects
         rej_cause = np.array([REJECT_CAUSE.get(Status(int(c)), Status(int(c)).name.lower())
@@ -932,38 +932,11 @@ def symbols_of(symtab: np.ndarray, locates: np.ndarray) -> pa.DictionaryArray:
 
 
 def replay_itch(path: str, out_dir: str, cfg: ReplayConfig | None = None, *, force: bool = False) -> dict:
-    """Replay an ITCH file into out_dir (created; refused if it holds files,
-    unless force). Returns the summary (also written as summary.json)."""
+    """Replay an ITCH file into out_dir (created; refused if it holds files, unless force:
+    then only an earlier run's files there are replaced, lobreplay.outdir). The input is
+    opened first: one that cannot be read leaves out_dir as it was. Returns the summary
+    (also written as summary.json)."""
     cfg = cfg or ReplayConfig()
-    prepare_output(out_dir, force)
-    return ItchReplay(path, out_dir, cfg).run()
-
-
-def _failed_before_writing(out_dir: str) -> bool:
-    """out_dir holds nothing but the summary.json of a replay that failed (e.g. at a bad
-    input, before any report): nothing a new replay there would lose."""
-    if os.listdir(out_dir) != ["summary.json"]:
-        return False
-    try:
-        with open(os.path.join(out_dir, "summary.json"), "rb") as f:
-            return json.load(f).get("status") == "failed"
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def prepare_output(out_dir: str, force: bool) -> None:
-    """Make out_dir for a replay's reports: created if need be; one that holds files is
-    refused unless force (then the report files there are removed), except one that holds
-    only the summary of a replay that failed before writing anything."""
-    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise InputError(f"{out_dir}: exists and is not a directory")
-    if os.path.isdir(out_dir) and os.listdir(out_dir):
-        if not force and not _failed_before_writing(out_dir):
-            raise InputError(f"{out_dir}: output directory is not empty; pass --force to overwrite")
-        for name in os.listdir(out_dir):
-            p = os.path.join(out_dir, name)
-            if os.path.isfile(p) and (name.endswith((".parquet", ".parquet.partial"))
-                                      or (name.startswith("latency_") and name.endswith((".hgrm", ".hgrm.tmp")))
-                                      or name in ("summary.json", "summary.json.tmp")):
-                os.remove(p)
-    os.makedirs(out_dir, exist_ok=True)
+    replay = ItchReplay(path, out_dir, cfg)
+    prepare_output(out_dir, force, inputs=[path])
+    return replay.run()

@@ -107,3 +107,19 @@ BY_NAME = {lay.name: lay for lay in LAYOUTS.values()}
 
 PRICE4_SCALE = 10_000       # Price(4): integer units per dollar
 PRICE8_SCALE = 100_000_000  # Price(8)
+
+SCALES = {"p4": PRICE4_SCALE, "p8": PRICE8_SCALE}
+
+
+def price_scales(t: str) -> dict[str, int]:
+    """The price columns of message type t, each with its scale (integer units per dollar)."""
+    return {name: SCALES[kind] for name, kind in LAYOUTS[t].fields if kind in SCALES}
+
+
+def price_metadata(t: str) -> dict[str, str | None]:
+    """The metadata a table of message type t carries about its prices: `price_scale` when
+    every price column has the same scale (None: no price column, or several scales; each
+    price column's field metadata says its own), and `price_columns`, comma-separated."""
+    scales = price_scales(t)
+    one = set(scales.values())
+    return {"price_scale": str(one.pop()) if len(one) == 1 else None, "price_columns": ",".join(scales)}
