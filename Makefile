@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 N ?= 100000000
 SEED ?= 1
 
-.PHONY: demo test test-browser dev fuzz asan dist bench-core bench-hdr bench-itch bench clean
+.PHONY: demo test test-browser dev fuzz asan dist bench-core bench-hdr bench-itch bench-itch-full bench clean
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -40,7 +40,7 @@ test-browser: $(STAMP)
 # update ids, malformed records, outputs that run out of room, a message longer than
 # the limit of one, held across chunks, bookTicker ids that land inside the history, a
 # full history dropping one of two tickers with one id), and the Binance decoder and record
-# writer of the JSONL conversion.
+# writer of the JSONL conversion; then the ITCH day generator (csrc/itch_synth.c).
 ASAN_SO = build/asan/lobreplay/_core*.so
 asan: $(STAMP)
 	rm -rf build/asan
@@ -51,6 +51,10 @@ asan: $(STAMP)
 	$(VPY) -m pytest -q -p no:cacheprovider tests/test_layout.py tests/test_core.py tests/test_differential.py \
 		tests/test_l2replay.py tests/test_l2_differential.py tests/test_binance_decode.py \
 		-k "(not test_l2replay and not test_l2_differential) or tiny_outputs or long_unfinished or interleaved or full_history"
+	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	LOBREPLAY_CORE=$$(ls $(ASAN_SO)) \
+	$(VPY) -m pytest -q -p no:cacheprovider tests/test_itch_synth_fast.py -k "same_seed or gzip or planted or rejects"
 
 # sdist + wheel from a clean tree, as a user would build them.
 dist: $(STAMP)
@@ -77,6 +81,14 @@ bench-hdr: $(STAMP)
 SIZES ?= 5
 bench-itch: $(STAMP)
 	$(VPY) benchmarks/bench_itch.py --sizes $(SIZES)
+
+# The full-size day: 270M messages, 9,000 symbols, halts, an IPO, far-off prices (C generator, made
+# once into benchmarks/build/, ~8 GB, one copy kept), replayed with reports off and with every
+# report under /usr/bin/time; figures into benchmarks/RESULTS.md. FULL_ARGS=--no-max-price: a day
+# without the $199,999.99 orders; FULL_ARGS=--no-far-off: without any far-off order.
+FULL_ARGS ?=
+bench-itch-full: $(STAMP)
+	$(VPY) benchmarks/bench_itch.py --full --reps 1 --write benchmarks/RESULTS.md $(FULL_ARGS)
 
 # lobreplay against the ITCH peers from the package index, side by side on the generated days
 # (benchmarks/RESULTS.md, "Peers side by side"). The peers get their own virtualenv, made from

@@ -232,6 +232,56 @@ size_t lob_itch_events(const uint8_t *buf, const uint32_t *offsets, const uint8_
                        const uint8_t *select, lob_event *ev, int64_t *ts, uint32_t *msg_index,
                        uint16_t *state);
 
+/* itch_synth.h */
+#define LOB_SYNTH_HALTS ...
+#define LOB_SYNTH_IPO ...
+#define LOB_SYNTH_OPERATIONAL ...
+#define LOB_SYNTH_FAR_OFF ...
+#define LOB_SYNTH_MWCB ...
+#define LOB_SYNTH_MAX_PRICE ...
+#define LOB_SYNTH_MIN_CAP ...
+typedef struct lob_synth_config {
+    uint64_t n_messages;
+    uint64_t seed;
+    uint32_t n_symbols;
+    uint32_t resting_per_symbol;
+    uint32_t features;
+    uint32_t reserved;
+} lob_synth_config;
+typedef struct lob_synth_plant {
+    uint64_t start;
+    uint64_t end;
+    uint64_t ref;
+    int64_t price;
+    uint64_t shares;
+    uint32_t locate;
+    uint32_t executions;
+    uint8_t kind;
+    uint8_t side;
+    uint8_t why;
+    uint8_t reserved[5];
+} lob_synth_plant;
+typedef struct lob_synth_stats {
+    uint64_t counts[128];
+    uint64_t messages;
+    uint64_t bytes;
+    uint64_t peak_live;
+    uint64_t live;
+    uint64_t last_order_ref;
+    uint64_t last_match;
+    uint64_t executed_shares;
+    uint64_t book_bytes;
+    uint32_t n_plants;
+    uint32_t done;
+} lob_synth_stats;
+typedef struct lob_synth lob_synth;
+lob_synth *lob_synth_new(const lob_synth_config *cfg, int *status);
+void lob_synth_free(lob_synth *s);
+size_t lob_synth_fill(lob_synth *s, uint8_t *out, size_t cap, uint64_t *n_messages);
+void lob_synth_get_stats(const lob_synth *s, lob_synth_stats *st);
+size_t lob_synth_plants(const lob_synth *s, lob_synth_plant *out, size_t cap);
+int lob_synth_symbol(const lob_synth *s, uint32_t locate, char *name8, uint32_t *tick, int *test);
+
 /* l2.h */
 #define LOB_L2D_UNKNOWN_SYMBOL ...
 #define LOB_L2D_END_ID_MISMATCH ...

@@ -534,6 +534,57 @@ class ItchScan:
         return bool(lib.lob_itch_scan_scrambled(self.ptr))
 
 
+SYNTH_FEATURES = {"halts": lib.LOB_SYNTH_HALTS, "ipo": lib.LOB_SYNTH_IPO, "operational": lib.LOB_SYNTH_OPERATIONAL,
+                  "far_off": lib.LOB_SYNTH_FAR_OFF, "mwcb": lib.LOB_SYNTH_MWCB,
+                  "max_price": lib.LOB_SYNTH_MAX_PRICE}
+SYNTH_MIN_CAP = lib.LOB_SYNTH_MIN_CAP
+
+
+class ItchSynth:
+    """The C day generator (csrc/itch_synth.c): fill(buf) writes whole frames into a uint8
+    array and returns (bytes, messages); (0, 0) when the day is done."""
+
+    def __init__(self, n_messages: int, n_symbols: int, seed: int, features: int = 0, resting_per_symbol: int = 0):
+        cfg = ffi.new("lob_synth_config *", {"n_messages": n_messages, "seed": seed & (2**64 - 1),
+                                             "n_symbols": n_symbols, "resting_per_symbol": resting_per_symbol,
+                                             "features": features})
+        st = ffi.new("int *")
+        ptr = lib.lob_synth_new(cfg, st)
+        if ptr == ffi.NULL:
+            raise_for_status(st[0], f"creating the day generator ({n_messages} messages, {n_symbols} symbols)")
+        self.ptr = ffi.gc(ptr, lib.lob_synth_free)
+        self._n = ffi.new("uint64_t *")
+
+    def fill(self, buf: np.ndarray) -> tuple[int, int]:
+        check_array(buf, np.dtype(np.uint8), "buf", writable=True)
+        if len(buf) < SYNTH_MIN_CAP:
+            raise ValueError(f"the generator's buffer needs at least {SYNTH_MIN_CAP} bytes, got {len(buf)}")
+        self._n[0] = 0
+        nbytes = lib.lob_synth_fill(self.ptr, _buf("uint8_t[]", buf, True), len(buf), self._n)
+        return int(nbytes), int(self._n[0])
+
+    def stats(self) -> dict:
+        st = ffi.new("lob_synth_stats *")
+        lib.lob_synth_get_stats(self.ptr, st)
+        counts = {chr(t): int(st.counts[t]) for t in range(128) if st.counts[t]}
+        return {"counts": counts, "messages": int(st.messages), "bytes": int(st.bytes),
+                "peak_live": int(st.peak_live), "live": int(st.live), "last_order_ref": int(st.last_order_ref),
+                "last_match": int(st.last_match), "executed_shares": int(st.executed_shares),
+                "book_bytes": int(st.book_bytes), "plants": int(st.n_plants), "done": bool(st.done)}
+
+    def plants(self) -> np.ndarray:
+        n = lib.lob_synth_plants(self.ptr, ffi.NULL, 0)
+        out = np.zeros(n, _struct_dtype_arrays("lob_synth_plant"))
+        if n:
+            lib.lob_synth_plants(self.ptr, _buf("lob_synth_plant[]", out, True), n)
+        return out
+
+    def symbol(self, locate: int) -> tuple[str, int, bool]:
+        name, tick, test = ffi.new("char[8]"), ffi.new("uint32_t *"), ffi.new("int *")
+        raise_for_status(lib.lob_synth_symbol(self.ptr, locate, name, tick, test), f"locate {locate}")
+        return ffi.unpack(name, 8).decode("ascii").rstrip(" "), int(tick[0]), bool(test[0])
+
+
 def itch_events(buf, offsets, types, n, select, events, ts, msg_index, state=None) -> int:
     """Order messages among n framed ones -> events (lob_itch_events). Returns the count.
     state: the locates' trading states (uint16[65536], kept from chunk to chunk): with it,

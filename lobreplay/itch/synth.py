@@ -56,11 +56,12 @@ import random
 import sys
 import time
 from bisect import bisect_left, insort
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from .writer import ItchWriter, framed_struct
 
-__all__ = ["DayTruth", "generate_day", "TARGET_MIX", "main"]
+__all__ = ["DayTruth", "FastDayTruth", "generate_day", "generate_day_fast", "TARGET_MIX", "FEATURES", "PRESETS",
+           "FAST_PRESETS", "main"]
 
 NS = 1_000_000_000
 
@@ -75,6 +76,17 @@ TARGET_MIX = {"A": 0.44, "D": 0.43, "U": 0.08, "E": 0.02, "X": 0.01, "F": 0.005,
 NOII_SHARE = 0.008           # I messages, spread over the two crosses
 C_Y_SHARE = 0.0002           # single-order executions written as C, printable "Y"
 TEST_ISSUES = ("ZVZZT", "ZXZZT")
+# The real-day features (off unless asked for: a day without them is byte for byte what it was):
+# halts = LULD pauses and halts whose displayed orders cross, then a halt cross (C "N" on both
+# sides, Q type "H") and H "T"; ipo = a symbol halted from the start, K, H "Q", crossing orders,
+# the IPO cross; operational = an h halt ("H" then "T") without a cross; far_off = orders far
+# from the market (8x, $199,999.99, $1,000 in a sub-dollar stock), later deleted, and one on a
+# test issue that becomes its side's best and trades; mwcb = a W (level 1 breached).
+FEATURES = ("halts", "ipo", "operational", "far_off", "mwcb")
+MAX_PRICE = 1_999_999_900    # $199,999.99, the highest Price(4) NASDAQ accepts
+PRESETS = {
+    "real-shape": dict(n_symbols=9000, features=FEATURES),
+}
 MPIDS = ("GSCO", "UBSS", "VIRT", "FLTU", "CDRG", "NITE", "MAXM", "JPMS", "MSCO", "SUSQ")
 
 # Relative message intensity through the session (hour, weight); piecewise linear.
@@ -95,6 +107,23 @@ class DayTruth:
     executions of the crosses. Both are None when record_groups was off.
     executed_shares counts E and C (cross executions included).
     price_min/price_max: over the prices of A, F, U and the execution prices of C.
+
+    What the real-day features planted (empty lists on a day without them):
+    features: the names asked for (see ``FEATURES``).
+    halts: one dict per window in which a symbol did not trade continuously: ``kind``
+    ("pause": LULD, H "P"; "halt": H "H"; "ipo": halted from the start, K, H "Q";
+    "operational": h "H"/"T"), ``locate``, ``start`` and ``end`` (timestamps of the
+    messages that open it and of the H "T" or h "T" that ends it), and for the crosses
+    ``cross_price``, ``cross_shares`` (the Q's) and ``executions``: [order_ref, shares,
+    side] per C "N", in feed order (both sides).
+    crossing_orders: the displayed orders planted inside a window that cross the
+    opposite best when added: dicts of ``timestamp``, ``locate``, ``order_ref``,
+    ``side``, ``price``, ``shares``, ``opposite_best``.
+    far_off_orders: orders planted far from the market: ``timestamp``, ``locate``,
+    ``order_ref``, ``side``, ``price``, ``shares``, ``why`` ("x8", "max_price",
+    "sub_penny_1000" or "best_and_trades": its side's other orders deleted first, then
+    it is the best and an incoming order executes ``executed`` shares of it),
+    ``deleted_at`` (the timestamp of its D; None if it was executed in full first).
     """
     path: str
     date: str
@@ -118,6 +147,10 @@ class DayTruth:
     last_match_number: int
     resting_target: int
     elapsed_s: float = 0.0
+    features: list = field(default_factory=list)
+    halts: list = field(default_factory=list)
+    crossing_orders: list = field(default_factory=list)
+    far_off_orders: list = field(default_factory=list)
 
     _INT_KEYED = ("symbols", "ticks", "price_min", "price_max", "peak_live", "executed_shares")
 
@@ -139,7 +172,9 @@ class DayTruth:
         return cls(**d)
 
     def summary(self) -> dict:
-        return {
+        planted = {"halts": len(self.halts), "crossing_orders": len(self.crossing_orders),
+                   "far_off_orders": len(self.far_off_orders)} if self.features else {}
+        return {**planted,
             "path": self.path, "messages": self.n_messages, "symbols": len(self.symbols), "seed": self.seed,
             "counts": dict(sorted(self.counts.items(), key=lambda kv: -kv[1])),
             "mix_percent": {t: round(100 * s, 3) for t, s in sorted(self.mix().items(), key=lambda kv: -kv[1])},
@@ -154,7 +189,7 @@ class DayTruth:
 
 # ---------------------------------------------------------------------------------------------
 
-_PK = {t: framed_struct(t) for t in "SRHYLVJAFEXDUPCQI"}
+_PK = {t: framed_struct(t) for t in "SRHYLVJAFEXDUPCQIKhW"}
 
 
 def _pad(s: str, n: int) -> bytes:
@@ -191,7 +226,11 @@ def _make_symbols(rng: random.Random, n: int) -> list[str]:
 
 
 class _Day:
-    def __init__(self, n_messages, n_symbols, seed, resting_per_symbol, record_groups, date):
+    def __init__(self, n_messages, n_symbols, seed, resting_per_symbol, record_groups, date, features=()):
+        bad = set(features) - set(FEATURES)
+        if bad:
+            raise ValueError(f"unknown feature(s) {sorted(bad)}; known: {', '.join(FEATURES)}")
+        self.features = [f for f in FEATURES if f in features]
         if n_symbols < 1:
             raise ValueError(f"n_symbols must be >= 1, got {n_symbols}")
         if n_symbols > 65535:
@@ -243,10 +282,19 @@ class _Day:
         rng.shuffle(ranks)
         ranks += [loc for loc in range(1, n + 1) if self.is_test[loc]]
         weights = {loc: 1.0 / (r + 1) ** 0.8 for r, loc in enumerate(ranks)}
+        w_mid = sorted(weights.values())[len(weights) // 2]
         for loc in range(1, n + 1):
             if self.is_test[loc]:
-                weights[loc] = min(weights.values()) * 0.2
+                # (with the real-day features, the test issues get the flow of a middling symbol,
+                # as NASDAQ's test orders run all day; below the quietest, as on a plain day, they
+                # get no entry in the symbol table of a 9,000-symbol day)
+                weights[loc] = w_mid if self.features else min(weights.values()) * 0.2
         self.weights = weights
+        self.ipo_loc = 0
+        if "ipo" in self.features and n >= 8:
+            # an IPO: a middling symbol (the sixth busiest), halted from the start, no orders
+            # until its quotation period
+            self.ipo_loc = sorted((loc for loc in ranks if not self.is_test[loc]), key=lambda x: -weights[x])[5]
         self.sym_table = _table(rng, [(loc, weights[loc]) for loc in range(1, n + 1)], 1 << 16)
         # distance from the price in ticks: a hump a few ticks out, as real books have
         self.depth_table = _table(rng, [(d, (0.6 + 0.25 * min(d, 3)) * 0.86 ** max(0, d - 3))
@@ -270,7 +318,15 @@ class _Day:
         self.pmax = [0] * (n + 1)
         self.execd = [0] * (n + 1)
         self.halted = [False] * (n + 1)
-        self.counts = dict.fromkeys("SRHYLVJAFEXDUPCQI", 0)
+        self.blocked = [False] * (n + 1)   # an IPO before its quotation period: no orders at all
+        self.halts: list = []
+        self.open_halt: dict = {}          # locate -> its entry in halts while the window is open
+        self.crossing: list = []
+        self.far: list = []
+        self.far_by_ref: dict = {}
+        if self.ipo_loc:
+            self.halted[self.ipo_loc] = self.blocked[self.ipo_loc] = True
+        self.counts = dict.fromkeys("SRHYLVJAFEXDUPCQIKhW", 0)
         self.next_ref = 4_000 + int(rng.random() * 1000)
         self.match = 10_000 + int(rng.random() * 1000)
         self.last_t = 0
@@ -357,13 +413,17 @@ class _Day:
             ts = tick_t()
             self._emit("R", pk_r.pack(39, b"R", loc, 0, ts >> 32, ts & 0xFFFFFFFF, self.stock8[loc], cat, fin, 100,
                                       b"N", cls, sub, b"T" if test else b"P", b"N" if nasdaq else b" ",
-                                      b"N" if nasdaq else b" ", b"1" if rng.random() < 0.25 else b"2", etp, lev,
+                                      b"Y" if loc == self.ipo_loc else (b"N" if nasdaq else b" "),
+                                      b"1" if rng.random() < 0.25 else b"2", etp, lev,
                                       b"N"), ts)
 
         def hy(loc):
             ts = tick_t()
-            self._emit("H", pk_h.pack(25, b"H", loc, 0, ts >> 32, ts & 0xFFFFFFFF, self.stock8[loc], b"T", b" ",
-                                      b"    "), ts)
+            ipo = loc == self.ipo_loc
+            self._emit("H", pk_h.pack(25, b"H", loc, 0, ts >> 32, ts & 0xFFFFFFFF, self.stock8[loc],
+                                      b"H" if ipo else b"T", b" ", b"IPO1" if ipo else b"    "), ts)
+            if ipo:
+                self.open_halt[loc] = {"kind": "ipo", "locate": loc, "start": ts}
             ts = tick_t()
             self._emit("Y", pk_y.pack(20, b"Y", loc, 0, ts >> 32, ts & 0xFFFFFFFF, self.stock8[loc], b"0"), ts)
 
@@ -423,8 +483,81 @@ class _Day:
             ev.append((t1 + 900 * NS + int(rng.random() * NS), 3, "resume", h_loc))
             ev.append((_hms(10, 15) + int(rng.random() * 3600 * NS), 4, "regsho", y1))
             ev.append((_hms(12, 15) + int(rng.random() * 3600 * NS), 4, "regsho", y2))
+        if self.features:
+            ev = self._schedule_features(ev, active)
         ev.sort(key=lambda e: (e[0], e[1]))
         return ev
+
+    def _schedule_features(self, ev: list, active: list) -> list:
+        """The real-day features' events (only with features: a plain day draws nothing here)."""
+        rng, n, feats = self.rng, self.n, self.features
+        S = NS
+        spare = [loc for loc in active[4:] if loc != self.ipo_loc]
+        rng.shuffle(spare)
+
+        def take():
+            return spare.pop() if spare else None
+
+        if "halts" in feats:
+            windows = []
+            # the day's pause and halt become windows with crossing orders and a halt cross
+            for e in ev:
+                if e[2] in ("pause", "halt"):
+                    windows.append([e[0], None, e[3]])
+            for e in ev:
+                if e[2] == "resume":
+                    for w in windows:
+                        if w[2] == e[3] and w[1] is None:
+                            w[1] = e[0]
+            ev = [e for e in ev if e[2] != "resume"]
+            # more at about a real day's frequency: a LULD pause per ~400 symbols, a halt per ~3,000
+            for kind, count, secs in (("pause", n // 400, 300), ("halt", n // 3000, 900)):
+                for _ in range(count):
+                    loc = take()
+                    if loc is None:
+                        break
+                    t0 = _hms(9, 45) + int(rng.random() * 5.5 * 3600 * S)
+                    ev.append((t0, 3, kind, loc))
+                    windows.append([t0, t0 + secs * S + int(rng.random() * S), loc])
+            for t0, t1, loc in windows:
+                for k in range(2 + int(rng.random() * 3)):
+                    ev.append((t0 + (t1 - t0) * (k + 1) // 6, 3, "plant", (loc, k)))
+                ev.append((t1, 3, "xresume", loc))
+        if self.ipo_loc:
+            loc = self.ipo_loc
+            tq = _hms(10) + int(rng.random() * 1800 * S)
+            tx = tq + 1800 * S + int(rng.random() * S)
+            ev.append((tq, 3, "ipo_quote", (loc, tx)))
+            for k in range(4):
+                ev.append((tq + (tx - tq) * (k + 2) // 7, 3, "plant", (loc, k)))
+            ev.append((tx, 3, "xresume", loc))
+        if "operational" in feats:
+            loc = take()
+            if loc is not None:
+                t0 = _hms(13, 30) + int(rng.random() * 3600 * S)
+                ev.append((t0, 3, "ohalt", loc))
+                ev.append((t0 + 120 * S + int(rng.random() * S), 3, "oresume", loc))
+        if "mwcb" in feats:
+            ev.append((_hms(14, 45) + int(rng.random() * 600 * S), 4, "mwcb", b"1"))
+        if "far_off" in feats:
+            penny = [loc for loc in spare if self.tick[loc] == 100]
+            sub = [loc for loc in range(1, n + 1) if self.tick[loc] == 1 and not self.is_test[loc]
+                   and loc != self.ipo_loc]
+            plan = []
+            for _ in range(1 + n // 2000):
+                for why, pool in (("x8", penny), ("max_price", penny), ("x1/8", penny), ("sub_penny_1000", sub)):
+                    if pool:
+                        plan.append((why, pool[int(rng.random() * len(pool))]))
+            if self.test_locs():
+                plan.append(("best_and_trades", self.test_locs()[0]))
+            for k, (why, loc) in enumerate(plan):
+                t0 = _hms(9, 35) + int(rng.random() * 5 * 3600 * S)
+                ev.append((t0, 5, "far_add", (why, loc, k)))
+                ev.append((t0 + (1800 + int(rng.random() * 3600)) * S, 5, "far_del", k))
+        return ev
+
+    def test_locs(self) -> list:
+        return [loc for loc in range(1, self.n + 1) if self.is_test[loc]]
 
     def run_event(self, e, w) -> None:
         t_sched, _, kind, arg = e
@@ -440,6 +573,8 @@ class _Day:
             loc = arg
             state, reason = {"pause": (b"P", b"LUDP"), "halt": (b"H", b"T1  "), "resume": (b"T", b"    ")}[kind]
             self.halted[loc] = kind != "resume"
+            if self.features and kind != "resume":
+                self.feature_event(ts, kind, loc)
             self._emit("H", _PK["H"].pack(25, b"H", loc, 0, ts >> 32, ts & 0xFFFFFFFF, self.stock8[loc], state,
                                           b" ", reason), ts)
             if kind == "pause":
@@ -452,6 +587,197 @@ class _Day:
         elif kind == "regsho":
             loc = arg
             self._emit("Y", _PK["Y"].pack(20, b"Y", loc, 0, ts >> 32, ts & 0xFFFFFFFF, self.stock8[loc], b"1"), ts)
+        else:
+            self.feature_event(ts, kind, arg)
+
+    # -- the real-day features ----------------------------------------------------------------
+
+    def _h(self, ts: int, loc: int, state: bytes, reason: bytes) -> None:
+        self._emit("H", _PK["H"].pack(25, b"H", loc, 0, ts >> 32, ts & 0xFFFFFFFF, self.stock8[loc], state, b" ",
+                                      reason), ts)
+
+    def _add(self, ts: int, loc: int, buy: bool, price: int, shares: int, in_live: bool) -> int:
+        """Rest one order (written as A); in_live: the flow may pick it for D/U/X."""
+        self.next_ref += 1 + (self.emitted & 3)
+        ref = self.next_ref
+        self.orders[ref] = [loc, buy, price, shares]
+        lv = self.bid_lv[loc] if buy else self.ask_lv[loc]
+        lvl = lv.get(price)
+        if lvl is None:
+            lv[price] = {ref: None}
+            insort(self.bid_keys[loc] if buy else self.ask_keys[loc], price if buy else -price)
+        else:
+            lvl[ref] = None
+        if in_live:
+            self.live.append(ref)
+        self.nlive[loc] += 1
+        self.peak[loc] = max(self.peak[loc], self.nlive[loc])
+        self.peak_total = max(self.peak_total, len(self.orders))
+        self._price_seen(loc, price)
+        self._emit("A", _PK["A"].pack(36, b"A", loc, 0, ts >> 32, ts & 0xFFFFFFFF, ref, b"B" if buy else b"S", shares,
+                                      self.stock8[loc], price), ts)
+        return ref
+
+    def _delete(self, ts: int, ref: int) -> None:
+        o = self._unrest(ref)
+        self._emit("D", _PK["D"].pack(19, b"D", o[0], 0, ts >> 32, ts & 0xFFFFFFFF, ref), ts)
+
+    def _level_refs(self, loc: int, buy: bool) -> list:
+        """The side's orders in priority order (best price first, then time)."""
+        lv = self.bid_lv[loc] if buy else self.ask_lv[loc]
+        keys = self.bid_keys[loc] if buy else self.ask_keys[loc]
+        out = []
+        for key in reversed(keys):
+            out.extend(lv[key if buy else -key])
+        return out
+
+    def feature_event(self, ts: int, kind: str, arg) -> None:
+        if kind in ("pause", "halt"):
+            loc = arg
+            self.open_halt[loc] = {"kind": kind, "locate": loc, "start": ts}
+        elif kind == "plant":
+            self.plant(ts, *arg)
+        elif kind == "xresume":
+            self.halt_cross(ts, arg)
+        elif kind == "ipo_quote":
+            loc, tx = arg
+            tk = self.tick[loc]
+            release = tx // NS
+            self._emit("K", _PK["K"].pack(28, b"K", loc, 0, ts >> 32, ts & 0xFFFFFFFF, self.stock8[loc], release, b"A",
+                                          self.mid[loc] // tk * tk), ts)
+            self._h(ts, loc, b"Q", b"IPOQ")
+            self.blocked[loc] = False
+        elif kind in ("ohalt", "oresume"):
+            loc = arg
+            self._emit("h", _PK["h"].pack(21, b"h", loc, 0, ts >> 32, ts & 0xFFFFFFFF, self.stock8[loc], b"Q",
+                                          b"H" if kind == "ohalt" else b"T"), ts)
+            if kind == "ohalt":
+                self.halted[loc] = True
+                self.open_halt[loc] = {"kind": "operational", "locate": loc, "start": ts}
+            else:
+                self.halted[loc] = False
+                h = self.open_halt.pop(loc)
+                h.update(end=ts, cross_price=None, cross_shares=None, executions=[])
+                self.halts.append(h)
+        elif kind == "mwcb":
+            self._emit("W", _PK["W"].pack(12, b"W", 0, 0, ts >> 32, ts & 0xFFFFFFFF, arg), ts)
+        elif kind == "far_add":
+            self.far_add(ts, *arg)
+        elif kind == "far_del":
+            f = self.far_by_ref.get(arg)
+            if f is not None and f["order_ref"] in self.orders:
+                self._delete(ts, f["order_ref"])
+                f["deleted_at"] = self.last_t
+
+    def plant(self, ts: int, loc: int, k: int) -> None:
+        """A displayed order that crosses the opposite best (the symbol is halted, so it rests)."""
+        rng = self.rng
+        tk = self.tick[loc]
+        buy = bool(k & 1)
+        opp = self._best(loc, not buy)
+        if opp is None:
+            # give the opposite side a best first, at the symbol's price
+            m = self.mid[loc]
+            self._add(ts, loc, not buy, m if not buy else max(tk, m - tk), self.size_table[int(rng.random() * 4096)],
+                      True)
+            opp = self._best(loc, not buy)
+        d = int(rng.random() * 3) * tk * self.ds[loc]
+        price = opp + d if buy else max(tk, opp - d)
+        shares = self.size_table[int(rng.random() * 4096)]
+        ref = self._add(ts, loc, buy, price, shares, False)
+        self.crossing.append({"timestamp": self.last_t, "locate": loc, "order_ref": ref, "side": "B" if buy else "S",
+                              "price": price, "shares": shares, "opposite_best": opp})
+
+    def halt_cross(self, ts: int, loc: int) -> None:
+        """The halt (or IPO) cross, then H "T": the crossing orders execute at one price, price-time
+        order on each side; one C "N" per order executed (buys, then sells), one Q type "H"."""
+        tk = self.tick[loc]
+        bids, asks = self._level_refs(loc, True), self._level_refs(loc, False)
+        left = {}
+        fills_b, fills_s = [], []
+        i = j = 0
+        while i < len(bids) and j < len(asks):
+            b, a = self.orders[bids[i]], self.orders[asks[j]]
+            if b[2] < a[2]:
+                break
+            qb = left.get(bids[i], b[3])
+            qa = left.get(asks[j], a[3])
+            q = min(qb, qa)
+            left[bids[i]], left[asks[j]] = qb - q, qa - q
+            for fills, ref in ((fills_b, bids[i]), (fills_s, asks[j])):
+                if fills and fills[-1][0] == ref:
+                    fills[-1][1] += q
+                else:
+                    fills.append([ref, q])
+            if qb == q:
+                i += 1
+            if qa == q:
+                j += 1
+        total = sum(q for _, q in fills_b)
+        price = 0
+        if total:
+            lo = max(self.orders[r][2] for r, _ in fills_s)   # every executed sell's limit is at most this
+            hi = min(self.orders[r][2] for r, _ in fills_b)   # every executed buy's limit at least this
+            price = lo + (hi - lo) // 2 // tk * tk
+        execs = []
+        for side, fills in (("B", fills_b), ("S", fills_s)):
+            for ref, q in fills:
+                self.match += 1
+                self._emit("C", _PK["C"].pack(36, b"C", loc, 1, ts >> 32, ts & 0xFFFFFFFF, ref, q, self.match, b"N",
+                                              price), ts)
+                self.execd[loc] += q
+                execs.append([ref, q, side])
+                o = self.orders[ref]
+                o[3] -= q
+                if o[3] == 0:
+                    self._unrest(ref)
+        if total:
+            self._price_seen(loc, price)
+        self.match += 1
+        self._emit("Q", _PK["Q"].pack(40, b"Q", loc, 1, ts >> 32, ts & 0xFFFFFFFF, total, self.stock8[loc], price,
+                                      self.match, b"H"), ts)
+        ts = self.last_t
+        self._h(ts, loc, b"T", b"    ")
+        self.halted[loc] = self.blocked[loc] = False
+        h = self.open_halt.pop(loc)
+        h.update(end=ts, cross_price=price, cross_shares=total, executions=execs)
+        self.halts.append(h)
+
+    def far_add(self, ts: int, why: str, loc: int, k: int) -> None:
+        rng = self.rng
+        tk = self.tick[loc]
+        m = self.mid[loc]
+        shares = self.size_table[int(rng.random() * 4096)]
+        buy = False
+        if why == "x8":
+            price = min(MAX_PRICE, m * 8 // tk * tk)
+        elif why == "x1/8":
+            buy, price = True, max(tk, m // 8 // tk * tk)
+        elif why == "max_price":
+            price = MAX_PRICE
+        elif why == "sub_penny_1000":
+            price = 10_000_000
+        else:  # best_and_trades: the side's other orders go, it is the best ask, a buy takes part of it
+            for ref in self._level_refs(loc, False):
+                self._delete(ts, ref)
+            price = min(MAX_PRICE, max(m, self._best(loc, True) or 0) * 8 // tk * tk)
+            shares = max(shares, 2)
+        ref = self._add(ts, loc, buy, price, shares, False)
+        f = {"timestamp": self.last_t, "locate": loc, "order_ref": ref, "side": "B" if buy else "S", "price": price,
+             "shares": shares, "why": why, "deleted_at": None}
+        if why == "best_and_trades":
+            x = 1 + int(rng.random() * (shares - 1))
+            ts = self.last_t + 1
+            self.match += 1
+            self._emit("E", _PK["E"].pack(31, b"E", loc, 2, ts >> 32, ts & 0xFFFFFFFF, ref, x, self.match), ts)
+            self.execd[loc] += x
+            self.n_groups += 1
+            if self.groups is not None:
+                self.groups.append((ts, loc, "S", [(ref, x, price)]))
+            self.orders[ref][3] -= x
+            f["executed"] = x
+        self.far.append(f)
+        self.far_by_ref[k] = f
 
     def noii(self, ts: int, cross: str) -> None:
         rng = self.rng
@@ -558,6 +884,7 @@ class _Day:
         mid, tick, ds, lo, hi, halted, cap = self.mid, self.tick, self.ds, self.lo, self.hi, self.halted, self.cap
         peak_total = self.peak_total
         stock8 = self.stock8
+        blocked, feat = self.blocked, bool(self.features)
         sym_table, depth_table, size_table = self.sym_table, self.depth_table, self.size_table
         touch_table, replace_table = self.touch_table, self.replace_table
         groups = self.groups
@@ -641,6 +968,8 @@ class _Day:
                 sched_msgs += self.emitted - e0
                 next_sched = sched[si][0] if si < len(sched) else 1 << 62
                 match, last_t, emitted = self.match, self.last_t, self.emitted
+                ref_next, n_groups = self.next_ref, self.n_groups
+                peak_total = max(peak_total, self.peak_total)
                 continue
             ts = t
             r = rnd()
@@ -689,6 +1018,8 @@ class _Day:
                         kind = 1
             if kind == 0 or kind == 5:
                 loc = sym_table[int(rnd() * 65536)]
+                if blocked[loc]:
+                    continue   # an IPO before its quotation period (only with the features)
                 m = mid[loc]
                 tk = tick[loc]
                 u = rnd()
@@ -888,6 +1219,8 @@ class _Day:
             if kind == 4:
                 # ---- non-displayed trade: does not touch the book ----
                 loc = sym_table[int(rnd() * 65536)]
+                if feat and halted[loc]:
+                    continue   # no trade while a symbol does not trade (only with the features)
                 bk, ak = bid_keys[loc], ask_keys[loc]
                 price = mid[loc]
                 if bk and price < bk[-1]:
@@ -1045,7 +1378,7 @@ class _Day:
 
 def generate_day(path, *, n_messages: int = 200_000, n_symbols: int = 50, seed: int = 1, gzip: bool = False,
                  date: str = "2019-12-30", resting_per_symbol: int | None = None,
-                 record_groups: bool | None = None, compresslevel: int = 6) -> DayTruth:
+                 record_groups: bool | None = None, compresslevel: int = 6, features=()) -> DayTruth:
     """Write a synthetic day of about ``n_messages`` messages to ``path``; return its truth.
 
     ``resting_per_symbol`` sets the live-order level the flow is steered to
@@ -1054,11 +1387,13 @@ def generate_day(path, *, n_messages: int = 200_000, n_symbols: int = 50, seed: 
     in the truth (default: on up to 2M messages; off above, to keep memory
     proportional to the live orders). The message count is exact, except for
     days too short to reach every scheduled event (then slightly more).
+    ``features``: names from ``FEATURES`` (halts and crosses, an IPO, an operational
+    halt, far-off prices, an MWCB status); what they planted is in the truth.
     """
     if record_groups is None:
         record_groups = n_messages <= 2_000_000
     t_wall = time.perf_counter()
-    day = _Day(n_messages, n_symbols, seed, resting_per_symbol, record_groups, date)
+    day = _Day(n_messages, n_symbols, seed, resting_per_symbol, record_groups, date, features)
     with ItchWriter(path, gzip=gzip, compresslevel=compresslevel) as w:
         t_start = day.preamble()
         day._flush(w)
@@ -1089,15 +1424,145 @@ def generate_day(path, *, n_messages: int = 200_000, n_symbols: int = 50, seed: 
         last_match_number=day.match,
         resting_target=day.resting_target,
         elapsed_s=time.perf_counter() - t_wall,
+        features=list(day.features),
+        halts=sorted(day.halts, key=lambda h: h["start"]),
+        crossing_orders=day.crossing,
+        far_off_orders=day.far,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# The C generator (csrc/itch_synth.c): a full-size day in minutes
+
+FAST_PRESETS = {
+    "full-day": dict(n_messages=270_000_000, n_symbols=9000, features=FEATURES),
+}
+_WHY = {1: "x8", 2: "x1/8", 3: "max_price", 4: "sub_penny_1000", 5: "best_and_trades"}
+_KIND = {1: "pause", 2: "halt", 3: "ipo", 4: "operational"}
+
+
+@dataclass
+class FastDayTruth:
+    """What the C generator wrote: counts by type, the symbols, what was planted (as in
+    DayTruth: halts with their crosses, crossing orders, far-off orders), speed."""
+    path: str
+    seed: int
+    gzip: bool
+    n_messages: int
+    bytes: int
+    counts: dict
+    symbols: dict
+    test_issues: list
+    ticks: dict
+    features: list
+    peak_live_total: int
+    final_live: int
+    executed_shares: int
+    last_order_ref: int
+    last_match_number: int
+    generator_book_bytes: int
+    halts: list
+    crossing_orders: list
+    far_off_orders: list
+    elapsed_s: float = 0.0
+
+    def mix(self) -> dict:
+        return {t: c / self.n_messages for t, c in sorted(self.counts.items())}
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(asdict(self), **kw)
+
+    def summary(self) -> dict:
+        return {
+            "path": self.path, "messages": self.n_messages, "bytes": self.bytes, "symbols": len(self.symbols),
+            "seed": self.seed, "features": self.features,
+            "mix_percent": {t: round(100 * x, 3) for t, x in sorted(self.mix().items(), key=lambda kv: -kv[1])},
+            "halts": len(self.halts), "crossing_orders": len(self.crossing_orders),
+            "far_off_orders": len(self.far_off_orders), "peak_live_total": self.peak_live_total,
+            "final_live": self.final_live, "generator_book_mib": round(self.generator_book_bytes / 2**20, 1),
+            "elapsed_s": round(self.elapsed_s, 3),
+            "messages_per_s": round(self.n_messages / self.elapsed_s) if self.elapsed_s else None,
+        }
+
+
+def generate_day_fast(path, *, n_messages: int = 270_000_000, n_symbols: int = 9000, seed: int = 1,
+                      features=FEATURES, max_price: bool = True, gzip: bool = False, compresslevel: int = 1,
+                      resting_per_symbol: int = 0, chunk_bytes: int = 32 << 20) -> FastDayTruth:
+    """Write a day with the C generator (same plan as generate_day, not the same bytes).
+
+    ``features`` as for generate_day; ``max_price=False`` leaves the $199,999.99 orders out
+    of far_off (the other far-off orders stay). Deterministic per arguments. Raw output is
+    written as the generator fills its buffer; gzip goes through the standard library.
+    """
+    import numpy as np
+
+    from .._coreapi import SYNTH_FEATURES, ItchSynth
+
+    bad = set(features) - set(FEATURES)
+    if bad:
+        raise ValueError(f"unknown feature(s) {sorted(bad)}; known: {', '.join(FEATURES)}")
+    if not 1 <= n_symbols <= 65535:
+        raise ValueError(f"n_symbols must be 1..65535, got {n_symbols}")
+    if n_messages < 3 * n_symbols + 116:
+        raise ValueError(f"n_messages={n_messages} is too small for {n_symbols} symbols "
+                         f"(the directory alone takes {3 * n_symbols + 16}); use at least {3 * n_symbols + 116}")
+    bits = 0
+    for f in features:
+        bits |= SYNTH_FEATURES[f]
+    if "far_off" in features and max_price:
+        bits |= SYNTH_FEATURES["max_price"]
+    t_wall = time.perf_counter()
+    gen = ItchSynth(n_messages, n_symbols, seed, bits, resting_per_symbol)
+    buf = np.empty(chunk_bytes, np.uint8)
+    n = nbytes = 0
+    with ItchWriter(path, gzip=gzip, compresslevel=compresslevel, buffer_bytes=0) as w:
+        while True:
+            k, m = gen.fill(buf)
+            if not k:
+                break
+            w.write_framed(buf[:k].tobytes() if gzip else memoryview(buf)[:k], m)
+            n += m
+            nbytes += k
+    st = gen.stats()
+    assert st["done"] and st["messages"] == n == sum(st["counts"].values()), (st, n)
+    syms, ticks, tests = {}, {}, []
+    for loc in range(1, n_symbols + 1):
+        name, tick, test = gen.symbol(loc)
+        syms[loc], ticks[loc] = name, tick
+        if test:
+            tests.append(loc)
+    halts, crossing, far = [], [], []
+    for p in gen.plants():
+        kind = int(p["kind"])
+        if kind in _KIND:
+            halts.append({"kind": _KIND[kind], "locate": int(p["locate"]), "start": int(p["start"]),
+                          "end": int(p["end"]), "cross_price": int(p["price"]) if kind != 4 else None,
+                          "cross_shares": int(p["shares"]) if kind != 4 else None,
+                          "executions": int(p["executions"])})
+        elif kind == 5:
+            crossing.append({"timestamp": int(p["start"]), "locate": int(p["locate"]), "order_ref": int(p["ref"]),
+                             "side": chr(p["side"]), "price": int(p["price"]), "shares": int(p["shares"])})
+        else:
+            far.append({"timestamp": int(p["start"]), "locate": int(p["locate"]), "order_ref": int(p["ref"]),
+                        "side": chr(p["side"]), "price": int(p["price"]), "shares": int(p["shares"]),
+                        "why": _WHY[int(p["why"])], "deleted_at": int(p["end"]) or None,
+                        "executed": int(p["executions"])})
+    return FastDayTruth(
+        path=str(path), seed=seed, gzip=gzip, n_messages=n, bytes=nbytes, counts=st["counts"], symbols=syms,
+        test_issues=tests, ticks=ticks, features=[f for f in FEATURES if f in features],
+        peak_live_total=st["peak_live"], final_live=st["live"], executed_shares=st["executed_shares"],
+        last_order_ref=st["last_order_ref"], last_match_number=st["last_match"],
+        generator_book_bytes=st["book_bytes"], halts=sorted(halts, key=lambda h: h["start"]),
+        crossing_orders=crossing, far_off_orders=far, elapsed_s=time.perf_counter() - t_wall)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lobreplay.itch.synth",
                                  description="Write a seeded synthetic ITCH 5.0 day (BinaryFILE framing).")
     ap.add_argument("output", help="output file (.itch, or .itch.gz with --gzip)")
-    ap.add_argument("--messages", type=int, default=200_000)
-    ap.add_argument("--symbols", type=int, default=50)
+    ap.add_argument("--messages", type=int, default=None, help="default 200,000 (270M with --preset full-day)")
+    ap.add_argument("--symbols", type=int, default=None,
+                    help="default 50 (9,000 with --preset real-shape or full-day)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--resting-per-symbol", type=int, default=None,
                     help="live orders per symbol the flow is steered to (peak live ~ this x symbols)")
@@ -1107,11 +1572,33 @@ def main(argv=None) -> int:
     ap.add_argument("--no-groups", action="store_true",
                     help="leave the aggressor and cross groups out of the truth (they are left out anyway "
                          "above 2M messages, to keep memory proportional to the live orders)")
+    ap.add_argument("--features", default=None,
+                    help=f"comma-separated real-day features ({','.join(FEATURES)}), 'all' or 'none'")
+    ap.add_argument("--preset", choices=sorted(PRESETS) + sorted(FAST_PRESETS),
+                    help="real-shape: 9,000 symbols and every feature; full-day: the C generator, 270M "
+                         "messages, 9,000 symbols, every feature (--messages, --symbols, --features still apply)")
+    ap.add_argument("--engine", choices=("python", "c"), default=None,
+                    help="python (default; truth with every aggressor group) or c (fast: a full day in minutes)")
+    ap.add_argument("--no-max-price", action="store_true",
+                    help="C engine: leave the $199,999.99 far-off orders out (the other far-off orders stay)")
     a = ap.parse_args(argv)
+    preset = {**PRESETS, **FAST_PRESETS}.get(a.preset, {})
+    engine = a.engine or ("c" if a.preset in FAST_PRESETS else "python")
+    n_messages = a.messages if a.messages is not None else preset.get("n_messages", 200_000)
+    n_symbols = a.symbols if a.symbols is not None else preset.get("n_symbols", 50)
+    if a.features is None:
+        features = preset.get("features", ())
+    else:
+        features = {"all": FEATURES, "none": ()}.get(a.features, tuple(f for f in a.features.split(",") if f))
     try:
-        truth = generate_day(a.output, n_messages=a.messages, n_symbols=a.symbols, seed=a.seed, gzip=a.gzip,
-                             date=a.date, resting_per_symbol=a.resting_per_symbol,
-                             record_groups=False if a.no_groups else None)
+        if engine == "c":
+            truth = generate_day_fast(a.output, n_messages=n_messages, n_symbols=n_symbols, seed=a.seed,
+                                      features=features, max_price=not a.no_max_price, gzip=a.gzip,
+                                      resting_per_symbol=a.resting_per_symbol or 0)
+        else:
+            truth = generate_day(a.output, n_messages=n_messages, n_symbols=n_symbols, seed=a.seed, gzip=a.gzip,
+                                 date=a.date, resting_per_symbol=a.resting_per_symbol,
+                                 record_groups=False if a.no_groups else None, features=features)
     except (ValueError, OSError) as e:
         print(f"synth: {e}", file=sys.stderr)
         return 2
