@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import itch_truth  # noqa: E402
 
-from lobreplay.itch.replay import replay_itch  # noqa: E402
+from lobreplay.itch.replay import ReplayConfig, replay_itch  # noqa: E402
 from lobreplay.itch.synth import FEATURES, TARGET_MIX, DayTruth, generate_day, main  # noqa: E402
 
 NS = 10**9
@@ -210,6 +210,9 @@ def test_real_shape_preset(tmp_path):
     kinds = Counter(h["kind"] for h in truth.halts)
     assert kinds["pause"] >= 20 and kinds["halt"] >= 3 and kinds["ipo"] == 1
     assert len(truth.far_off_orders) >= 20
+    # and it replays with no desync, equal to the truth after every message
+    s = replay_itch(str(out), str(tmp_path / "o"), ReplayConfig(reports=("bbo", "desyncs")))
+    assert s["desyncs"] == 0 and itch_truth.compare_replay(tmp_path / "o", msgs) == []
 
 
 @pytest.mark.parametrize("day", ["halt_day", "far_day"])
