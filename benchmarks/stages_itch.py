@@ -16,8 +16,9 @@ runs alone over all of it, best of --reps, single-threaded, with nothing else in
                  chunk, reports and timing off (core_seconds of `--no-reports --no-timing`)
 
 A replay runs read + frame and events on a reader thread beside the main thread, which runs
-the scan (pass 1) and the core (pass 2): with a second core to itself the reader is hidden,
-so scan + core is the least a replay of this design can take, before any Python, report or
+the scan (pass 1), the prices read again (if any book could take a price map) and the core
+(pass 2): with a second core to itself the reader is hidden, so scan + prices again + core
+is the least a replay of this design can take, before any Python, report or
 start-up. The script prints each stage in ns per message and that sum as M msg/s against
 the targets (reports off: 25 M/s on `wide`, 35 M/s on `narrow`). A stage alone does not
 share the caches with the reader thread as it does in a replay: judge a change to one by
@@ -155,14 +156,14 @@ def main() -> int:
           f"({sum(rejects):,} refused by the core), regrouped by book: {group}; best of {args.reps}")
     print("| stage | s | ns/message |\n|---|---:|---:|")
     core_label = "core (pass 2" + "".join(f", {w}" for w, on in (("timing", args.timing), ("bbo", args.bbo)) if on) + ")"
-    for label, t in (("read + frame", t_read), ("scan (pass 1)", t_scan), (f"prices again ({len(cand)} books)", t_keep),
+    for label, t in (("read + frame", t_read), ("scan (pass 1)", t_scan), (f"prices again (books: {len(cand)})", t_keep),
                      ("events" + (" + regroup" if group else ""), t_events), (core_label, t_core)):
         print(f"| {label} | {t:.3f} | {per(t):.1f} |")
     crit = t_scan + t_keep + t_core  # (the prices read again: on the main thread, after the scan)
-    print(f"| scan + core: the main thread's least | {crit:.3f} | {per(crit):.1f} |")
+    print(f"| scan + prices again + core: the main thread's least | {crit:.3f} | {per(crit):.1f} |")
     every = t_read + t_keep + t_scan + t_events + t_core
     print(f"| every stage on one thread | {every:.3f} | {per(every):.1f} |")
-    line = f"scan + core alone: {messages / crit / 1e6:.1f} M msg/s"
+    line = f"scan + prices again + core alone: {messages / crit / 1e6:.1f} M msg/s"
     if name:
         line += (f" against the target of {TARGETS[name] / 1e6:.0f} M msg/s with reports off "
                  f"({1e9 / TARGETS[name]:.1f} ns/message for both passes, start-up and Python included)")
