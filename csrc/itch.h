@@ -73,39 +73,10 @@ int lob_itch_scan_scrambled(const lob_itch_scan *s);
 /* Copy the per-locate figures into out[65536]. Can't fail. */
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
 
-/* What pass 1 knows exactly about one locate's order prices (A, F, U), beyond their
- * range and gcd: enough to size a dense band where the orders are and to know every
- * price outside it (see lobreplay/itch/prices.py). Kept by a lob_itch_keep, apart from
- * the scan: these figures do not depend on the order of the prices, so the replay feeds
- * it on its reader thread, beside the scan. */
-enum { LOB_ITCH_KEEP = 64 };
-typedef struct lob_itch_prices {
-    uint16_t locate;
-    uint16_t off_more;              /* 1: more than LOB_ITCH_KEEP distinct prices off the cent */
-    uint32_t n_low, n_high, n_off;  /* entries in low, high, off */
-    uint32_t cent_gcd;              /* gcd of the prices that are whole cents (multiples of 100); 0: none */
-    uint32_t low_cut, high_cut;     /* low[n_low - 1] and high[n_high - 1] once full, else UINT32_MAX and 0 */
-    uint32_t low[LOB_ITCH_KEEP];    /* the lowest distinct prices, ascending */
-    uint32_t high[LOB_ITCH_KEEP];   /* the highest distinct prices, descending */
-    uint32_t off[LOB_ITCH_KEEP];    /* the distinct prices that are not whole cents, ascending (all
-                                       of them unless off_more) */
-} lob_itch_prices;
-typedef struct lob_itch_keep lob_itch_keep;
-/* Returns NULL with *status LOB_ENOMEM. Free with lob_itch_keep_free (NULL allowed). About
- * 2 MB, plus 1 KB for each locate met with an order price. */
-lob_itch_keep *lob_itch_keep_new(int *status);
-void lob_itch_keep_free(lob_itch_keep *k);
-/* The A, F and U prices of n framed messages of locates with select[locate] != 0 (select
- * may be NULL: all). LOB_OK, or LOB_ENOMEM (a locate's record could not be allocated). */
-int lob_itch_keep_feed(lob_itch_keep *k, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
-                       size_t n, const uint8_t *select);
-/* The kept prices of every locate met with an order price, by locate, into out[0 .. cap);
- * returns how many there are (may exceed cap: only cap written). */
-size_t lob_itch_keep_prices(const lob_itch_keep *k, lob_itch_prices *out, size_t cap);
 /* Every A, F and U price of n framed messages of locates with select[locate] != 0,
  * in order, as (locate, price) into locates[] and prices[] (room for n). Returns how
- * many. For the books whose prices the kept ones do not settle (more distinct far
- * prices than LOB_ITCH_KEEP on a side): a look at the file again, for them only. */
+ * many. For the books that could take a price map (lobreplay/itch/prices.py,
+ * map_candidate): a look at the file again, for them only. */
 size_t lob_itch_order_prices(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
                              const uint8_t *select, uint16_t *locates, uint32_t *prices);
 

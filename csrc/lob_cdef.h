@@ -201,23 +201,6 @@ void lob_itch_partition(const uint8_t *buf, const uint32_t *offsets, const uint8
                         size_t *counts);
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out);
 int lob_itch_scan_scrambled(const lob_itch_scan *s);
-#define LOB_ITCH_KEEP 64
-typedef struct lob_itch_prices {
-    uint16_t locate;
-    uint16_t off_more;
-    uint32_t n_low, n_high, n_off;
-    uint32_t cent_gcd;
-    uint32_t low_cut, high_cut;
-    uint32_t low[64];
-    uint32_t high[64];
-    uint32_t off[64];
-} lob_itch_prices;
-typedef struct lob_itch_keep lob_itch_keep;
-lob_itch_keep *lob_itch_keep_new(int *status);
-void lob_itch_keep_free(lob_itch_keep *k);
-int lob_itch_keep_feed(lob_itch_keep *k, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
-                       size_t n, const uint8_t *select);
-size_t lob_itch_keep_prices(const lob_itch_keep *k, lob_itch_prices *out, size_t cap);
 size_t lob_itch_order_prices(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
                              const uint8_t *select, uint16_t *locates, uint32_t *prices);
 typedef struct lob_itch_pmap {

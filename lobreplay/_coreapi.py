@@ -608,37 +608,6 @@ def itch_events(buf, offsets, types, n, select, events, ts, msg_index, state=Non
                                _buf("uint32_t[]", msg_index, True), st)
 
 
-class ItchKeep:
-    """Pass 1's kept prices (lob_itch_keep): per locate, what its price map needs
-    (lobreplay.itch.prices). Independent of the order of the prices: fed on any thread."""
-
-    def __init__(self):
-        st = ffi.new("int *")
-        ptr = lib.lob_itch_keep_new(st)
-        if ptr == ffi.NULL:
-            raise_for_status(st[0], "creating an ITCH price keeper")
-        self.ptr = ffi.gc(ptr, lib.lob_itch_keep_free)
-
-    def feed(self, buf: np.ndarray, offsets: np.ndarray, types: np.ndarray, n: int, select=None) -> None:
-        check_array(buf, np.dtype(np.uint8), "buf")
-        check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
-        check_array(types, np.dtype(np.uint8), "types", length=n)
-        sel = ffi.NULL
-        if select is not None:
-            check_array(select, np.dtype(np.uint8), "select", length=65536)
-            sel = _buf("uint8_t[]", select)
-        raise_for_status(lib.lob_itch_keep_feed(self.ptr, _buf("uint8_t[]", buf), _buf("uint32_t[]", offsets),
-                                                _buf("uint8_t[]", types), n, sel), "ITCH first pass (prices)")
-
-    def prices(self) -> np.ndarray:
-        """The kept prices (ITCH_PRICES_DTYPE) of every locate met with an order price, by locate."""
-        n = lib.lob_itch_keep_prices(self.ptr, ffi.NULL, 0)
-        out = np.zeros(n, ITCH_PRICES_DTYPE)
-        if n:
-            lib.lob_itch_keep_prices(self.ptr, _buf("lob_itch_prices[]", out, True), n)
-        return out
-
-
 def itch_order_prices(buf, offsets, types, n, select) -> tuple[np.ndarray, np.ndarray]:
     """(locates uint16, prices uint32) of every A, F and U among n framed messages of the
     selected locates (select: uint8[65536], or None: all), in order (lob_itch_order_prices)."""
@@ -705,9 +674,7 @@ def _struct_dtype_arrays(cname: str) -> np.dtype:
     return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": ffi.sizeof(cname)})
 
 
-ITCH_PRICES_DTYPE = _struct_dtype_arrays("lob_itch_prices")
 ITCH_PMAP_DTYPE = struct_dtype("lob_itch_pmap")
-ITCH_KEEP = lib.LOB_ITCH_KEEP
 L2_RECORD_DTYPE = struct_dtype("lob_l2_record")
 L2_SCAN_SYMBOL_DTYPE = struct_dtype("lob_l2_scan_symbol")
 L2_BBO_DTYPE = struct_dtype("lob_l2_bbo")

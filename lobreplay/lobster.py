@@ -180,14 +180,13 @@ class _Orders:
 
 
 def _find_locate(src, symbol: str):
-    """Pass 1: sizing figures, kept prices and the symbol's stock locate."""
+    """Pass 1: sizing figures and the symbol's stock locate."""
     from .itch.decode import decode_type
-    scan, keep = core.ItchScan(), core.ItchKeep()
+    scan = core.ItchScan()
     locate = None
     want = symbol.encode()
     for chunk in src.chunks():
         scan.feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
-        keep.feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
         if locate is None:
             for t in "RAF":
                 if chunk.has(t):
@@ -196,7 +195,7 @@ def _find_locate(src, symbol: str):
                     if len(hit):
                         locate = int(c["stock_locate"][hit[0]])
                         break
-    return scan.stats(), keep.prices(), locate
+    return scan.stats(), locate
 
 
 def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, date=None,
@@ -239,13 +238,13 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
     at = [1, 0]  # the pass, and the messages done in pass 2 (whole chunks)
     renamed: list = []  # [True] once both files have their final names
     try:
-        stats, kept, locate = _find_locate(src, symbol)
+        stats, locate = _find_locate(src, symbol)
         found = src.stats  # (what pass 1 read: pass 2 may stop at the end of the window)
         if read is not None:
             read.update(messages=found.messages, truncated=found.truncation(), moldudp64=found.moldudp64())
         if locate is None:
             raise InputError(f"{itch_path}: no such symbol in this file: {symbol}")
-        sizing, _ = size_books(stats, headroom, [locate], kept=kept, all_prices=lambda locs: all_order_prices(
+        sizing, _ = size_books(stats, headroom, [locate], all_prices=lambda locs: all_order_prices(
             itch_path, locs, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated))
         if not sizing:
             raise InputError(f"{itch_path}: {symbol} has no orders")

@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 from lobreplay import _coreapi as core
 from lobreplay.book import Session
 from lobreplay.events import EVENT_DTYPE, Flag, Kind, Side, TIF
-from lobreplay.itch.prices import KEEP, MAX_LEVELS, PriceMap, PriceMaps, choose_map
+from lobreplay.itch import replay as itch_replay
+from lobreplay.itch.prices import MAX_LEVELS, PriceMap, PriceMaps, choose_map, padded, worth_mapping
 from lobreplay.itch.reader import ItchFile
-from lobreplay.itch.replay import ReplayConfig, replay_itch
+from lobreplay.itch.replay import ReplayConfig, all_order_prices, candidates, replay_itch
 from lobreplay.itch.writer import ItchWriter
 
 T0 = 34_200_000_000_000  # 09:30
@@ -169,9 +170,20 @@ def far_order_day() -> Day:
     return d
 
 
-def test_a_far_order_in_a_150_dollar_stock(tmp_path):
+def test_a_far_order_in_a_150_dollar_stock(tmp_path, monkeypatch):
+    """The far order still maps: its book is the one candidate (lobreplay.itch.prices.
+    map_candidate), whose prices alone are read from the file again, once."""
+    calls = []
+
+    def counted(path, locates, **kw):
+        calls.append(list(locates))
+        return all_order_prices(path, locates, **kw)
+    monkeypatch.setattr(itch_replay, "all_order_prices", counted)
     d = far_order_day()
     s = check_against_truth(d, tmp_path / "20191230.far.itch", tmp_path / "o")
+    assert calls == [[3]]
+    assert [n for n in s["notes"] if "read again" in n] == [
+        "locate 3: its prices 1499000..1999999900 read again from the file (8 distinct)"]
     row = symbols_row(tmp_path / "o", 3)
     assert row["extra_prices"] == 2 and row["orders_outside_band"] == 2  # the far add and its replacement
     assert row["tick"] == 100 and row["band_low"] <= 1_499_000 and row["band_high"] < 2_000_000
@@ -186,10 +198,15 @@ def test_a_far_order_in_a_150_dollar_stock(tmp_path):
                                                                                  1_999_999_900, 1_499_500}
 
 
-def test_without_the_far_order_nothing_is_mapped(tmp_path):
+def test_without_the_far_order_nothing_is_mapped(tmp_path, monkeypatch):
+    """No book could take a map: the file is read once (its prices never read again)."""
+    def no_second_read(*a, **kw):
+        raise AssertionError("the file read again for prices")
+    monkeypatch.setattr(itch_replay, "all_order_prices", no_second_read)
     d = far_order_day()
     d.msgs = [m for m in d.msgs if m.get("order_ref") not in (5, 6)]
     s = check_against_truth(d, tmp_path / "20191230.near.itch", tmp_path / "o")
+    assert not any("read again" in n for n in s["notes"])
     assert s["mapped_books"] == 0 and s["extra_prices"] == 0
     row = symbols_row(tmp_path / "o", 3)
     assert row["extra_prices"] == 0 and row["tick"] == 500
@@ -260,10 +277,9 @@ def test_a_flipped_bit_in_one_price(tmp_path):
     assert row["tick"] == 100 and row["extra_prices"] == 1 and row["levels"] < 10_000
 
 
-def test_more_far_prices_than_pass_one_keeps(tmp_path):
-    """A $150 stock with 200 distinct sells far away ($100,000 to $397,000): more than
-    the KEEP highest prices pass 1 keeps, and the grid up to the 64th would exceed
-    MAX_LEVELS, so its prices are read again and every far one is an extra."""
+def test_many_far_prices(tmp_path):
+    """A $150 stock with 200 distinct sells far away ($100,000 to $397,000): its plain
+    band would exceed MAX_LEVELS, its prices are read again and every far one is an extra."""
     d = Day()
     d.R(5, "MANY")
     for k in range(20):
@@ -275,7 +291,7 @@ def test_more_far_prices_than_pass_one_keeps(tmp_path):
         d.E(5, 100 + k, 10)
     d.A(5, 400, "S", 10, 1_510_000)
     s = check_against_truth(d, tmp_path / "20191230.many.itch", tmp_path / "o")
-    assert len(far) > 2 * KEEP and (far[-KEEP] - 1_490_000) // 100 > MAX_LEVELS  # (the grid up to the 64th)
+    assert (far[-1] - 1_490_000) // 100 > MAX_LEVELS
     row = symbols_row(tmp_path / "o", 5)
     assert row["extra_prices"] == 200 and row["orders_outside_band"] == 200 and row["levels"] < 10_000
     assert any("read again" in n for n in s["notes"])
@@ -380,12 +396,13 @@ def test_a_mapped_replay_equals_an_unmapped_one(price_set, ops):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.lists(st.integers(0, (1 << 32) - 1) | st.integers(0, 2000).map(lambda x: x * 100),
-                         min_size=1, max_size=200), min_size=1, max_size=4))
-def test_pass_one_keeps_the_far_prices_exactly(tmp_path_factory, per_locate):
-    """ItchKeep's kept prices against a naive computation: the KEEP lowest and highest
-    distinct order prices, the gcd of the whole-cent ones, and the others (all, or
-    off_more when more than KEEP)."""
+@given(st.lists(st.lists(st.integers(0, (1 << 32) - 1) | st.integers(0, 2000).map(lambda x: x * 100)
+                         | st.integers(1_000_000, 1_010_000), min_size=1, max_size=200), min_size=1, max_size=4),
+       st.sampled_from([0.0, 0.2, 3.0]))
+def test_every_book_a_map_could_help_is_a_candidate(tmp_path_factory, per_locate, headroom):
+    """The candidates (from pass 1's range and gcd alone) hold every book that choose_map,
+    given all its prices, would map (worth_mapping); all_order_prices reads those prices
+    exactly (distinct, sorted)."""
     d = Day()
     ref = 0
     for loc, ps in enumerate(per_locate, 1):
@@ -393,21 +410,22 @@ def test_pass_one_keeps_the_far_prices_exactly(tmp_path_factory, per_locate):
             ref += 1
             d.A(loc, ref, "B", 1, p)
     path = d.write(tmp_path_factory.mktemp("scan") / "p.itch")
-    sc = core.ItchKeep()
+    sc = core.ItchScan()
     for c in ItchFile(path).chunks():
         sc.feed(c.buf, c.offsets, c.types, c.n)
-    kept = {int(r["locate"]): r for r in sc.prices()}
-    assert sorted(kept) == list(range(1, len(per_locate) + 1))
+    stats = sc.stats()
+    locs = list(range(1, len(per_locate) + 1))
+    cand = candidates(stats, headroom, locs)
+    got = all_order_prices(path, locs)
     for loc, ps in enumerate(per_locate, 1):
-        k, u = kept[loc], sorted(set(ps))
-        assert list(k["low"][:k["n_low"]]) == u[:KEEP]
-        assert list(k["high"][:k["n_high"]]) == u[::-1][:KEEP]
-        cents = [p for p in u if p % 100 == 0]
-        assert k["cent_gcd"] == (int(np.gcd.reduce(cents)) if cents else 0)
-        off = [p for p in u if p % 100]
-        assert bool(k["off_more"]) == (len(off) > KEEP)
-        if len(off) <= KEEP:
-            assert list(k["off"][:k["n_off"]]) == off
+        u = np.array(sorted(set(ps)), np.int64)
+        np.testing.assert_array_equal(got[loc], u)
+        tick = int(stats[loc]["price_gcd"])
+        if not tick:  # (only prices of 0)
+            continue
+        low, high = padded(int(u[0]), int(u[-1]), tick, headroom)
+        if worth_mapping((high - low) // tick + 1, choose_map(tick, prices=u, headroom=headroom)):
+            assert loc in cand
 
 
 # ---- memory ----
@@ -499,12 +517,18 @@ def test_the_lobster_export_of_a_mapped_book(tmp_path):
         assert book[i].tolist() == after[t], t
 
 
-def test_the_sizing_cache_keeps_the_kept_prices(tmp_path, monkeypatch):
-    """A replay from the sizing cache maps the same books as the scan it replaces."""
+def test_the_sizing_cache_keeps_the_candidates_prices(tmp_path, monkeypatch):
+    """A replay from the sizing cache maps the same books as the scan it replaces, from the
+    candidates' prices in the entry: it does not read the file for them again."""
     monkeypatch.setenv("LOBREPLAY_CACHE_DIR", str(tmp_path / "cache"))
     path = far_order_day().write(tmp_path / "20191230.far.itch")
     first = replay_itch(path, str(tmp_path / "a"))
+
+    def no_second_read(*a, **kw):
+        raise AssertionError("the file read again for prices")
+    monkeypatch.setattr(itch_replay, "all_order_prices", no_second_read)
     again = replay_itch(path, str(tmp_path / "b"))
+    assert "locate 3: its prices 1499000..1999999900 from the sizing cache entry (8 distinct)" in again["notes"]
     assert not first["pass1"]["cached"] and again["pass1"]["cached"]
     for k in ("mapped_books", "extra_prices", "orders_outside_band", "book_levels"):
         assert again[k] == first[k], k

@@ -12,14 +12,12 @@ prices, matching and depth are exact in the unchanged core, whose band is then
 A map without a grid (n = 0) is the .lobc replay's "ladder" (lobreplay/l2.py: a core price
 is the rank of the price among all prices pass 1 saw); both could share this one day.
 
-Pass 1 (lob_itch_scan, csrc/itch.c) keeps per locate, besides the range and gcd of the
-order prices, the LOB_ITCH_KEEP (64) lowest and highest distinct prices, the gcd of the
-prices that are whole cents and the distinct prices that are not (all of them, unless
-more than 64). Every price outside a grid must be known exactly to be an extra, so the
-grid's ends are chosen among the kept prices (choose_map); when more distinct prices than
-that lie far out on one side, the grid reaches the 64th, and if that is still too wide the
-book's prices are read from the file again (for those books only) and it gets the exact
-map of all its prices. No price a valid message can carry stops a replay.
+Pass 1 (lob_itch_scan, csrc/itch.c) finds per locate the range and gcd of the order
+prices and nothing more. From those alone, map_candidate tells the books that a map could
+help (a wide plain band, or a gcd off the cent): only those books' distinct prices are read
+from the file again (lobreplay.itch.replay.all_order_prices, for them only), and each gets
+the map of least cost over all its prices (choose_map) if that is worth it. A day without
+such a book is read once. No price a valid message can carry stops a replay.
 """
 from __future__ import annotations
 
@@ -30,7 +28,6 @@ import numpy as np
 from .. import _coreapi as core
 from .spec import PRICE4_SCALE
 
-KEEP = core.ITCH_KEEP       # the lowest/highest distinct prices pass 1 keeps per locate
 CENT = PRICE4_SCALE // 100  # a cent in Price(4): a penny grid's tick
 MAX_LEVELS = 1 << 24        # a book's band never spans more levels at pass 1's figures (24 B each)
 CORE_LEVELS = 1 << 31       # the core's limit: a map of every distinct price may go past MAX_LEVELS
@@ -101,91 +98,65 @@ def padded(lo: int, hi: int, tick: int, headroom: float) -> tuple[int, int]:
     return max(0, (lo - pad) // tick * tick), -(-(hi + pad) // tick) * tick
 
 
-def _grid_layout(low_side: np.ndarray, high_side: np.ndarray, known: np.ndarray, tick: int, headroom: float,
-                 complete: bool) -> PriceMap:
+def _grid_layout(d: np.ndarray, known: np.ndarray, tick: int, headroom: float) -> PriceMap:
     """The grid at tick of the least cost (PriceMap.cost: levels, and EXTRA_COST per
-    extra), where every known price outside it, or inside it off its tick, is an extra. A
-    price is left out of the grid only where that saves EXTRA_COST levels for it, so the
-    grid holds the orders and the extras are the far ones (no histogram is needed: the
-    prices beyond the grid's ends are known exactly).
-
-    Not every price known (complete False): low_side holds the KEEP lowest and high_side
-    (descending) the KEEP highest, and the grid spans every price between them; its ends
-    are low_side[i] and high_side[j], and the cost separates into EXTRA_COST * i -
-    floor(low_side[i] / tick) and EXTRA_COST * j + ceil(high_side[j] / tick), each side's
-    least taken alone (the first on a tie: fewer extras). Every price known (low_side all
-    of them, ascending): the grid is the window of them that saves the most, a maximum
+    extra), where every price outside it, or inside it off its tick, is an extra (d: every
+    distinct price, ascending; known: the same). A price is left out of the grid only where
+    that saves EXTRA_COST levels for it, so the grid holds the orders and the extras are
+    the far ones: the grid is the window of the prices that saves the most, a maximum
     subarray of EXTRA_COST minus each gap in ticks; a window of one price gives no grid
     (n = 0: a ladder of all the prices)."""
     w = EXTRA_COST
-    if complete:
-        q = low_side // tick
-        if len(q) > 1:
-            run = np.concatenate([[0], np.cumsum(w - np.diff(q))])  # window [i, k] saves run[k] - run[i]
-            k = int(np.argmax(run - np.minimum.accumulate(run)))
-            i = int(np.argmin(run[:k + 1]))
-        else:
-            i = k = 0
-        if i == k:
-            return PriceMap(0, 1, 0, known)
-        gl, gh = int(low_side[i]) // tick * tick, -(-int(low_side[k]) // tick) * tick
+    q = d // tick
+    if len(q) > 1:
+        run = np.concatenate([[0], np.cumsum(w - np.diff(q))])  # window [i, k] saves run[k] - run[i]
+        k = int(np.argmax(run - np.minimum.accumulate(run)))
+        i = int(np.argmin(run[:k + 1]))
     else:
-        i = int(np.argmin(w * np.arange(len(low_side)) - low_side // tick))
-        j = int(np.argmin(w * np.arange(len(high_side)) - (-high_side // tick)))
-        gl, gh = int(low_side[i]) // tick * tick, -(-int(high_side[j]) // tick) * tick
+        i = k = 0
+    if i == k:
+        return PriceMap(0, 1, 0, known)
+    gl, gh = int(d[i]) // tick * tick, -(-int(d[k]) // tick) * tick
     low, high = padded(gl, gh, tick, headroom)
     extras = known[(known < low) | (known > high) | ((known - low) % tick != 0)]
     return PriceMap(low, tick, (high - low) // tick + 1, extras)
 
 
-def choose_map(tick_all: int, kept=None, prices: np.ndarray | None = None, headroom: float = 0.2):
-    """The price map of the least cost (PriceMap.cost) that pass 1's figures allow, or None: kept (a
-    row of ITCH_PRICES_DTYPE) or prices (every distinct order price, sorted), and the gcd
-    of all prices. Tries the grid at the gcd of all prices and, when the prices that are not
-    whole cents are all known, at the gcd of those that are (those others extras)."""
-    if prices is not None:
-        d = np.asarray(prices, np.int64)
-        low_side, high_side, complete = d, d[::-1], True
-        cents = d[d % CENT == 0]
-        cent_gcd = int(np.gcd.reduce(cents)) if len(cents) else 0
-        off, off_known = d[d % CENT != 0], True
-    else:
-        low_side = kept["low"][:int(kept["n_low"])].astype(np.int64)
-        high_side = kept["high"][:int(kept["n_high"])].astype(np.int64)
-        if not len(low_side):
-            return None
-        # every distinct price is known when the lowest kept are fewer than KEEP or the two
-        # lists meet (a price above the lowest KEEP is then among the highest)
-        complete = len(low_side) < KEEP or low_side[-1] >= high_side[-1]
-        if complete:
-            d = np.union1d(low_side, high_side)
-            low_side, high_side = d, d[::-1]
-        cent_gcd = int(kept["cent_gcd"])
-        off, off_known = kept["off"][:int(kept["n_off"])].astype(np.int64), not kept["off_more"]
-    known = np.union1d(np.union1d(low_side, high_side), off)
+def choose_map(tick_all: int, prices: np.ndarray, headroom: float = 0.2) -> PriceMap | None:
+    """The price map of the least cost (PriceMap.cost) over prices (every distinct order
+    price of a book, sorted; tick_all their gcd), or None when there are none. Tries the
+    grid at tick_all and, when some prices are not whole cents, at the gcd of those that
+    are (the others extras)."""
+    d = np.asarray(prices, np.int64)
+    if not len(d):
+        return None
+    cents = d[d % CENT == 0]
+    cent_gcd = int(np.gcd.reduce(cents)) if len(cents) else 0
     best = None
-    ticks = [(tick_all, known)]
-    if off_known and len(off) and cent_gcd and cent_gcd != tick_all:
-        ticks.append((cent_gcd, known))
-    for tick, k in ticks:
-        m = _grid_layout(low_side, high_side, k, tick, headroom, complete)
+    ticks = [tick_all]
+    if len(cents) < len(d) and cent_gcd and cent_gcd != tick_all:
+        ticks.append(cent_gcd)
+    for tick in ticks:
+        m = _grid_layout(d, d, tick, headroom)
         if best is None or m.cost < best.cost:
             best = m
     return best
 
 
-def may_map(tick_all: int, kept) -> bool:
-    """Whether choose_map could find a map worth taking (a quick look at a kept row, 3 us
-    against choose_map's 80): extras move the grid's ends only within the kept lists' spans,
-    narrowing the range by at most their sum and the headroom on each side by at most as
-    much, unless prices off the cent may change the tick."""
-    if kept["n_off"] or kept["off_more"]:
-        return True
-    nl, nh = int(kept["n_low"]), int(kept["n_high"])
-    if not nl:
+def map_candidate(tick: int, lo: int, hi: int, plain: int, headroom: float) -> bool:
+    """Whether a book whose order prices span lo..hi at gcd tick, and whose plain padded
+    band has plain levels, could take a map (worth_mapping) that choose_map finds over its
+    prices, whatever they are: only these books' prices are read again. Its plain band
+    must be too wide (MAX_LEVELS), or a map must save MAP_SAVING levels. A map at tick_all
+    narrows the grid by at most the range and the padding on each side by at most
+    max(1, headroom) times that (padded), so it saves at most (1 + 2 max(1, headroom))
+    times the range in ticks (plus rounding, a level each side); at the cent's gcd, which
+    only differs when the gcd is not whole cents, anything may be saved."""
+    if plain <= MAP_SAVING:
         return False
-    span = int(kept["low"][nl - 1]) - int(kept["low"][0]) + int(kept["high"][0]) - int(kept["high"][nh - 1])
-    return 3 * span // tick_all >= MAP_SAVING
+    if plain > MAX_LEVELS or tick % CENT:
+        return True
+    return int((1 + 2 * max(1.0, headroom)) * (hi - lo)) // tick + 2 >= MAP_SAVING
 
 
 def worth_mapping(plain_levels: int, m: PriceMap | None) -> bool:

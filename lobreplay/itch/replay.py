@@ -43,7 +43,7 @@ from .._lazy import Deferred, load
 from ..outdir import prepare_output  # noqa: F401  (lobreplay.itch.replay.prepare_output, as before)
 from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
 from .decode import decode_type, non_ascii_bytes, positions_of, to_arrow
-from .prices import (CORE_LEVELS, MAP_SAVING, MAX_LEVELS, PriceMap, PriceMaps, choose_map, may_map, padded,
+from .prices import (CORE_LEVELS, MAP_SAVING, MAX_LEVELS, PriceMap, PriceMaps, choose_map, map_candidate, padded,
                      worth_mapping)
 from .reader import ItchFile
 from .spec import LAYOUTS, PRICE4_SCALE, price_metadata
@@ -133,7 +133,7 @@ class Sizing:
 @dataclass
 class _Pass1:
     stats: np.ndarray
-    prices: np.ndarray = field(default_factory=lambda: np.zeros(0, core.ITCH_PRICES_DTYPE))  # kept, by locate
+    prices: dict = field(default_factory=dict)      # locate -> its distinct prices (candidates, read again)
     directory: dict = field(default_factory=dict)   # locate -> R fields
     symbols: dict = field(default_factory=dict)     # locate -> symbol (R, else order messages)
     system_events: list = field(default_factory=list)  # (time_ns, event code) of S messages
@@ -178,22 +178,43 @@ def given_date(text, where: str = "date") -> dt.date:
         raise InputError(f"{where}: expected a date YYYY-MM-DD, got {text!r}") from None
 
 
-def size_books(stats: np.ndarray, headroom: float, locates, kept: np.ndarray | None = None,
-               all_prices=None) -> tuple[list[Sizing], list[str]]:
+def candidates(stats: np.ndarray, headroom: float, locates) -> list[int]:
+    """The locates whose books could take a price map (lobreplay.itch.prices.map_candidate,
+    from pass 1's range and gcd alone): those whose distinct prices size_books needs."""
+    out = []
+    for loc in locates:
+        st = stats[int(loc)]
+        tick = int(st["price_gcd"])
+        if not tick:
+            continue
+        lo, hi = int(st["min_price"]), int(st["max_price"])
+        low, high = padded(lo, hi, tick, headroom)
+        if map_candidate(tick, lo, hi, (high - low) // tick + 1, headroom):
+            out.append(int(loc))
+    return out
+
+
+def size_books(stats: np.ndarray, headroom: float, locates, prices: dict | None = None,
+               all_prices=None, prices_from: str = "read again from the file") -> tuple[list[Sizing], list[str]]:
     """Book sizes from pass-1 figures: tick = gcd of the prices, band = [min, max]
     widened by headroom (lobreplay.itch.prices.padded; never below 0), capacity = the peak
-    number of live orders. With kept (pass 1's kept prices, ITCH_PRICES_DTYPE rows, by
-    locate), a book whose band a price map makes much smaller (far-off or off-tick prices:
-    choose_map, worth_mapping) gets one. A band wider than MAX_LEVELS levels is narrowed to
-    the price range when that fits; else the book's distinct prices come from
-    all_prices(locates) (a dict of sorted arrays: the file read again for them) and it gets
-    the exact map of them. Returns the sizes and notes (narrowed bands, prices read again)."""
-    out, notes, wide = {}, [], []
-    idx = None
-    if kept is not None and len(kept):
-        idx = np.full(65536, -1, np.int64)
-        idx[kept["locate"]] = np.arange(len(kept))
+    number of live orders. The books that could take a price map (candidates) are sized from
+    their distinct prices: prices (locate -> sorted array, prices_from saying where they
+    came from), else all_prices(locates) (the same for those locates: the file read again
+    for them). Such a book gets the map of least cost (choose_map) if it makes its band much
+    smaller (worth_mapping); else a band wider than MAX_LEVELS levels is narrowed to the
+    price range when that fits, or the book gets the exact map of its prices. Without its
+    prices, a candidate keeps its plain band, or, too wide, is an InputError. Returns the
+    sizes and notes (narrowed bands, prices read again)."""
+    out, notes = {}, []
     locates = [int(x) for x in locates]
+    have = dict(prices or {})
+    cand = candidates(stats, headroom, locates)
+    missing = [loc for loc in cand if loc not in have]
+    fresh: set[int] = set()
+    if missing and all_prices is not None:
+        have.update(all_prices(missing))
+        fresh = set(missing)
     for loc in locates:
         st = stats[loc]
         if st["price_gcd"] == 0:  # no order ever rested here
@@ -203,9 +224,11 @@ def size_books(stats: np.ndarray, headroom: float, locates, kept: np.ndarray | N
         cap = max(1, int(st["peak_live"]))
         low, high = padded(lo, hi, tick, headroom)
         plain = (high - low) // tick + 1
-        m = None
-        if idx is not None and idx[loc] >= 0 and plain > MAP_SAVING and may_map(tick, kept[idx[loc]]):
-            m = choose_map(tick, kept[idx[loc]], headroom=headroom)  # (a map saves MAP_SAVING at least)
+        got = have.get(loc)
+        m = choose_map(tick, got, headroom=headroom) if got is not None and plain > MAP_SAVING else None
+        if got is not None and plain > MAP_SAVING:
+            notes.append(f"locate {loc}: its prices {lo}..{hi} {'read again from the file' if loc in fresh else prices_from} "
+                         f"({len(got):,} distinct)")
         if worth_mapping(plain, m) and m.levels <= MAX_LEVELS:
             out[loc] = Sizing(loc, 0, m.levels - 1, 1, cap, m)
         elif plain <= MAX_LEVELS:
@@ -217,20 +240,10 @@ def size_books(stats: np.ndarray, headroom: float, locates, kept: np.ndarray | N
             high = low + min(span, (high - low) // tick * tick)
             out[loc] = Sizing(loc, low, high, tick, cap)
             notes.append(f"locate {loc}: headroom cut to fit {MAX_LEVELS:,} levels at tick {tick}")
+        elif m is None:
+            raise InputError(f"locate {loc}: its prices {lo}..{hi} at tick {tick} need more than {MAX_LEVELS:,} "
+                             f"levels, and its distinct prices are not at hand to map them")
         else:
-            wide.append(loc)
-    if wide:
-        if all_prices is None:
-            loc = wide[0]
-            st = stats[loc]
-            raise InputError(f"locate {loc}: its prices {int(st['min_price'])}..{int(st['max_price'])} at tick "
-                             f"{int(st['price_gcd'])} need more than {MAX_LEVELS:,} levels, and its distinct prices "
-                             f"are not at hand to map them")
-        got = all_prices(wide)
-        for loc in wide:
-            st = stats[loc]
-            cap = max(1, int(st["peak_live"]))
-            m = choose_map(int(st["price_gcd"]), prices=got[loc], headroom=headroom)
             if m.levels > CORE_LEVELS:
                 raise InputError(f"locate {loc}: {m.levels:,} distinct prices, more than a book holds "
                                  f"({CORE_LEVELS:,})")
@@ -238,15 +251,14 @@ def size_books(stats: np.ndarray, headroom: float, locates, kept: np.ndarray | N
                 out[loc] = Sizing(loc, 0, m.levels - 1, 1, cap, m)
             else:
                 out[loc] = Sizing(loc, m.low, m.high, m.tick, cap)
-            notes.append(f"locate {loc}: its prices {int(st['min_price'])}..{int(st['max_price'])} read again "
-                         f"from the file ({len(got[loc]):,} distinct): a book of {m.levels:,} levels")
+            notes.append(f"locate {loc}: a book of {m.levels:,} levels over its {len(got):,} distinct prices")
     return [out[loc] for loc in locates if loc in out], notes
 
 
 def all_order_prices(path: str, locates: list[int], *, chunk_bytes: int = 8 << 20,
                      allow_truncated: bool = False) -> dict[int, np.ndarray]:
     """The distinct order prices (A, F, U) of these locates, sorted: the file read again,
-    for them only (size_books: books whose far prices pass 1 did not keep all of)."""
+    for them only (size_books: the books that could take a price map, candidates)."""
     select = np.zeros(65536, np.uint8)
     select[locates] = 1
     src = ItchFile(path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated)
@@ -336,7 +348,6 @@ class ItchReplay:
         the GIL)."""
         t0 = time.perf_counter()
         scans = [core.ItchScan() for _ in range(threads)]
-        keep = core.ItchKeep()  # (the kept prices: on the reader's thread, beside the scans)
         owner = (np.arange(65536) % threads).astype(np.uint8)
         pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="lobreplay-scan") if threads > 1 else None
         offs = types = None
@@ -345,8 +356,7 @@ class ItchReplay:
         harvest = None  # no directory at the start: take symbols from the order messages
         with self._bar("pass 1") as bar, (pool or contextlib.nullcontext()):
             # the next chunk read and framed meanwhile, on a core the scans leave
-            for chunk, _ in read_ahead(self.src, lambda c, _: keep.feed(c.buf, c.offsets, c.types, c.n),
-                                       thread=self._spare_core(threads)):
+            for chunk, _ in read_ahead(self.src, thread=self._spare_core(threads)):
                 if threads == 1:
                     scans[0].feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
                 else:
@@ -385,14 +395,15 @@ class ItchReplay:
         rows = np.stack([sc.stats() for sc in scans])
         loc = np.arange(65536)
         p1.stats = rows[loc % threads, loc]  # each locate's figures from the scan that saw it
-        p1.prices = keep.prices()
         p1.messages = self.src.stats.messages
         p1.seconds = time.perf_counter() - t0
         return p1
 
     def sizing_pass(self, threads: int = 1) -> _Pass1:
         """Pass 1, or what an earlier replay's pass 1 found in this same file (the sizing
-        cache, lobreplay.cache; cfg.cache; a scan is stored there at once). keep_pass1, at the
+        cache, lobreplay.cache; cfg.cache; a scan is stored there at once). After a scan, the
+        distinct prices of the books that could take a price map (candidates, at
+        cfg.headroom) are read from the file again, if there are any. keep_pass1, at the
         end of a replay that succeeded, completes or checks the entry."""
         t0 = time.perf_counter()
         self._entry = cache.Entry(self.path, "itch-pass1", self.notes, enabled=self.cfg.cache,
@@ -406,6 +417,11 @@ class ItchReplay:
         ascii0 = non_ascii_bytes()
         p1 = self.pass1(threads)
         p1.non_ascii = non_ascii_bytes() - ascii0
+        # the books that could take a price map (of every locate: a part of a parallel replay, a
+        # replay of other symbols from the cache entry, find theirs here): their prices read again
+        cand = candidates(p1.stats, self.cfg.headroom, np.flatnonzero(p1.stats["price_gcd"]))
+        if cand:
+            p1.prices = self._all_prices(cand)
         if self._entry.where:
             self._entry.scanned(*_entry_of_pass1(p1))
         return p1
@@ -460,7 +476,9 @@ class ItchReplay:
                 load()  # pyarrow (a thread importing it during pass 1 gained nothing: RESULTS.md)
             meta = self.src_meta(sha256_later=True)
             locates = self._select(p1)
-            sizing, notes = size_books(p1.stats, cfg.headroom, locates, kept=p1.prices, all_prices=self._all_prices)
+            sizing, notes = size_books(p1.stats, cfg.headroom, locates, prices=p1.prices, all_prices=self._all_prices,
+                                       prices_from="from the sizing cache entry" if p1.cached else
+                                       "read again from the file")
             # a part of a parallel replay writes streams, which the merge reads back once
             run.reports = ReportSet(self.out_dir, [r for r in cfg.reports if r not in ("symbols", "depth")], meta,
                                     stream=cfg.part is not None)
@@ -1001,12 +1019,16 @@ def _ts_array(values) -> pa.Array:
 
 def _entry_of_pass1(p1: _Pass1) -> tuple[dict, dict]:
     """(arrays, meta) of a sizing cache entry for a pass 1 (_pass1_of_entry reads it): the
-    figures of the locates pass 1 met, and of one it did not (`blank`), the directory and
-    the S events."""
+    figures of the locates pass 1 met, and of one it did not (`blank`), the distinct prices
+    of the books that could take a price map (their locates, counts and the prices one after
+    another), the directory and the S events."""
     blank = _blank_locate()
     used = np.flatnonzero(p1.stats != blank)
+    have = sorted(p1.prices)
     arrays = {"locates": used.astype(np.uint16), "rows": p1.stats[used], "blank": blank.reshape(1),
-              "prices": p1.prices}
+              "price_locates": np.array(have, np.uint16),
+              "price_counts": np.array([len(p1.prices[k]) for k in have], np.int64),
+              "prices": np.concatenate([np.asarray(p1.prices[k], np.int64) for k in have] or [np.zeros(0, np.int64)])}
     meta = {"directory": {str(k): v for k, v in p1.directory.items()},
             "symbols": {str(k): v for k, v in p1.symbols.items()},
             "system_events": p1.system_events, "messages": p1.messages, "non_ascii": p1.non_ascii,
@@ -1017,14 +1039,17 @@ def _entry_of_pass1(p1: _Pass1) -> tuple[dict, dict]:
 def _pass1_of_entry(arrays: dict, m: dict, where: str, t0: float) -> _Pass1:
     """A pass 1 from a sizing cache entry (_entry_of_pass1 made it): every locate's figures
     (those pass 1 never met written once, `blank`), the directory and the S events."""
-    rows, locates, blank, kept = arrays["rows"], arrays["locates"], arrays["blank"], arrays["prices"]
+    rows, locates, blank = arrays["rows"], arrays["locates"], arrays["blank"]
+    plocs, counts, values = arrays["price_locates"], arrays["price_counts"], arrays["prices"]
     if rows.dtype != core.LOCATE_DTYPE or blank.dtype != core.LOCATE_DTYPE or rows.shape != locates.shape:
         raise ValueError("per-locate figures of another layout")
-    if kept.dtype != core.ITCH_PRICES_DTYPE or kept.ndim != 1:
-        raise ValueError("kept prices of another layout")
+    if (plocs.dtype != np.uint16 or counts.dtype != np.int64 or values.dtype != np.int64
+            or plocs.shape != counts.shape or values.ndim != 1 or int(counts.sum()) != len(values)):
+        raise ValueError("candidates' prices of another layout")
+    prices = dict(zip(plocs.tolist(), np.split(values, np.cumsum(counts)[:-1]) if len(counts) else []))
     stats = np.repeat(blank, 65536)
     stats[locates] = rows
-    return _Pass1(stats=stats, prices=kept, directory={int(k): v for k, v in m["directory"].items()},
+    return _Pass1(stats=stats, prices=prices, directory={int(k): v for k, v in m["directory"].items()},
                   symbols={int(k): v for k, v in m["symbols"].items()},
                   system_events=[(int(t), str(c)) for t, c in m["system_events"]],
                   seconds=time.perf_counter() - t0, messages=int(m["messages"]), non_ascii=int(m["non_ascii"]),
