@@ -220,6 +220,13 @@ struct lob_book {
     int halted;
     uint32_t park_head, park_tail, parked;
     uint32_t *pinfo;              /* per order record: level index | PSELL, while parked */
+    /* The best parked level of each side (0 bid, 1 ask), kept as orders park and leave, so
+     * that the top of a halted book costs no walk of the parked list; pb_ok[s] = 0 once the
+     * orders at that level are gone (then the next query walks the list once). A cache:
+     * written by const queries too. */
+    int pb_ok[2];
+    int64_t pb_li[2], pb_qty[2];
+    uint32_t pb_cnt[2];           /* 0 (with pb_ok): no parked order on that side */
 };
 
 enum { PARKED = NIL - 1 };        /* order.level of a parked order */
@@ -471,6 +478,12 @@ void lob_book_clear(lob_book *b)
     b->halted = 0;
     b->park_head = b->park_tail = NIL;
     b->parked = 0;
+    for (int k = 0; k < 2; k++) {
+        b->pb_ok[k] = 1;
+        b->pb_cnt[k] = 0;
+        b->pb_li[k] = -1;
+        b->pb_qty[k] = 0;
+    }
 }
 
 void lob_book_info(const lob_book *b, int64_t *band_low, int64_t *band_high,
@@ -548,6 +561,30 @@ static inline uint32_t order_level(const lob_book *b, uint32_t oi)
     return li == PARKED ? b->pinfo[oi] & ~PSELL : li;
 }
 
+/* The parked-best cache (lob_book.pb_*): a parked order of side index k at level li with
+ * qty shares arrives, loses shares, or leaves. */
+static inline int better(int k, int64_t a, int64_t b) { return k ? a < b : a > b; }
+
+static void pb_arrive(lob_book *b, int k, int64_t li, int64_t qty)
+{
+    if (!b->pb_ok[k]) return;
+    if (b->pb_cnt[k] == 0 || better(k, li, b->pb_li[k])) {
+        b->pb_li[k] = li;
+        b->pb_qty[k] = qty;
+        b->pb_cnt[k] = 1;
+    } else if (li == b->pb_li[k]) {
+        b->pb_qty[k] += qty;
+        b->pb_cnt[k]++;
+    }
+}
+
+static inline void pb_shrink(lob_book *b, int k, int64_t li, int64_t qty, int leaves)
+{
+    if (!b->pb_ok[k] || li != b->pb_li[k]) return;
+    b->pb_qty[k] -= qty;
+    if (leaves && --b->pb_cnt[k] == 0) b->pb_ok[k] = 0; /* the next level: found when asked */
+}
+
 /* Take a record from the free list and append it to the parked list (an order that
  * rests while the book is halted); slot as for order_rest. */
 static uint32_t order_park(lob_book *b, uint64_t id, uint8_t side, uint32_t li, int64_t qty, uint32_t tag,
@@ -568,6 +605,7 @@ static uint32_t order_park(lob_book *b, uint64_t id, uint8_t side, uint32_t li, 
     b->parked++;
     b->live++;
     index_put(b, slot, tag, oi);
+    pb_arrive(b, side == LOB_SELL, li, qty);
     return oi;
 }
 
@@ -601,6 +639,8 @@ static void order_remove(lob_book *b, uint32_t oi)
     index_remove_at(b, o->slot);
     uint32_t li = o->level;
     if (__builtin_expect(li == PARKED, 0)) {
+        uint32_t info = b->pinfo[oi];
+        pb_shrink(b, (info & PSELL) != 0, info & ~PSELL, o->qty, 1);
         park_unlink(b, oi);
         goto freed;
     }
@@ -776,23 +816,63 @@ static void side_at(const lob_book *b, uint8_t side, int64_t li, int64_t *qty, u
     *count = n;
 }
 
+/* The best parked level of a side from the cache (filled by one walk if it was spoiled):
+ * its level index (-1: none), shares and orders. */
+static int64_t pb_get(const lob_book *cb, uint8_t side, int64_t *qty, uint32_t *count)
+{
+    lob_book *b = (lob_book *)cb; /* the cache only */
+    int k = side == LOB_SELL;
+    if (!b->pb_ok[k]) {
+        int64_t li = park_next(b, side, side == LOB_BUY ? INT64_MAX : -1);
+        b->pb_li[k] = li;
+        b->pb_qty[k] = 0;
+        b->pb_cnt[k] = 0;
+        if (li >= 0)
+            for (uint32_t oi = b->park_head; oi != NIL; oi = b->orders[oi].next)
+                if (b->pinfo[oi] == ((uint32_t)li | (k ? PSELL : 0))) {
+                    b->pb_qty[k] += b->orders[oi].qty;
+                    b->pb_cnt[k]++;
+                }
+        b->pb_ok[k] = 1;
+    }
+    if (b->pb_cnt[k] == 0) return -1;
+    *qty = b->pb_qty[k];
+    *count = b->pb_cnt[k];
+    return b->pb_li[k];
+}
+
+/* The best level of a side of a book with parked orders: its level's and its parked orders. */
+static int best_parked(const lob_book *b, uint8_t side, int64_t *price, int64_t *qty, uint32_t *count)
+{
+    int64_t pq = 0, d = side == LOB_BUY ? b->best_bid : b->best_ask;
+    uint32_t pn = 0;
+    int64_t p = pb_get(b, side, &pq, &pn);
+    int64_t li = d < 0 ? p : (p < 0 ? d : (better(side == LOB_SELL, d, p) ? d : p));
+    if (li < 0) return 0;
+    int64_t q = 0;
+    uint32_t n = 0;
+    if (li == d) {
+        q = b->levels[d].total;
+        n = b->levels[d].count;
+    }
+    if (li == p) {
+        q += pq;
+        n += pn;
+    }
+    if (price) *price = level_price(b, li);
+    if (qty) *qty = q;
+    if (count) *count = n;
+    return 1;
+}
+
 int lob_book_halted(const lob_book *b) { return b->halted; }
 
 uint32_t lob_book_parked(const lob_book *b) { return b->parked; }
 
 int lob_book_best(const lob_book *b, uint8_t side, int64_t *price, int64_t *qty, uint32_t *count)
 {
-    if (__builtin_expect(b->parked != 0, 0) && (side == LOB_BUY || side == LOB_SELL)) {
-        lvl_walk w = walk_first(b, side);
-        if (w.cur < 0) return 0;
-        int64_t q;
-        uint32_t n;
-        side_at(b, side, w.cur, &q, &n);
-        if (price) *price = level_price(b, w.cur);
-        if (qty) *qty = q;
-        if (count) *count = n;
-        return 1;
-    }
+    if (__builtin_expect(b->parked != 0, 0) && (side == LOB_BUY || side == LOB_SELL))
+        return best_parked(b, side, price, qty, count);
     int64_t li = side == LOB_BUY ? b->best_bid : (side == LOB_SELL ? b->best_ask : -1);
     if (li < 0) return 0;
     if (price) *price = level_price(b, li);
@@ -998,6 +1078,20 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
     if (np != b->parked) FAIL("%u orders on the parked list, count %u", np, b->parked);
     if (pprev != b->park_tail) FAIL("parked list: tail %u, last linked %u", b->park_tail, pprev);
     if (np && !b->halted) FAIL("%u parked orders in a book that is not halted", np);
+    for (int k = 0; k < 2; k++) {
+        if (!b->pb_ok[k]) continue;
+        uint8_t side = k ? LOB_SELL : LOB_BUY;
+        int64_t li = park_next(b, side, side == LOB_BUY ? INT64_MAX : -1), q = 0;
+        uint32_t n = 0;
+        for (uint32_t oi = b->park_head; li >= 0 && oi != NIL; oi = b->orders[oi].next)
+            if (b->pinfo[oi] == ((uint32_t)li | (k ? PSELL : 0))) {
+                q += b->orders[oi].qty;
+                n++;
+            }
+        if (n != b->pb_cnt[k] || (n && (li != b->pb_li[k] || q != b->pb_qty[k])))
+            FAIL("parked best of side %d cached as level %lld (%lld shares, %u orders), is %lld (%lld, %u)", k,
+                 (long long)b->pb_li[k], (long long)b->pb_qty[k], b->pb_cnt[k], (long long)li, (long long)q, n);
+    }
     if (seen + np != b->live) FAIL("%llu orders on levels and %u parked, live count %u", (unsigned long long)seen,
                                    np, b->live);
     if (hi_bid != b->best_bid) FAIL("cached best bid %lld, actual %lld", (long long)b->best_bid, (long long)hi_bid);
@@ -1615,6 +1709,7 @@ static void apply_exec(lob_book *b, const lob_event *e, const plan_t *p, sink_t 
         r->filled = e->qty;
         o->qty -= e->qty;
         if (!parked) b->levels[o->level].total -= e->qty;
+        else pb_shrink(b, (b->pinfo[p->old] & PSELL) != 0, b->pinfo[p->old] & ~PSELL, e->qty, 0);
         r->resting = o->qty;
     }
 }
@@ -1662,6 +1757,10 @@ __attribute__((noinline)) static void unpark(lob_book *b, sink_t *out, size_t i,
             order_remove(b, si);
         }
         level_append(b, oi, side, (uint32_t)lim);
+    }
+    for (int k = 0; k < 2; k++) { /* none parked now */
+        b->pb_ok[k] = 1;
+        b->pb_cnt[k] = 0;
     }
 }
 
@@ -2032,6 +2131,7 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
             } else {
                 o->qty -= e->qty;
                 if (__builtin_expect(o->level != PARKED, 1)) b->levels[o->level].total -= e->qty;
+                else pb_shrink(b, (b->pinfo[p.old] & PSELL) != 0, b->pinfo[p.old] & ~PSELL, e->qty, 0);
                 r.resting = o->qty;
             }
         } else if (__builtin_expect(e->kind == LOB_STATE, 0)) {

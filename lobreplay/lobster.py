@@ -245,7 +245,7 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
         if locate is None:
             raise InputError(f"{itch_path}: no such symbol in this file: {symbol}")
         sizing, _ = size_books(stats, headroom, [locate], all_prices=lambda locs: all_order_prices(
-            itch_path, locs, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated))
+            itch_path, locs, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated, allow_gaps=allow_gaps))
         if not sizing:
             raise InputError(f"{itch_path}: {symbol} has no orders")
         z = sizing[0]

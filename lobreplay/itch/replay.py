@@ -256,12 +256,12 @@ def size_books(stats: np.ndarray, headroom: float, locates, prices: dict | None 
 
 
 def all_order_prices(path: str, locates: list[int], *, chunk_bytes: int = 8 << 20,
-                     allow_truncated: bool = False) -> dict[int, np.ndarray]:
+                     allow_truncated: bool = False, allow_gaps: bool = False) -> dict[int, np.ndarray]:
     """The distinct order prices (A, F, U) of these locates, sorted: the file read again,
     for them only (size_books: the books that could take a price map, candidates)."""
     select = np.zeros(65536, np.uint8)
     select[locates] = 1
-    src = ItchFile(path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated)
+    src = ItchFile(path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated, allow_gaps=allow_gaps)
     keys = [np.zeros(0, np.int64)]
     for chunk in src.chunks():
         loc, px = core.itch_order_prices(chunk.buf, chunk.offsets, chunk.types, chunk.n, select)
@@ -526,7 +526,7 @@ class ItchReplay:
 
     def _all_prices(self, locates: list[int]) -> dict[int, np.ndarray]:
         return all_order_prices(self.path, locates, chunk_bytes=self.cfg.chunk_bytes,
-                                allow_truncated=self.cfg.allow_truncated)
+                                allow_truncated=self.cfg.allow_truncated, allow_gaps=self.cfg.allow_gaps)
 
     def _add_books(self, sess: Session, sizing: list[Sizing], symbols: dict) -> None:
         for z in sizing:
