@@ -116,6 +116,8 @@ typedef struct ref_slot {
  * both stop max_dist slots past where they started: no entry sits farther
  * than that from its home (the largest distance of any placement since the
  * last rebuild). */
+enum { OFF_WORDS = 64 };         /* 4,096 bits a locate: lob_itch_locate.distinct_min */
+
 struct lob_itch_scan {
     lob_itch_locate loc[65536];
     int64_t last_price[65536];    /* the last A/F/U price seen per locate (-1: none) */
@@ -125,6 +127,7 @@ struct lob_itch_scan {
     uint64_t mul;                 /* 1: sequential homes; FIB: scrambled */
     int shift;                    /* 0, or 64 - log2(size) when scrambled */
     uint64_t lookups, probes;     /* in the current window: probes, and slots stepped past home */
+    uint64_t (*offbits)[OFF_WORDS]; /* per locate: a hash of its prices (distinct_min) */
 };
 
 #define FIB 0x9E3779B97F4A7C15ULL
@@ -218,8 +221,9 @@ lob_itch_scan *lob_itch_scan_new(int *status)
                                      has 360k); untouched parts are never faulted in */
         s->mul = 1;
         s->slots = huge_calloc(s->mask + 1, sizeof *s->slots);
+        s->offbits = calloc(65536, sizeof *s->offbits); /* (32 MiB of zero pages: 512 B touched a locate with prices) */
     }
-    if (!s || !s->slots) {
+    if (!s || !s->slots || !s->offbits) {
         lob_itch_scan_free(s);
         if (status) *status = LOB_ENOMEM;
         return NULL;
@@ -238,6 +242,7 @@ void lob_itch_scan_free(lob_itch_scan *s)
 {
     if (!s) return;
     huge_free(s->slots, s->mask + 1, sizeof *s->slots);
+    free(s->offbits);
     free(s);
 }
 
@@ -261,6 +266,8 @@ static inline void see_price(lob_itch_scan *s, lob_itch_locate *L, uint16_t loca
     uint32_t g = (uint32_t)L->price_gcd;
     if (g == 0) L->price_gcd = px;
     else if (px % g) L->price_gcd = gcd32(g, px);
+    uint32_t h = (px * 0x9E3779B1u) >> 20; /* 12 bits */
+    s->offbits[locate][h >> 6] |= 1ULL << (h & 63);
 }
 
 static inline void order_gone(lob_itch_scan *s, ref_slot *slot)
@@ -375,6 +382,12 @@ void lob_itch_partition(const uint8_t *buf, const uint32_t *offsets, const uint8
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out)
 {
     memcpy(out, s->loc, sizeof s->loc);
+    for (size_t i = 0; i < 65536; i++) {
+        if (!out[i].price_gcd) continue; /* no price: no bit (and distinct_min 0 from the scan) */
+        uint32_t n = 0;
+        for (int w = 0; w < OFF_WORDS; w++) n += (uint32_t)__builtin_popcountll(s->offbits[i][w]);
+        out[i].distinct_min = n;
+    }
 }
 
 size_t lob_itch_order_prices(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,

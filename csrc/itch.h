@@ -46,6 +46,9 @@ typedef struct lob_itch_locate {
     uint64_t unknown_refs;          /* E/C/X/D/U naming an order not seen added */
     uint32_t live, peak_live;       /* live orders now, and at most */
     int64_t first_ts, last_ts;      /* ns since midnight; first_ts -1 when no message */
+    uint32_t distinct_min;          /* a lower bound on its distinct prices (the set bits of a
+                                       4,096-bit hash of them: each bit is one price at least) */
+    uint32_t reserved;              /* 0 */
 } lob_itch_locate;
 
 typedef struct lob_itch_scan lob_itch_scan;

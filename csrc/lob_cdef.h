@@ -189,6 +189,8 @@ typedef struct lob_itch_locate {
     uint64_t unknown_refs;
     uint32_t live, peak_live;
     int64_t first_ts, last_ts;
+    uint32_t distinct_min;
+    uint32_t reserved;
 } lob_itch_locate;
 
 typedef struct lob_itch_scan lob_itch_scan;

@@ -38,7 +38,7 @@ import numpy as np
 from . import __version__
 from .errors import InputError
 
-FORMAT = 3                # bumped whenever an entry's layout, or what a pass 1 records, changes
+FORMAT = 4                # bumped whenever an entry's layout, or what a pass 1 records, changes
 ENDS = 64 << 10           # bytes read at each end of the file for its fingerprint
 KINDS = ("itch-pass1", "lobc-pass1")  # the replays that keep entries: a subdirectory each
 MAX_MB = 256              # the cache's size, unless LOBREPLAY_CACHE_MAX_MB says otherwise

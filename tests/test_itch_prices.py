@@ -212,6 +212,25 @@ def test_without_the_far_order_nothing_is_mapped(tmp_path, monkeypatch):
     assert row["extra_prices"] == 0 and row["tick"] == 500
 
 
+def test_a_dense_sub_dollar_book_is_not_read_again(tmp_path, monkeypatch):
+    """A $0.22-0.56 stock quoted in 1/10,000 $ (3,000 distinct prices, a plain band of over
+    4,096 levels at tick 1) cannot take a map: every distinct price would take a level of it.
+    Pass 1's lower bound on its distinct prices (distinct_min) rules it out, so the file is
+    read once (the generated narrow day's locate 6 was read again: 65 ms of a 0.6 s replay)."""
+    def no_second_read(*a, **kw):
+        raise AssertionError("the file read again for prices")
+    monkeypatch.setattr(itch_replay, "all_order_prices", no_second_read)
+    d = Day()
+    rng = np.random.default_rng(5)
+    prices = rng.choice(np.arange(2200, 5600), 3000, replace=False)
+    for ref, p in enumerate(prices.tolist(), 1):
+        d.A(1, ref, "B" if p < 3900 else "S", 100, p)
+    s = replay_itch(d.write(tmp_path / "20191230.dense.itch"), str(tmp_path / "o"), ReplayConfig(cache=False))
+    assert not any("read again" in n for n in s["notes"]) and s["mapped_books"] == 0
+    row = symbols_row(tmp_path / "o", 1)
+    assert row["tick"] == 1 and row["extra_prices"] == 0
+
+
 def test_an_execution_price_off_the_map_is_a_desync_with_real_prices(tmp_path):
     d = far_order_day()
     d.C(3, 1, 10, 1_498_900)  # not an order price, and not the order's (149.90): a desync
@@ -420,6 +439,7 @@ def test_every_book_a_map_could_help_is_a_candidate(tmp_path_factory, per_locate
     for loc, ps in enumerate(per_locate, 1):
         u = np.array(sorted(set(ps)), np.int64)
         np.testing.assert_array_equal(got[loc], u)
+        assert stats[loc]["distinct_min"] <= len(u)  # a lower bound, never more
         tick = int(stats[loc]["price_gcd"])
         if not tick:  # (only prices of 0)
             continue

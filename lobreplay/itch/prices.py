@@ -143,18 +143,24 @@ def choose_map(tick_all: int, prices: np.ndarray, headroom: float = 0.2) -> Pric
     return best
 
 
-def map_candidate(tick: int, lo: int, hi: int, plain: int, headroom: float) -> bool:
+def map_candidate(tick: int, lo: int, hi: int, plain: int, headroom: float, distinct_min: int = 0) -> bool:
     """Whether a book whose order prices span lo..hi at gcd tick, and whose plain padded
     band has plain levels, could take a map (worth_mapping) that choose_map finds over its
     prices, whatever they are: only these books' prices are read again. Its plain band
-    must be too wide (MAX_LEVELS), or a map must save MAP_SAVING levels. A map at tick_all
-    narrows the grid by at most the range and the padding on each side by at most
-    max(1, headroom) times that (padded), so it saves at most (1 + 2 max(1, headroom))
+    must be too wide (MAX_LEVELS), or a map must save MAP_SAVING levels and halve the band.
+    Every distinct price takes a level of any map (on its grid or as an extra), so a map has
+    at least distinct_min levels (pass 1's lower bound on the distinct prices; 0: unknown). A
+    map at tick_all narrows the grid by at most the range and the padding on each side by at
+    most max(1, headroom) times that (padded), so it saves at most (1 + 2 max(1, headroom))
     times the range in ticks (plus rounding, a level each side); at the cent's gcd, which
     only differs when the gcd is not whole cents, anything may be saved."""
     if plain <= MAP_SAVING:
         return False
-    if plain > MAX_LEVELS or tick % CENT:
+    if plain > MAX_LEVELS:
+        return True
+    if plain - distinct_min < MAP_SAVING or 2 * distinct_min > plain:
+        return False  # (a sub-dollar stock quoted densely in 1/10,000 $: not read again)
+    if tick % CENT:
         return True
     return int((1 + 2 * max(1.0, headroom)) * (hi - lo)) // tick + 2 >= MAP_SAVING
 

@@ -189,7 +189,7 @@ def candidates(stats: np.ndarray, headroom: float, locates) -> list[int]:
             continue
         lo, hi = int(st["min_price"]), int(st["max_price"])
         low, high = padded(lo, hi, tick, headroom)
-        if map_candidate(tick, lo, hi, (high - low) // tick + 1, headroom):
+        if map_candidate(tick, lo, hi, (high - low) // tick + 1, headroom, int(st["distinct_min"])):
             out.append(int(loc))
     return out
 
