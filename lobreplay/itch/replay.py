@@ -189,7 +189,8 @@ def candidates(stats: np.ndarray, headroom: float, locates) -> list[int]:
             continue
         lo, hi = int(st["min_price"]), int(st["max_price"])
         low, high = padded(lo, hi, tick, headroom)
-        if map_candidate(tick, lo, hi, (high - low) // tick + 1, headroom, int(st["distinct_min"])):
+        known = int(st["distinct_min"]) if "distinct_min" in stats.dtype.names else 0  # (0: unknown)
+        if map_candidate(tick, lo, hi, (high - low) // tick + 1, headroom, known):
             out.append(int(loc))
     return out
 
