@@ -62,7 +62,7 @@ def _schemas() -> dict:
             ("locate", pa.uint16()), ("symbol", SYMBOL),
             ("bid_price", pa.int64()), ("bid_qty", pa.int64()), ("bid_count", pa.uint32()),
             ("ask_price", pa.int64()), ("ask_qty", pa.int64()), ("ask_count", pa.uint32()),
-            ("trading_state", pa.string()),
+            ("trading_state", pa.dictionary(pa.int8(), pa.string())),
         ]),
         "latency": pa.schema([
             ("scope", pa.string()), ("locate", pa.uint16()), ("kind", pa.string()), ("count", pa.int64()),
