@@ -766,6 +766,27 @@ static int64_t park_next(const lob_book *b, uint8_t side, int64_t than)
     return best;
 }
 
+/* The best level index of a side's parked orders, or -1. */
+static inline int64_t park_first(const lob_book *b, uint8_t side)
+{
+    return park_next(b, side, side == LOB_BUY ? INT64_MAX : -1);
+}
+
+/* The shares and orders parked on a side at level li (li < 0: none): a walk of the list. */
+static void park_at(const lob_book *b, uint8_t side, int64_t li, int64_t *qty, uint32_t *count)
+{
+    int64_t q = 0;
+    uint32_t n = 0;
+    uint32_t want = (uint32_t)li | (side == LOB_SELL ? PSELL : 0);
+    for (uint32_t oi = b->park_head; li >= 0 && oi != NIL; oi = b->orders[oi].next)
+        if (b->pinfo[oi] == want) {
+            q += b->orders[oi].qty;
+            n++;
+        }
+    *qty = q;
+    *count = n;
+}
+
 /* A walk of one side's levels, best first: d = the next level with orders, p = the next
  * with parked orders of the side, cur = the better of them (-1: none left). */
 typedef struct lvl_walk {
@@ -783,7 +804,7 @@ static inline void walk_pick(lvl_walk *w)
 static inline lvl_walk walk_first(const lob_book *b, uint8_t side)
 {
     lvl_walk w = {side, side == LOB_BUY ? b->best_bid : b->best_ask, -1, -1};
-    if (b->parked) w.p = park_next(b, side, side == LOB_BUY ? INT64_MAX : -1);
+    if (b->parked) w.p = park_first(b, side);
     walk_pick(&w);
     return w;
 }
@@ -800,20 +821,11 @@ static inline void walk_next(const lob_book *b, lvl_walk *w)
 static void side_at(const lob_book *b, uint8_t side, int64_t li, int64_t *qty, uint32_t *count)
 {
     const level_t *L = &b->levels[li];
-    int64_t q = 0;
-    uint32_t n = 0;
+    park_at(b, side, li, qty, count);
     if (L->count && L->side == side) {
-        q = L->total;
-        n = L->count;
+        *qty += L->total;
+        *count += L->count;
     }
-    if (b->parked)
-        for (uint32_t oi = b->park_head; oi != NIL; oi = b->orders[oi].next)
-            if (b->pinfo[oi] == ((uint32_t)li | (side == LOB_SELL ? PSELL : 0))) {
-                q += b->orders[oi].qty;
-                n++;
-            }
-    *qty = q;
-    *count = n;
 }
 
 /* The best parked level of a side from the cache (filled by one walk if it was spoiled):
@@ -823,16 +835,8 @@ static int64_t pb_get(const lob_book *cb, uint8_t side, int64_t *qty, uint32_t *
     lob_book *b = (lob_book *)cb; /* the cache only */
     int k = side == LOB_SELL;
     if (!b->pb_ok[k]) {
-        int64_t li = park_next(b, side, side == LOB_BUY ? INT64_MAX : -1);
-        b->pb_li[k] = li;
-        b->pb_qty[k] = 0;
-        b->pb_cnt[k] = 0;
-        if (li >= 0)
-            for (uint32_t oi = b->park_head; oi != NIL; oi = b->orders[oi].next)
-                if (b->pinfo[oi] == ((uint32_t)li | (k ? PSELL : 0))) {
-                    b->pb_qty[k] += b->orders[oi].qty;
-                    b->pb_cnt[k]++;
-                }
+        b->pb_li[k] = park_first(b, side);
+        park_at(b, side, b->pb_li[k], &b->pb_qty[k], &b->pb_cnt[k]);
         b->pb_ok[k] = 1;
     }
     if (b->pb_cnt[k] == 0) return -1;
@@ -1081,13 +1085,9 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
     for (int k = 0; k < 2; k++) {
         if (!b->pb_ok[k]) continue;
         uint8_t side = k ? LOB_SELL : LOB_BUY;
-        int64_t li = park_next(b, side, side == LOB_BUY ? INT64_MAX : -1), q = 0;
-        uint32_t n = 0;
-        for (uint32_t oi = b->park_head; li >= 0 && oi != NIL; oi = b->orders[oi].next)
-            if (b->pinfo[oi] == ((uint32_t)li | (k ? PSELL : 0))) {
-                q += b->orders[oi].qty;
-                n++;
-            }
+        int64_t li = park_first(b, side), q;
+        uint32_t n;
+        park_at(b, side, li, &q, &n);
         if (n != b->pb_cnt[k] || (n && (li != b->pb_li[k] || q != b->pb_qty[k])))
             FAIL("parked best of side %d cached as level %lld (%lld shares, %u orders), is %lld (%lld, %u)", k,
                  (long long)b->pb_li[k], (long long)b->pb_qty[k], b->pb_cnt[k], (long long)li, (long long)q, n);
@@ -1659,18 +1659,19 @@ static inline void add_desync(sink_t *out, uint32_t cause, uint64_t order_id, ui
     d->reserved = 0;
 }
 
-/* LOB_F_FEED NEW/REPLACE: remove the opposite orders the incoming order meets
- * (stale, since the feed says it rests), one desync each. */
-static inline __attribute__((always_inline)) void clear_crossing(lob_book *b, const lob_event *e, const plan_t *p,
-                                                                 uint64_t incoming, sink_t *out, size_t i)
+/* A feed order (a LOB_F_FEED NEW/REPLACE, or a parked order resting at the end of a halt)
+ * that rests on `side` at level lim, with id incoming, qty shares at price: remove the
+ * opposite orders it meets (stale, since the feed says it rests), one desync each. */
+static inline __attribute__((always_inline)) void clear_crossing(lob_book *b, uint8_t side, int64_t lim, int64_t qty,
+                                                                 int64_t price, uint64_t incoming, sink_t *out,
+                                                                 size_t i, uint32_t instrument)
 {
     for (;;) {
-        int64_t li = p->side == LOB_BUY ? b->best_ask : b->best_bid;
-        if (li < 0 || (p->side == LOB_BUY ? li > p->lim : li < p->lim)) break;
+        int64_t li = side == LOB_BUY ? b->best_ask : b->best_bid;
+        if (li < 0 || (side == LOB_BUY ? li > lim : li < lim)) break;
         uint32_t oi = b->levels[li].head;
         const order_t *o = &b->orders[oi];
-        add_desync(out, LOB_D_CROSSED, o->id, incoming, e->qty, o->qty, e->price, level_price(b, li), i,
-                   e->instrument);
+        add_desync(out, LOB_D_CROSSED, o->id, incoming, qty, o->qty, price, level_price(b, li), i, instrument);
         order_remove(b, oi);
     }
 }
@@ -1747,15 +1748,7 @@ __attribute__((noinline)) static void unpark(lob_book *b, sink_t *out, size_t i,
         uint8_t side = pinfo_side(info);
         int64_t lim = info & ~PSELL;
         park_unlink(b, oi);
-        for (;;) {
-            int64_t li = side == LOB_BUY ? b->best_ask : b->best_bid;
-            if (li < 0 || (side == LOB_BUY ? li > lim : li < lim)) break;
-            uint32_t si = b->levels[li].head;
-            const order_t *so = &b->orders[si];
-            add_desync(out, LOB_D_CROSSED, so->id, b->orders[oi].id, b->orders[oi].qty, so->qty, level_price(b, lim),
-                       level_price(b, li), i, instrument);
-            order_remove(b, si);
-        }
+        clear_crossing(b, side, lim, b->orders[oi].qty, level_price(b, lim), b->orders[oi].id, out, i, instrument);
         level_append(b, oi, side, (uint32_t)lim);
     }
     for (int k = 0; k < 2; k++) { /* none parked now */
@@ -1897,7 +1890,7 @@ static int apply_ext(lob_book *b, const lob_event *e, ext_io_t *io, size_t i)
     }
     walk_t w = {0, 0, 0};
     if (trades && feed) {
-        clear_crossing(b, e, &p, taker, &sk, i);
+        clear_crossing(b, p.side, p.lim, e->qty, e->price, taker, &sk, i, e->instrument);
     } else if (trades) {
         size_t n0 = sk.n_exec;
         w = walk_ext(b, p.side, p.lim, taker, e->qty, notional, part, stp, 0, &sk, i, e->instrument);
@@ -2097,7 +2090,7 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
                 reindex = 1;
             }
             if (trades && feed) {
-                clear_crossing(b, e, &p, taker, &sk, i);
+                clear_crossing(b, p.side, p.lim, e->qty, e->price, taker, &sk, i, e->instrument);
             } else if (trades) {
                 size_t nex = sk.n_exec;
                 r.filled = match(b, p.side, p.lim, taker, e->qty, sk.execs, &nex, (uint32_t)i, e->instrument);
