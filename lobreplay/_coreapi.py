@@ -481,13 +481,24 @@ def itch_frames(buf: np.ndarray, nbytes: int, offsets: np.ndarray, types: np.nda
     return st, n[0], consumed[0], bool(end[0]), bad[0]
 
 
+def _framed(buf, offsets, types, n: int, select=None) -> tuple:
+    """Checked cffi views of n framed messages (lob_itch_frames' offsets and types into buf)
+    and of a locate mask (select: uint8[65536]; None: NULL, every locate)."""
+    check_array(buf, np.dtype(np.uint8), "buf")
+    check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
+    check_array(types, np.dtype(np.uint8), "types", length=n)
+    sel = ffi.NULL
+    if select is not None:
+        check_array(select, np.dtype(np.uint8), "select", length=65536)
+        sel = _buf("uint8_t[]", select)
+    return _buf("uint8_t[]", buf), _buf("uint32_t[]", offsets), _buf("uint8_t[]", types), sel
+
+
 def itch_partition(buf: np.ndarray, offsets: np.ndarray, types: np.ndarray, n: int, owner: np.ndarray,
                    out_offsets: np.ndarray, out_types: np.ndarray) -> np.ndarray:
     """Split n framed messages by owner[locate] (uint8[65536]) into the rows of out_offsets
     (uint32) and out_types (uint8), each (parts, cap >= n); returns the counts per part."""
-    check_array(buf, np.dtype(np.uint8), "buf")
-    check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
-    check_array(types, np.dtype(np.uint8), "types", length=n)
+    fb, fo, ft, _ = _framed(buf, offsets, types, n)
     check_array(owner, np.dtype(np.uint8), "owner", length=65536)
     parts, cap = out_offsets.shape
     if out_types.shape != (parts, cap) or cap < n:
@@ -495,7 +506,7 @@ def itch_partition(buf: np.ndarray, offsets: np.ndarray, types: np.ndarray, n: i
     check_array(out_offsets.reshape(-1), np.dtype(np.uint32), "out_offsets", writable=True)
     check_array(out_types.reshape(-1), np.dtype(np.uint8), "out_types", writable=True)
     counts = np.zeros(parts, np.uintp)
-    lib.lob_itch_partition(_buf("uint8_t[]", buf), _buf("uint32_t[]", offsets), _buf("uint8_t[]", types), n,
+    lib.lob_itch_partition(fb, fo, ft, n,
                            _buf("uint8_t[]", owner), parts, _buf("uint32_t[]", out_offsets, True),
                            _buf("uint8_t[]", out_types, True), cap, _buf("size_t[]", counts, True))
     return counts
@@ -512,15 +523,8 @@ class ItchScan:
         self.ptr = ffi.gc(ptr, lib.lob_itch_scan_free)
 
     def feed(self, buf: np.ndarray, offsets: np.ndarray, types: np.ndarray, n: int, select=None) -> None:
-        check_array(buf, np.dtype(np.uint8), "buf")
-        check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
-        check_array(types, np.dtype(np.uint8), "types", length=n)
-        sel = ffi.NULL
-        if select is not None:
-            check_array(select, np.dtype(np.uint8), "select", length=65536)
-            sel = _buf("uint8_t[]", select)
-        raise_for_status(lib.lob_itch_scan_feed(self.ptr, _buf("uint8_t[]", buf), _buf("uint32_t[]", offsets),
-                                                _buf("uint8_t[]", types), n, sel), "ITCH first pass")
+        fb, fo, ft, sel = _framed(buf, offsets, types, n, select)
+        raise_for_status(lib.lob_itch_scan_feed(self.ptr, fb, fo, ft, n, sel), "ITCH first pass")
 
     def stats(self) -> np.ndarray:
         out = np.zeros(65536, LOCATE_DTYPE)
@@ -589,21 +593,15 @@ def itch_events(buf, offsets, types, n, select, events, ts, msg_index, state=Non
     """Order messages among n framed ones -> events (lob_itch_events). Returns the count.
     state: the locates' trading states (uint16[65536], kept from chunk to chunk): with it,
     H and h messages that change a locate's state become STATE events."""
-    check_array(buf, np.dtype(np.uint8), "buf")
-    check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
-    check_array(types, np.dtype(np.uint8), "types", length=n)
+    fb, fo, ft, sel = _framed(buf, offsets, types, n, select)
     check_array(events, EVENT_DTYPE, "events", writable=True, length=n)
     check_array(ts, np.dtype(np.int64), "ts", writable=True, length=n)
     check_array(msg_index, np.dtype(np.uint32), "msg_index", writable=True, length=n)
-    sel = ffi.NULL
-    if select is not None:
-        check_array(select, np.dtype(np.uint8), "select", length=65536)
-        sel = _buf("uint8_t[]", select)
     st = ffi.NULL
     if state is not None:
         check_array(state, np.dtype(np.uint16), "state", writable=True, length=65536)
         st = _buf("uint16_t[]", state, True)
-    return lib.lob_itch_events(_buf("uint8_t[]", buf), _buf("uint32_t[]", offsets), _buf("uint8_t[]", types), n,
+    return lib.lob_itch_events(fb, fo, ft, n,
                                sel, _buf("lob_event[]", events, True), _buf("int64_t[]", ts, True),
                                _buf("uint32_t[]", msg_index, True), st)
 
@@ -611,15 +609,9 @@ def itch_events(buf, offsets, types, n, select, events, ts, msg_index, state=Non
 def itch_order_prices(buf, offsets, types, n, select) -> tuple[np.ndarray, np.ndarray]:
     """(locates uint16, prices uint32) of every A, F and U among n framed messages of the
     selected locates (select: uint8[65536], or None: all), in order (lob_itch_order_prices)."""
-    check_array(buf, np.dtype(np.uint8), "buf")
-    check_array(offsets, np.dtype(np.uint32), "offsets", length=n)
-    check_array(types, np.dtype(np.uint8), "types", length=n)
-    sel = ffi.NULL
-    if select is not None:
-        check_array(select, np.dtype(np.uint8), "select", length=65536)
-        sel = _buf("uint8_t[]", select)
+    fb, fo, ft, sel = _framed(buf, offsets, types, n, select)
     locs, prices = np.empty(n, np.uint16), np.empty(n, np.uint32)
-    k = lib.lob_itch_order_prices(_buf("uint8_t[]", buf), _buf("uint32_t[]", offsets), _buf("uint8_t[]", types), n,
+    k = lib.lob_itch_order_prices(fb, fo, ft, n,
                                   sel, _buf("uint16_t[]", locs, True), _buf("uint32_t[]", prices, True))
     return locs[:k], prices[:k]
 
