@@ -5,7 +5,7 @@
 
 The file was first written by the Python implementation of the replay (before the
 per-record work moved into C, csrc/l2.c); tests/test_l2_differential.py compares every
-replay against it. Inputs: every real Binance recording in the shared data folder
+replay against it. Inputs: every real Binance recording in data/real/binance
 (converted by lobreplay.binance.convert) and generated .lobc files (the seeded streams of
 tests/test_l2replay.py: stale crossing levels, gaps, resyncs, skipped updates, bookTicker
 errors, malformed structure, a torn file), replayed whole and in small chunks, in both
