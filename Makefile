@@ -20,11 +20,12 @@ $(STAMP): $(VENV)/bin/python pyproject.toml setup.py csrc/*.c csrc/*.h csrc/buil
 
 dev: $(STAMP)
 
-SHARED_CAPTURE = ../shared/data/itch/nasdaq_20230822_0930_moldudp64.pcap
+# The bundled sample day, then the real 09:30 capture bundled in data/real/itch (data/real/itch/PROVENANCE.md).
+REAL_CAPTURE = data/real/itch/nasdaq_20230822_0930_moldudp64.pcap
 demo: $(STAMP)
 	$(VENV)/bin/lobreplay itch replay data/sample_day.itch.gz -o out/demo --date 2019-12-30 --force --no-progress
-	@if [ -f $(SHARED_CAPTURE) ]; then echo; \
-	  $(VENV)/bin/lobreplay itch replay $(SHARED_CAPTURE) -o out/demo-0930 --force --no-progress; fi
+	@echo
+	$(VENV)/bin/lobreplay itch replay $(REAL_CAPTURE) -o out/demo-0930 --force --no-progress
 
 test: $(STAMP)
 	$(VPY) -m pytest -q -n 2 -m "not browser"
@@ -64,6 +65,10 @@ dist: $(STAMP)
 	$(VPY) -c "import sys, zipfile, glob; names = zipfile.ZipFile(glob.glob('dist/*.whl')[0]).namelist(); \
 	  need = ['lobreplay/itch/replay.py', 'lobreplay/binance/sync.py', 'lobreplay/l2/lobc.py']; \
 	  miss = [n for n in need if n not in names]; sys.exit(f'wheel lacks {miss}' if miss else 0)"
+	@# the real fixtures (data/real, ~9 MB) are for the tests: neither the sdist nor the wheel ships them
+	$(VPY) -c "import sys, tarfile, zipfile, glob; \
+	  names = tarfile.open(glob.glob('dist/*.tar.gz')[0]).getnames() + zipfile.ZipFile(glob.glob('dist/*.whl')[0]).namelist(); \
+	  real = [n for n in names if '/data/real/' in '/' + n]; sys.exit(f'dist ships test fixtures: {real[:3]}' if real else 0)"
 
 fuzz: $(STAMP)
 	$(VPY) tests/fuzzgen.py --commands $(N) --seed $(SEED)

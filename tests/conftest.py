@@ -1,4 +1,4 @@
-"""Shared fixtures: the real ITCH fixtures beside the checkout, and small
+"""Shared fixtures: where the real fixtures bundled with the repository are (REAL), and small
 synthetic days generated once per test session."""
 import os
 from pathlib import Path
@@ -6,7 +6,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_ITCH = ROOT.parent / "shared" / "data" / "itch"
+# The real fixtures (ITCH, LOBSTER, Binance) travel with the repository: data/real/<source>/, each
+# folder with its PROVENANCE.md, every file checked against data/real/checksums.tsv
+# (tests/test_real_data.py). Every test and helper that reads one names it from here.
+REAL = ROOT / "data" / "real"
+REAL_ITCH = REAL / "itch"
+REAL_LOBSTER = REAL / "lobster"
+REAL_BINANCE = REAL / "binance"
 
 # Every replay in the tests scans its file: the sizing cache (lobreplay.replay.cache) is off, and
 # on in the tests of it only (test_sizing_cache.py), each with a directory of its own.
@@ -15,8 +21,8 @@ os.environ["LOBREPLAY_CACHE_DIR"] = "off"
 
 
 def real_itch_files() -> list[Path]:
-    files = sorted(p for p in SHARED_ITCH.glob("*") if p.suffix in (".itch", ".pcap"))
-    assert files, f"the real ITCH fixtures are missing: expected them in {SHARED_ITCH}"
+    files = sorted(p for p in REAL_ITCH.glob("*") if p.suffix in (".itch", ".pcap"))
+    assert files, f"the real ITCH fixtures are missing: expected them in {REAL_ITCH}"
     return files
 
 

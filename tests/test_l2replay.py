@@ -17,8 +17,10 @@ from lobreplay.errors import InputError
 from lobreplay.l2.ladder import L2Replay, scan
 
 ROOT = Path(__file__).resolve().parent.parent
-SPOT = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest" / "spot"
-USDM = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest" / "usdm"
+from conftest import REAL_BINANCE  # noqa: E402
+
+SPOT = REAL_BINANCE / "hftbacktest" / "spot"
+USDM = REAL_BINANCE / "hftbacktest" / "usdm"
 
 
 # ---------------------------------------------------------------- the naive book
