@@ -124,7 +124,7 @@ class LobcReplay(Engine):
         self._src: lobc.ChunkReader | None = None  # the input, once opened (open)
         self._meta: dict | None = None
         self._pending = None  # stepped: the records read and not yet fed (a step stopped before them)
-        self._stepped = False  # a step stopped inside a chunk (then pass 2 goes on chunk by chunk)
+        self._cut_inside = False  # a step stopped inside a chunk (then pass 2 goes on chunk by chunk)
         self._last_time = -1  # the receive time of the last record fed
 
     def open(self) -> "LobcReplay":
@@ -290,7 +290,7 @@ class LobcReplay(Engine):
         """Pass 2 to the end: for a replay that never stopped inside a chunk, with the next
         records read on a thread while the core replays these (L2Replay.feed_from); else chunk
         by chunk (the same rows)."""
-        if self._stepped or self._pending is not None or self._rp.next_index:
+        if self._cut_inside or self._pending is not None or self._rp.next_index:
             return super()._steps_to_end()
         rp, p = self._rp, self._p1
         # (not through the --symbols filter, whose record map the rows' writer reads meanwhile)
@@ -322,7 +322,7 @@ class LobcReplay(Engine):
         if target is not None:
             cut = self._cut(rec, target)
             if cut < len(rec):
-                self._stepped = True
+                self._cut_inside = True
                 self._pending = rec[cut:]
                 rec = rec[:cut]
             if not len(rec):

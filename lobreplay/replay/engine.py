@@ -300,10 +300,7 @@ class Engine:
     def _guard(self, fn, *a):
         """fn(*a) of a stepped replay: a failure ends it (its run record says failed, and later
         calls say where it stopped)."""
-        if self._failed:
-            raise LobError(f"{self.path}: the replay stopped ({self._failed}); open the file again")
-        if self._closed:
-            raise LobError(f"{self.path}: the replay is closed (to_parquet or close); open the file again")
+        self._check_open()
         try:
             return fn(*a)
         except BaseException as e:
@@ -320,6 +317,13 @@ class Engine:
     def _stepped(self):
         if not self._api:
             raise LobError("a replay driven from Python starts with lobreplay.open_itch / open_lobc (start())")
+        self._check_open()
+
+    def _check_open(self):
+        if self._failed:
+            raise LobError(f"{self.path}: the replay stopped ({self._failed}); open the file again")
+        if self._closed:
+            raise LobError(f"{self.path}: the replay is closed (to_parquet or close); open the file again")
 
     def _target(self, until, what: str):
         t = parse_target(until, unit=self.unit, what=what)
