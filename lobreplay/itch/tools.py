@@ -88,7 +88,7 @@ def parse_types(types, what: str = "types") -> str | None:
     items = [t for t in items if t]
     bad = [t for t in items if t not in LAYOUTS]
     if bad or not items:
-        raise InputError(f"{what}: unknown message type(s) {', '.join(map(repr, bad)) or repr(types)}; "
+        raise InputError(f"{what}: unknown message type(s) {', '.join(bad) or repr(types)}; "
                          f"ITCH 5.0 types are {''.join(sorted(LAYOUTS))}")
     return "".join(items)
 
