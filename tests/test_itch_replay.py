@@ -429,7 +429,8 @@ def test_a_failed_replay_does_not_wait_for_the_hash(synthetic_day, tmp_path, mon
         done.append(1)
         return real(self, *a, **k)
 
-    monkeypatch.setattr(R, "file_sha256", hash_that_waits)
+    from lobreplay.replay import engine
+    monkeypatch.setattr(engine, "file_sha256", hash_that_waits)  # (the engine computes every replay's)
     monkeypatch.setattr(R.ItchReplay, "_chunk_reports", fails_after_one)
     with pytest.raises(KeyboardInterrupt):
         R.replay_itch(synthetic_day.path, str(tmp_path / "o"), R.ReplayConfig(chunk_bytes=1 << 20))

@@ -1016,12 +1016,12 @@ def test_an_interrupted_replay_does_not_wait_for_the_hash(tmp_path, monkeypatch)
     of the hash took seconds after the stop. The tables are whole, their source_sha256
     empty; a whole replay still waits for it."""
     from lobreplay.l2 import ladder as l2
-    from lobreplay.l2 import replay as l2replay
     from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
+    from lobreplay.replay import engine
 
     recs, _ = synth_stream(97, n_messages=800, n_symbols=2)
     write_lobc(tmp_path / "a.lobc", recs)
-    monkeypatch.setattr(l2replay, "file_sha256", _hash_that_waits)
+    monkeypatch.setattr(engine, "file_sha256", _hash_that_waits)  # (the engine computes every replay's)
     real = l2.L2Replay._process
 
     def interrupted(self, rec, first):
