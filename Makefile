@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 N ?= 100000000
 SEED ?= 1
 
-.PHONY: demo test test-browser dev fuzz asan dist bench-core bench-hdr bench-itch bench-itch-full bench clean
+.PHONY: demo test test-fast test-browser dev fuzz asan dist bench-core bench-hdr bench-itch bench-itch-full bench clean
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -27,8 +27,14 @@ demo: $(STAMP)
 	@echo
 	$(VENV)/bin/lobreplay itch replay $(REAL_CAPTURE) -o out/demo-0930 --force --no-progress
 
+# Everything but the browser test; prints the ten slowest tests and how long it took.
+# `make test-fast` leaves out the tests marked slow (about a minute).
 test: $(STAMP)
-	$(VPY) -m pytest -q -n 2 -m "not browser"
+	@start=$$(date +%s); $(VPY) -m pytest -q -n 2 -m "not browser" --durations=10; rc=$$?; \
+	  echo "make test: $$(( $$(date +%s) - start )) s of tests, exit $$rc"; exit $$rc
+
+test-fast: $(STAMP)
+	$(VPY) -m pytest -q -n 2 -m "not browser and not slow"
 
 # The HTML viewer loaded in headless Chromium (Debian's chromium; installed here
 # when missing and apt is usable, as in .ci/run).

@@ -4,6 +4,19 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# hypothesis: HYPOTHESIS_PROFILE=dev (the default: random examples, failures remembered in
+# .hypothesis/ and tried first next time), ci (.ci/run: the same examples on every run, nothing
+# remembered, so CI is repeatable), expensive (more examples and longer state-machine runs, by
+# hand). The state machines of test_differential.py size their runs by the profile's name.
+settings.register_profile("dev", deadline=None)
+settings.register_profile("ci", deadline=None, derandomize=True, database=None, print_blob=True)
+settings.register_profile("expensive", deadline=None, max_examples=1000)
+HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
+if HYPOTHESIS_PROFILE not in ("dev", "ci", "expensive"):
+    raise pytest.UsageError(f"HYPOTHESIS_PROFILE must be dev, ci or expensive, got {HYPOTHESIS_PROFILE!r}")
+settings.load_profile(HYPOTHESIS_PROFILE)
 
 ROOT = Path(__file__).resolve().parent.parent
 # The real fixtures (ITCH, LOBSTER, Binance) travel with the repository: data/real/<source>/, each
