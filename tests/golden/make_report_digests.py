@@ -150,6 +150,16 @@ def compare(golden: dict, got: dict, renames=None) -> list[str]:
     return bad
 
 
+def renames_back():
+    """(run, table) -> {new column name: old} from the vocabulary's rename list (the runs are
+    named after their venue: itch_..., lobc_...); None before the vocabulary existed."""
+    try:
+        from lobreplay.reports.schemas import renamed
+    except ImportError:
+        return None
+    return lambda run, table: {new: old for old, new in renamed(run.split("_")[0], table).items()}
+
+
 def main() -> int:
     import argparse
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -160,13 +170,7 @@ def main() -> int:
         GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
         print(f"wrote {GOLDEN.name}: {len(got)} runs, {sum(len(v) for v in got.values())} tables")
         return 0
-    renames = None
-    try:
-        from lobreplay.reports.schemas import renames_back
-        renames = renames_back
-    except ImportError:
-        pass
-    bad = compare(json.loads(GOLDEN.read_text()), got, renames)
+    bad = compare(json.loads(GOLDEN.read_text()), got, renames_back())
     for b in bad:
         print(b)
     print(f"{len(got)} runs, {len(bad)} difference(s)")
