@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from lobreplay.itch.spec import HEADER, LAYOUTS, price_scales
 from lobreplay.reports import schemas
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +28,11 @@ def _assert_schemas(out: Path, venue: str, depth_levels: int) -> list[str]:
     seen = []
     for p in sorted(out.glob("*.parquet")):
         got = pq.read_schema(p)
-        want = schemas.schema(venue, p.stem, depth_levels)
+        if p.stem.startswith("status_"):
+            t = p.stem.split("_")[1]
+            want = schemas.status_schema(HEADER + LAYOUTS[t].fields, price_scales(t))
+        else:
+            want = schemas.schema(venue, p.stem, depth_levels)
         assert got.names == want.names, p.name
         assert got.types == want.types, p.name
         for g, w in zip(got, want):

@@ -181,36 +181,35 @@ def lobc_depth_schema(n: int):
 _STATUS_INT = {"u1": "uint8", "u2": "uint16", "u4": "uint32", "u8": "uint64"}
 
 
-def status_schema(t: str):
+def status_schema(fields, scales: dict):
     """status_<t>_<name>.parquet of an ITCH replay: the decoded messages of type t as
     `itch decode` writes them (lobreplay.itch.decode.to_arrow): `message`, then the header
     and the type's fields under the spec's names; a price column's field metadata holds its
-    price_scale."""
-    from lobreplay.itch.spec import HEADER, LAYOUTS, price_scales
-    scales = price_scales(t)
-    fields = [pa.field("message", pa.int64())]
-    for name, kind in HEADER + LAYOUTS[t].fields:
+    price_scale. fields: the (name, kind) pairs of the header and the type
+    (lobreplay.itch.spec: HEADER + LAYOUTS[t].fields), scales: price_scales(t) (given, not
+    imported: the venues import the reports, not the other way)."""
+    out = [pa.field("message", pa.int64())]
+    for name, kind in fields:
         if kind in _STATUS_INT:
             typ = getattr(pa, _STATUS_INT[kind])()
         elif kind in ("u6", "p4", "p8"):
             typ = pa.int64()
         else:  # c, aN
             typ = pa.string()
-        fields.append(pa.field(name, typ, metadata={"price_scale": str(scales[name])} if name in scales else None))
-    return pa.schema(fields)
+        out.append(pa.field(name, typ, metadata={"price_scale": str(scales[name])} if name in scales else None))
+    return pa.schema(out)
 
 
 def schema(venue: str, name: str, depth_levels: int = 0):
     """The schema of report `name` of a replay of `venue` ("itch" or "lobc"): a fixed table,
-    "depth" (with depth_levels levels), "latency_histograms", or an ITCH "status_<t>_<name>"."""
+    "depth" (with depth_levels levels) or "latency_histograms" (an ITCH status table:
+    status_schema)."""
     if venue not in VENUES:
         raise ValueError(f"venue: expected one of {', '.join(VENUES)}, got {venue!r}")
     if name == "depth":
         return itch_depth_schema(depth_levels) if venue == "itch" else lobc_depth_schema(depth_levels)
     if name == "latency_histograms":
         return latency_histograms_schema()
-    if venue == "itch" and name.startswith("status_"):
-        return status_schema(name.split("_")[1])
     fixed = itch_schemas() if venue == "itch" else lobc_schemas()
     if name not in fixed:
         raise KeyError(f"no {venue} report named {name!r}")
