@@ -55,13 +55,13 @@ asan: $(STAMP)
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	LOBREPLAY_CORE=$$(ls $(ASAN_SO)) \
-	$(VPY) -m pytest -q -p no:cacheprovider tests/test_layout.py tests/test_core.py tests/test_differential.py \
-		tests/test_l2replay.py tests/test_l2_differential.py tests/test_binance_decode.py \
+	$(VPY) -m pytest -q -p no:cacheprovider tests/core/test_layout.py tests/core/test_core.py tests/core/test_differential.py \
+		tests/l2/test_l2replay.py tests/l2/test_l2_differential.py tests/binance/test_binance_decode.py \
 		-k "(not test_l2replay and not test_l2_differential) or tiny_outputs or long_unfinished or interleaved or full_history or longer_than_max_message"
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	LOBREPLAY_CORE=$$(ls $(ASAN_SO)) \
-	$(VPY) -m pytest -q -p no:cacheprovider tests/test_itch_synth_fast.py -k "same_seed or gzip or planted or rejects"
+	$(VPY) -m pytest -q -p no:cacheprovider tests/itch/test_itch_synth_fast.py -k "same_seed or gzip or planted or rejects"
 
 # sdist + wheel from a clean tree, as a user would build them.
 dist: $(STAMP)

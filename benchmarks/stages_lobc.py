@@ -18,7 +18,7 @@ single-threaded, with nothing else in the process:
            conversion, in calls of 262,144, no bbo, no timing
 
 The core's events are taken, untimed, from the slow Python implementation of the L2 replay
-(tests/l2_reference.py, which tests/test_l2_differential.py holds to the C path's rows,
+(tests/l2_reference.py, which tests/l2/test_l2_differential.py holds to the C path's rows,
 counters and books), by recording what it hands its Session. A first replay must run pass 1
 before pass 2, and pass 2 must read the records again and do at least the core's work:
 pass 1 + read + core is the least a first replay of this design can take, before the L2

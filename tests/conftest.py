@@ -21,7 +21,7 @@ settings.load_profile(HYPOTHESIS_PROFILE)
 ROOT = Path(__file__).resolve().parent.parent
 # The real fixtures (ITCH, LOBSTER, Binance) travel with the repository: data/real/<source>/, each
 # folder with its PROVENANCE.md, every file checked against data/real/checksums.tsv
-# (tests/test_real_data.py). Every test and helper that reads one names it from here.
+# (tests/project/test_real_data.py). Every test and helper that reads one names it from here.
 REAL = ROOT / "data" / "real"
 REAL_ITCH = REAL / "itch"
 REAL_LOBSTER = REAL / "lobster"

@@ -1,7 +1,7 @@
 """Seeded random command streams and a differential driver: lobreplay's C core
 against the naive reference book (tests/reference_book.py).
 
-Importable (tests/test_differential.py uses :func:`run`) and runnable::
+Importable (tests/core/test_differential.py uses :func:`run`) and runnable::
 
     python -m tests.fuzzgen --commands 1000000 --seed 1
     python tests/fuzzgen.py --commands 100000000 --seed 1            # long run

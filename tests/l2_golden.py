@@ -4,10 +4,10 @@
     .venv/bin/python tests/l2_golden.py             # compare the current code against it
 
 The file was first written by the Python implementation of the replay (before the
-per-record work moved into C, csrc/l2.c); tests/test_l2_differential.py compares every
+per-record work moved into C, csrc/l2.c); tests/l2/test_l2_differential.py compares every
 replay against it. Inputs: every real Binance recording in data/real/binance
 (converted by lobreplay.binance.convert) and generated .lobc files (the seeded streams of
-tests/test_l2replay.py: stale crossing levels, gaps, resyncs, skipped updates, bookTicker
+tests/l2/test_l2replay.py: stale crossing levels, gaps, resyncs, skipped updates, bookTicker
 errors, malformed structure, a torn file), replayed whole and in small chunks, in both
 price modes.
 
@@ -16,7 +16,7 @@ Changed since: the book of symbol X of "malformed" is sized for 6 levels at peak
 skips (X is unsynced after its GAP). The replay checks update ids (the market's rule:
 `sequence_break`), so "malformed" got update ids that follow where its messages are meant
 to apply, and a sequence break of its own: its entries were rewritten whole by the C replay
-(`--write`, then only those entries kept; tests/test_l2_differential.py checks the same stream
+(`--write`, then only those entries kept; tests/l2/test_l2_differential.py checks the same stream
 against the Python reference, by both markets' rules). The torn file's `lobc` entries gained
 `corrupt` and `next_block`. The report columns were renamed since (one vocabulary for both
 venues, docs/reports.md): the digests are keyed by the names of the first file, each new name
@@ -170,7 +170,7 @@ def write_raw(path: Path, records: np.ndarray, symbols, per_block: int) -> None:
 
 
 def generated_files(d: Path) -> dict[str, Path]:
-    from test_l2replay import synth_stream, write_lobc
+    from tests.l2.test_l2replay import synth_stream, write_lobc
 
     out = {}
     for name, kw in SYNTH.items():

@@ -20,7 +20,7 @@ The HdrHistogram's range ends at the largest recorded value (its footer's `Bucke
 many powers of two that spans), not at the core's 2^40 ns clamp: the package's percentile
 and mean iterators walk every bucket up to the end of the range in Python, so a full-range
 histogram took about 0.15 s per file whatever it held, and a replay writes six. The rows
-are the same either way (tests/test_analysis.py checks it).
+are the same either way (tests/reports/test_analysis.py checks it).
 
 Values are in ns. Requires the `hdrhistogram` package (`pip install lobreplay[analysis]`).
 """
@@ -68,7 +68,7 @@ def _fast(base):
     deviation computes the mean again), the percentile rows once (six files of a replay
     with timing: about 0.06 s of the 0.08 s they took, mostly stepping through empty
     buckets). These are the same sums and the same rows over the same buckets in the same
-    order, so the file is the same, byte for byte (tests/test_analysis.py compares them)."""
+    order, so the file is the same, byte for byte (tests/reports/test_analysis.py compares them)."""
     from hdrh.iterators import PercentileIterator
 
     class FastPercentiles(PercentileIterator):

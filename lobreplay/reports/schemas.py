@@ -16,7 +16,7 @@ The same thing has the same name on every venue:
     trade_id     the venue's id of a trade (ITCH: its match number; Binance: the trade id)
 
 A replay writes a table with exactly the schema `schema(venue, name)` gives (plus its
-provenance in the schema metadata); tests/test_report_schemas.py holds every table of a
+provenance in the schema metadata); tests/reports/test_report_schemas.py holds every table of a
 replay of the sample day and of a .lobc file to it. RENAMES lists every column the
 vocabulary renamed, per venue and table (tests/golden/make_report_digests.py maps the new
 names back through it to compare the reports with those written before).

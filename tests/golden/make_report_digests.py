@@ -5,7 +5,7 @@ SHA-256 of the column's values in row order (and its Arrow type).
     .venv/bin/python tests/golden/make_report_digests.py           # compare the current code
 
 The golden file (report_digests.json, beside this script) was written on the code before the
-report vocabulary changed (docs/reports.md, "One vocabulary"): tests/test_report_schemas.py
+report vocabulary changed (docs/reports.md, "One vocabulary"): tests/reports/test_report_schemas.py
 replays the same inputs on the current code, maps every column name back through
 lobreplay.reports.schemas.RENAMES and requires the same rows and values.
 
@@ -15,7 +15,7 @@ NASDAQ cut (nasdaq_20230822_0930.itch in the shared data folder: its residual or
 unknown references give desync rows); two small real Binance recordings (cryptofeed's spot and
 USD-M captures, in the shared data folder) converted to .lobc, with depth samples by time and
 at every change; a seeded generated .lobc stream with crossing levels, gaps, resyncs and
-bookTicker errors (tests/test_l2replay.py's synth_stream: desyncs and ticker_mismatches rows).
+bookTicker errors (tests/l2/test_l2replay.py's synth_stream: desyncs and ticker_mismatches rows).
 Every run is deterministic; the latency figures and histogram buckets are timings, so of
 those tables only the column names and types (and the latency table's rows and its scope,
 instrument, kind and count) are compared.
@@ -112,7 +112,7 @@ def _lobc_runs(tmp: Path) -> dict:
                                                                                           cache=False)))(lobc_path)
         runs[f"lobc_{name}_depth_change"] = (lambda p: lambda out: replay_lobc(
             p, out, L2ReplayConfig(depth_levels=3, depth_every_ns=0, cache=False)))(lobc_path)
-    from test_l2replay import synth_stream, write_lobc
+    from tests.l2.test_l2replay import synth_stream, write_lobc
     synth = tmp / "synth_mixed_7.lobc"
     write_lobc(synth, synth_stream(seed=7, n_messages=3000, n_symbols=3, cross_rate=0.1, gap_rate=0.02,
                                    ticker_error=0.05)[0])

@@ -14,7 +14,6 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import itch_ref  # noqa: E402
 

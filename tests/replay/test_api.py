@@ -13,12 +13,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lobreplay as lr  # noqa: E402
 from lobreplay.errors import InputError, LobError  # noqa: E402
 
-DAY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "sample_day.itch.gz")
+DAY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "sample_day.itch.gz")
 CHUNK = 1 << 16  # several chunks on the sample day: cuts fall inside them
 TIMED = ("latency", "latency_histograms")  # measured times: they differ run to run
 
@@ -200,7 +199,7 @@ def test_itch_stats_and_decode_itch(tmp_path):
 
 @pytest.fixture
 def lobc_file(tmp_path):
-    from test_l2replay import synth_stream, write_lobc
+    from tests.l2.test_l2replay import synth_stream, write_lobc
     recs, _ = synth_stream(11, n_messages=3000, n_symbols=3)
     path = tmp_path / "a.lobc"
     write_lobc(path, recs)

@@ -20,7 +20,7 @@ from lobreplay import Kind  # noqa: E402
 from lobreplay.l2 import lobc  # noqa: E402
 from lobreplay.reports import analysis as A  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample_day.itch.gz"
 S = 10**8  # .lobc default scales
 

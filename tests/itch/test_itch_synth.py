@@ -15,14 +15,13 @@ from collections import Counter, defaultdict
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import itch_ref  # noqa: E402
 
 from lobreplay.testing import itch_faults as faults# noqa: E402
 from lobreplay.testing.itch_synth import TARGET_MIX, DayTruth, generate_day, main  # noqa: E402
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data")
 
 NS = 10**9
 H = 3600 * NS

@@ -9,7 +9,7 @@ import pytest
 
 from lobreplay.cli.main import main
 
-SAMPLE_DAY = str(pathlib.Path(__file__).resolve().parent.parent / "data" / "sample_day.itch.gz")
+SAMPLE_DAY = str(pathlib.Path(__file__).resolve().parents[2] / "data" / "sample_day.itch.gz")
 
 
 def test_demo_in_process(capsys):
@@ -158,7 +158,7 @@ def _replay_signalled(out, signame: str):
     after its first chunk of report rows (so that it lands mid-run every time; tables
     write a row group every 1,000 rows, so that some are being written then)."""
     import os
-    root = pathlib.Path(__file__).resolve().parent.parent
+    root = pathlib.Path(__file__).resolve().parents[2]
     script = (
         "import os, signal, sys\n"
         "from lobreplay.itch import replay\n"
@@ -423,7 +423,7 @@ def _main_with(patch: str, argv: list):
     """`lobreplay ARGV` in a subprocess after `patch` (Python lines, with os, signal and sys
     imported), e.g. one that makes the command signal itself at a chosen point."""
     import os
-    root = pathlib.Path(__file__).resolve().parent.parent
+    root = pathlib.Path(__file__).resolve().parents[2]
     script = ("import os, signal, sys\n" + patch + "from lobreplay.cli.main import main\n"
               f"sys.exit(main({argv!r}))\n")
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,

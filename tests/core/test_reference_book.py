@@ -15,7 +15,6 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import reference_book as rb  # noqa: E402
 from reference_book import (  # noqa: E402

@@ -112,7 +112,7 @@ def test_jobs_on_a_gzip_file_note_that_every_part_inflates_it(tmp_path, capsys, 
     from lobreplay.reports import tables as reports
     from lobreplay.cli.main import main
     monkeypatch.setattr(reports, "usable_cpus", lambda: cpus)
-    day = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "sample_day.itch.gz")
+    day = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data", "sample_day.itch.gz")
     assert main(["itch", "replay", day, "-o", str(tmp_path / "o"), "--jobs", "2", "--no-progress",
                  "--date", "2019-12-30", "--no-reports"]) == 0
     err = capsys.readouterr().err

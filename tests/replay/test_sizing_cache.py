@@ -18,7 +18,7 @@ from lobreplay.testing.itch_faults import inject
 from lobreplay.itch.parallel import replay_itch_jobs
 from lobreplay.itch.reader import ItchFile
 from lobreplay.itch.replay import ReplayConfig, replay_itch
-from tests.test_itch_parallel import _same_tables
+from tests.itch.test_itch_parallel import _same_tables
 
 # what a replay reports that a pass 1 from the cache must not change
 SAME = ("messages", "messages_by_type", "books", "book_levels", "book_capacity", "events", "executions_in_feed",
@@ -265,7 +265,7 @@ LOBC_SAME = ("records", "records_by_kind", "books", "messages_applied", "snapsho
 def _lobc_day(tmp_path, damaged: bool):
     """A capture of 1,200 messages in blocks of 500 records; damaged: a byte of block 3
     flipped (damage inside the file, with sound blocks after it), and a torn tail."""
-    from tests.test_l2replay import synth_stream, write_lobc
+    from tests.l2.test_l2replay import synth_stream, write_lobc
     recs, _ = synth_stream(93, n_messages=1200, n_symbols=2, gap_rate=0.03, ticker_error=0.02)
     path = tmp_path / ("bad.lobc" if damaged else "feed.lobc")
     write_lobc(path, recs, flush_records=500)

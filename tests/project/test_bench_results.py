@@ -3,7 +3,7 @@ previous run (it put each new run above the old ones), and the peers bench its o
 import importlib.util
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _module(name):

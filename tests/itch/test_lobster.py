@@ -44,6 +44,7 @@ def plain(tmp_path, path, lines):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ticker", sorted(REAL))
 def test_verify_real_pairs(ticker):
     rows, levels, types = REAL[ticker]
@@ -201,6 +202,7 @@ def real_formats():
 MSG_LINE = re.compile(r"^\d+(\.\d{1,9})?,[1-7],\d+,\d+,-?\d+,(-1|1)$")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("levels", [1, 10])
 def test_round_trip(day, levels):
     d, truth = day
@@ -234,6 +236,7 @@ def test_round_trip(day, levels):
         assert rep["agree"] == rep["rows"] and rep["derivable"] == rep["rows"] and rep["ok"], rep
 
 
+@pytest.mark.slow
 def test_level1_is_subset_of_level10(day):
     d, truth = day
     sym = list(truth.symbols.values())[0]
@@ -289,7 +292,7 @@ def _export_signalled(itch: str, sym: str, date: str, out, *extra: str, when: st
     written to the message file (its orderbook rows not yet: a stop half way), or `when`."""
     import subprocess
     import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     script = (
         "import os, signal, sys\n"
         "from lobreplay.itch import lobster\n"

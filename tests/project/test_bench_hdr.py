@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lobreplay.reports.hgrm import read_hgrm
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUNS = ["add_only", "cancel_only", "aggressive_walk", "notional_walk", "mixed_70_20_10",
         "mixed_70_20_10_open_1M", "mixed_70_20_10_open_2M", "mixed_70_20_10_open_5M", "thin_book_sweep",
         "mass_cancel_burst", "self_trade_cancel_resting", "self_trade_cancel_incoming", "self_trade_cancel_both"]

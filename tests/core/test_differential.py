@@ -26,14 +26,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import fuzzgen  # noqa: E402
 import reference_book as rb  # noqa: E402
 
 import lobreplay  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # ---------------------------------------------------------------------------
 # the big differential fuzz
@@ -60,6 +59,7 @@ def test_fuzz_cases_total_at_least_a_million():
 
 @pytest.mark.parametrize("mode, seed, commands", FUZZ_CASES,
                          ids=[f"{m}-seed{s}-{n // 1000}k" for m, s, n in FUZZ_CASES])
+@pytest.mark.slow
 def test_fuzz(mode, seed, commands):
     res = fuzzgen.run(seed=seed, mode=mode, commands=commands, epoch_len=commands,
                       minimize_seconds=60)
@@ -480,6 +480,7 @@ def test_generation_is_deterministic():
     assert digest(3) != digest(4)
 
 
+@pytest.mark.slow
 def test_save_and_replay(tmp_path):
     path = str(tmp_path / "stream.npy")
     res = fuzzgen.run(seed=9, mode="all", commands=60_000, epoch_len=25_000, save=path)

@@ -26,7 +26,7 @@ from lobreplay.errors import InputError, LobError  # noqa: E402
 from lobreplay.itch.replay import ReplayConfig, replay_itch  # noqa: E402
 from lobreplay.testing.itch_synth import generate_day  # noqa: E402
 from lobreplay.l2.replay import L2ReplayConfig, replay_lobc  # noqa: E402
-from tests.test_l2replay import synth_stream, write_lobc  # noqa: E402
+from tests.l2.test_l2replay import synth_stream, write_lobc  # noqa: E402
 
 DAYS = {"12302019.NASDAQ_ITCH50": "2019-12-30", "12312019.NASDAQ_ITCH50.gz": "2019-12-31",
         "01022020.NASDAQ_ITCH50": "2020-01-02"}
@@ -113,6 +113,7 @@ def _files(root: Path) -> dict[str, tuple[int, int]]:
 
 # ---------------------------------------------------------------- ITCH
 
+@pytest.mark.slow
 def test_itch_days_via_a_scheduler_address_equal_the_single_day_replays_and_resume(itch_days, scheduler,
                                                                                   tmp_path, capsys):
     src, truth = itch_days
@@ -160,6 +161,7 @@ def test_itch_days_via_a_scheduler_address_equal_the_single_day_replays_and_resu
     assert "other options" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_truncated_day_fails_alone_and_the_cli_prints_no_traceback(itch_days, tmp_path):
     """The whole command as a user runs it, with its own LocalCluster (--workers 2)."""
     src, _ = itch_days

@@ -21,7 +21,7 @@ from lobreplay.l2.lobc import (DIFF_BEGIN, GAP, GAP_24H, GAP_DISCONNECT, GAP_MAL
 from fake_binance import SPOT, USDM, Fault, FakeBinance, ThreadedFake, recorded_script, replay_books, \
     synthetic_script, true_book
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 async def capture_against(fb_args, fb_kw, tmp_path, cap_limit=40.0, **opt_kw):
@@ -146,6 +146,7 @@ def test_plan_connections_routes_usdm_public_and_market():
             CaptureOptions(**{**dict(symbols=["x"], out="x"), **bad}).validate()
 
 
+@pytest.mark.slow
 def test_spot_capture_every_fault_marked_and_resynced(tmp_path):
     btc = recorded_script(SPOT, max_items=9000)
     eth = synthetic_script("ETHUSDT", SPOT, n_events=500, seed=2)
@@ -194,6 +195,7 @@ def test_usdm_capture_two_connections(tmp_path):
     assert st["messages_received"] > 5000 and 0 < st["cpu_seconds"] < 60
 
 
+@pytest.mark.slow
 def test_rate_limited_websocket_and_snapshot_back_off_then_succeed(tmp_path):
     eth = synthetic_script("ETHUSDT", SPOT, n_events=1500, seed=4)
     t0 = time.monotonic()
@@ -303,6 +305,7 @@ def test_a_capture_whose_symbol_never_syncs_says_so_and_exits_3(tmp_path):
     assert [g["reason"] for g in c["gaps"]] == ["rate_limit"]
 
 
+@pytest.mark.slow
 def test_rotate_starts_a_file_per_period_each_replaying_on_its_own(tmp_path):
     """--rotate: a new file at every multiple of the period, named after its start; each
     ends with one GAP (rotate) per symbol and the next starts as a new capture (a snapshot,
@@ -360,6 +363,7 @@ def test_rotate_starts_a_file_per_period_each_replaying_on_its_own(tmp_path):
             assert i == len(files) - 2 and not segments(lobc.read(files[-1]["out"]).records, s)[0]
 
 
+@pytest.mark.slow
 def test_rotated_raw_parts_converted_together_are_one_continuous_file(tmp_path):
     """The --raw parts of a rotating capture converted as one recording: each rotation is a
     GAP (rotate) and the sync after it a RESYNC (the capture's own files start afresh, so

@@ -21,7 +21,7 @@ from lobreplay.errors import InputError, LobError
 from lobreplay.itch.replay import ReplayConfig, replay_itch
 from lobreplay.reports.viewer import build_view, fmt_price, fmt_qty, fmt_time
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample_day.itch.gz"
 CHROMIUM = "/usr/bin/chromium"
 SIZE_LIMIT = 3 << 20  # the page stays well under a few MB

@@ -7,7 +7,6 @@ from collections import Counter
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import itch_truth  # noqa: E402
 
@@ -60,6 +59,7 @@ def test_every_message_decodes_and_the_counts_agree(fast_day):
     assert {m["stock"] for m in rs if m["authenticity"] == "T"} == {"ZVZZT", "ZXZZT"}
 
 
+@pytest.mark.slow
 def test_full_day_mix_and_symbols(tmp_path):
     """The full-day preset's shape at 5M messages: 9,000 symbols, the real day's mix, a skewed
     share of messages, sub-penny symbols, test issues with flow, halts at a real day's rate."""
@@ -138,6 +138,7 @@ def test_planted_features_present(fast_day):
     assert types["K"] == 1 and types["h"] == 2 and types["W"] == 1 and types["J"] == 1
 
 
+@pytest.mark.slow
 def test_replays_with_no_desync_and_equals_the_truth(tmp_path):
     """A day of the C generator with far-off orders (not the $199,999.99 ones): 0 desyncs, and
     the replay's bbo after every message is the truth's."""
@@ -148,6 +149,7 @@ def test_replays_with_no_desync_and_equals_the_truth(tmp_path):
     assert itch_truth.compare_replay(tmp_path / "o", itch_truth.read_messages(path)) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("features", [HALTS, FEATURES])
 def test_feature_days_replay_equal_to_the_truth(features, tmp_path):
     """Halts, the IPO, their crossing orders and crosses, far-off prices: the replay equals the

@@ -10,7 +10,6 @@ from collections import Counter
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import itch_truth  # noqa: E402
 
@@ -183,6 +182,7 @@ def test_far_off_orders_planted_deleted_and_one_trades(far_day):
     assert truth.test_issues[0] in {f["locate"] for f in truth.far_off_orders if f["why"] == "best_and_trades"}
 
 
+@pytest.mark.slow
 def test_real_shape_preset(tmp_path):
     """The real-shape preset: 9,000 symbols (two test issues among them, with order flow), a
     skewed share of messages, sub-penny symbols, every feature, the real day's mix."""

@@ -12,7 +12,6 @@ from collections import Counter
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import itch_ref  # noqa: E402
 

@@ -11,7 +11,7 @@ nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 pytest.importorskip("matplotlib")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 TIMEOUT = 600  # seconds per cell
 
@@ -61,6 +61,7 @@ def test_committed_notebooks_are_executed_and_small(name):
     assert (NOTEBOOKS / name).stat().st_size < 600_000
 
 
+@pytest.mark.slow
 def test_replay_itch_notebook(monkeypatch):
     nb = run("replay_itch.ipynb", monkeypatch)
     text, images, errors = outputs(nb)
@@ -71,6 +72,7 @@ def test_replay_itch_notebook(monkeypatch):
     assert images == 5  # desyncs, latency, bbo, depth heatmap, tape
 
 
+@pytest.mark.slow
 def test_binance_notebook(monkeypatch):
     nb = run("binance_capture.ipynb", monkeypatch)
     text, images, errors = outputs(nb)

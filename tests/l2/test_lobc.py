@@ -805,6 +805,7 @@ def _bits_of(field: str, nbytes: int):
     return range(8 * nbytes)
 
 
+@pytest.mark.slow
 def test_repair_recovers_every_other_block_whatever_header_field_is_damaged(tmp_path):
     """issue 26: one bit flipped in any field of any block's header (the record count above
     all: a reader that trusted it before the CRC jumped to the wrong offset and lost the

@@ -468,6 +468,7 @@ def test_size_books_rounds_to_the_tick_and_widens():
         size_books(st, 0.2, [6])
 
 
+@pytest.mark.slow
 def test_depth_samples_agree_with_the_top_of_book(synthetic_day, tmp_path):
     out = tmp_path / "o"
     replay_itch(synthetic_day.path, str(out), ReplayConfig(depth_levels=3, depth_every_ns=30 * 10**9,

@@ -13,7 +13,7 @@ import pytest
 from lobreplay.itch.spec import HEADER, LAYOUTS, price_scales
 from lobreplay.reports import schemas
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_DIR = ROOT / "tests" / "golden"
 sys.path.insert(0, str(GOLDEN_DIR))
 
@@ -52,6 +52,7 @@ def test_every_itch_table_has_its_schema(tmp_path, every_ns):
     assert any(n.startswith("status_") for n in seen)
 
 
+@pytest.mark.slow
 def test_every_table_of_a_parallel_itch_replay_has_its_schema(tmp_path):
     from lobreplay.itch.parallel import replay_itch_jobs
     from lobreplay.itch.replay import ReplayConfig
@@ -107,6 +108,7 @@ def test_an_unknown_venue_or_table_is_refused():
         schemas.schema("lobc", "symbols")
 
 
+@pytest.mark.slow
 def test_reports_hold_the_same_rows_and_values_as_before_the_renames():
     """The golden digests were written on the code before the vocabulary changed (the
     script's docstring): the current reports, their columns mapped back through

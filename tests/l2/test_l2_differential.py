@@ -15,7 +15,7 @@ import l2_golden
 import l2_reference as ref
 from lobreplay.l2 import lobc
 from lobreplay.l2.ladder import MAX_MESSAGE, L2Replay, scan
-from test_l2replay import _depth_oracle, feed_in_batches, sorted_rows, synth_stream
+from tests.l2.test_l2replay import _depth_oracle, feed_in_batches, sorted_rows, synth_stream
 
 # ---------------------------------------------------------------- helpers
 

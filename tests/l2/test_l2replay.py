@@ -16,7 +16,7 @@ from lobreplay.l2 import lobc
 from lobreplay.errors import InputError
 from lobreplay.l2.ladder import MAX_MESSAGE, L2Replay, scan
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 from conftest import REAL_BINANCE  # noqa: E402
 
 SPOT = REAL_BINANCE / "hftbacktest" / "spot"
@@ -1278,6 +1278,7 @@ def _depth_oracle(recs: np.ndarray, syms: list[str], every: int, n: int,
     return {k: np.array([r[k] for r in rows]) for k in rows[0]} if rows else {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [3, 8])
 def test_depth_samples_are_the_book_at_each_sample_time_whatever_the_chunks(seed):
     """Depth samples every `every` ns of receive time (a message counts once all of it has
