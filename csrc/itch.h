@@ -16,6 +16,8 @@
 extern "C" {
 #endif
 
+/* cdef-begin */
+
 /* The ITCH 5.0 length of a message type, or 0 for a type the spec does not define. */
 uint32_t lob_itch_length(uint8_t type);
 
@@ -136,6 +138,8 @@ void lob_itch_map_prices(const uint16_t *book_map, const lob_itch_pmap *maps, co
  * stock locate) or an array is NULL (nothing written). */
 int lob_itch_group(const lob_event *ev, const int64_t *ts, const uint32_t *msg_index, size_t n, uint32_t *counts,
                    lob_event *ev_out, int64_t *ts_out, uint32_t *msg_out);
+
+/* cdef-end */
 
 #ifdef __cplusplus
 }

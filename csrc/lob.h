@@ -29,6 +29,8 @@
 extern "C" {
 #endif
 
+/* cdef-begin */
+
 /* Status codes. 0 is success; each other value is one kind of reject. */
 typedef enum lob_status {
     LOB_OK = 0,
@@ -442,6 +444,8 @@ uint64_t lob_alloc_count(void);
 /* All four counters (any pointer may be NULL): allocations, bytes allocated,
  * frees (of non-NULL blocks) and bytes freed, since the process started. */
 void lob_alloc_stats(uint64_t *allocs, uint64_t *bytes, uint64_t *frees, uint64_t *bytes_freed);
+
+/* cdef-end */
 
 #ifdef __cplusplus
 }

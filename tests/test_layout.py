@@ -110,3 +110,141 @@ def test_public_names_resolve_and_numpy_loads_on_first_use():
             "assert os.environ['OPENBLAS_NUM_THREADS'] == '1'; assert 'numpy' in sys.modules")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+# ---- every record layout from one source (issue 27) ----
+#
+# The cffi cdef is read from the headers at build time (csrc/cdef.py, called by csrc/build_core.py).
+
+import importlib.util  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CSRC = ROOT / "csrc"
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def cdef_mod():
+    return _load(CSRC / "cdef.py", "lobreplay_test_cdef")
+
+
+@pytest.fixture(scope="module")
+def build_core():
+    return _load(CSRC / "build_core.py", "lobreplay_test_build_core")
+
+
+HEADER = '''/* a header */
+#ifndef X_H
+#define X_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cdef-begin */
+#define X_ONE 1u               /* a number: "..." in the cdef */
+#define X_BIG (1u << 22)
+enum { X_BUY = 'B', X_SLASH = '/' };   /* a character literal, and one that looks like a comment's start */
+typedef struct x_rec {
+    int64_t price;   /* "/* in a comment */
+    uint8_t side;
+    uint8_t reserved[7];
+} x_rec;
+/* cdef-end */
+
+/* a comment between regions, and a blank line */
+
+/* cdef-begin */
+int x_apply(const x_rec *r, size_t n);  // a line comment
+/* cdef-end */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* X_H */
+'''
+
+
+def test_cdef_extractor_takes_the_marked_declarations(cdef_mod, tmp_path):
+    text = cdef_mod.header_cdef(HEADER, "x.h")
+    assert text.split("\n") == [
+        "#define X_ONE ...", "#define X_BIG ...", "enum { X_BUY = 'B', X_SLASH = '/' };",
+        "typedef struct x_rec {", "    int64_t price;", "    uint8_t side;", "    uint8_t reserved[7];", "} x_rec;",
+        "int x_apply(const x_rec *r, size_t n);", ""]
+    assert cdef_mod.outside(HEADER, "x.h") == []
+    (tmp_path / "x.h").write_text(HEADER)
+    full = cdef_mod.cdef([tmp_path / "x.h"])
+    assert full.startswith("/* x.h */\n") and full.endswith(text)
+    from cffi import FFI
+    ffi = FFI()
+    ffi.cdef(full)  # cffi takes it
+    assert [name for name, _ in ffi.typeof("x_rec").fields] == ["price", "side", "reserved"]
+    assert ffi.sizeof("x_rec") == 16
+
+
+def _in_region(line: str) -> str:
+    return HEADER.replace("/* cdef-end */\n\n/* a comment", line + "\n/* cdef-end */\n\n/* a comment", 1)
+
+
+@pytest.mark.parametrize("text, message", [
+    (_in_region("#if X_ONE"), r"x\.h:20: cffi's cdef takes no '#if X_ONE'"),
+    (_in_region('#include "lob.h"'), r"x\.h:20: cffi's cdef takes no '#include \"lob.h\"'"),
+    (_in_region("#define X_MAX(a, b) ((a) > (b) ? (a) : (b))"), r"x\.h:20: cffi's cdef takes no '#define X_MAX"),
+    (_in_region("#define X_EMPTY"), r"x\.h:20: #define X_EMPTY has no value"),
+    (_in_region("static inline int x_one(void) { return 1; }"), r"x\.h:20: cffi's cdef takes no static"),
+    (_in_region("inline int x_two(void);"), r"x\.h:20: cffi's cdef takes no inline"),
+    (HEADER.replace("int x_apply", "/* cdef-begin */\nint x_apply"), r"x\.h:2\d: /\* cdef-begin \*/ inside"),
+    (HEADER.replace("/* cdef-end */\n\n#ifdef", "\n#ifdef"), r"x\.h:24: /\* cdef-begin \*/ is never closed"),
+    (HEADER.replace("/* cdef-begin */\nint", "int"), r"x\.h:25: /\* cdef-end \*/ without"),
+    (HEADER.replace("/* cdef-begin */\n#define X_ONE", "/* cdef-begin */ #define X_ONE"),
+     r"x\.h:11: a cdef marker must stand alone"),
+    (HEADER.replace("/* cdef-begin */", "").replace("/* cdef-end */", ""), r"x\.h: no /\* cdef-begin"),
+    (HEADER.replace("/* a comment between", "int x_forgotten(void);\n/* a comment between"),
+     r"x\.h:22: 'int x_forgotten\(void\);' is outside every"),
+    (HEADER.replace('#include <stdint.h>', '#include <stdint.h>\n#define X_LIMIT 8'),
+     r"x\.h:6: '#define X_LIMIT 8' is outside every"),
+])
+def test_cdef_extractor_refuses_what_cffi_cannot_take_or_would_miss(cdef_mod, tmp_path, text, message):
+    (tmp_path / "x.h").write_text(text)
+    with pytest.raises(cdef_mod.CdefError, match=message):
+        cdef_mod.cdef([tmp_path / "x.h"])
+
+
+def test_the_cdef_is_read_from_the_headers(cdef_mod, build_core):
+    """No hand copy is left; each public header's declarations are all inside its regions; and the
+    loaded core was built from the headers as they are now: the same functions, numbers and struct
+    layouts as a fresh parse of them (cffi checked each struct against the compiler at build)."""
+    from cffi import FFI
+    assert not (CSRC / "lob_cdef.h").exists()
+    for h in build_core.HEADERS:
+        assert cdef_mod.outside((CSRC / h).read_text(), h) == [], h
+    fresh = FFI()
+    fresh.cdef(build_core.cdef_text())
+    decl = fresh._parser._declarations
+    functions = {k.split()[1] for k in decl if k.startswith("function ")}
+    macros = {k.split()[1] for k in decl if k.startswith("macro ")}
+    numbers = set(fresh._parser._int_constants)
+    lib, ffi = _coreapi.lib, _coreapi.ffi
+    assert set(dir(lib)) == functions | macros | numbers
+    assert {"lob_session_apply", "lob_itch_events", "lob_l2_feed", "lob_bn_records", "lob_synth_fill"} <= functions
+    assert {"LOB_SYNTH_MIN_CAP", "LOB_L2_MAX_MESSAGE"} <= macros and {"LOB_BN_VALUES_MAX", "LOB_BUY"} <= numbers
+    for name, value in fresh._parser._int_constants.items():
+        assert getattr(lib, name) == value, name
+    structs = fresh.list_types()[1]
+    assert set(structs) == set(ffi.list_types()[1])
+    for s in structs:
+        if fresh.typeof(f"struct {s}").fields is None:
+            continue  # opaque (lob_book, lob_session, ...)
+        assert fresh.sizeof(s) == ffi.sizeof(s), s
+        assert [(n, f.offset, f.type.cname.replace("struct ", "")) for n, f in fresh.typeof(s).fields] == \
+            [(n, f.offset, f.type.cname.replace("struct ", "")) for n, f in ffi.typeof(s).fields], s
