@@ -114,9 +114,12 @@ def test_public_names_resolve_and_numpy_loads_on_first_use():
 
 # ---- every record layout from one source (issue 27) ----
 #
-# The cffi cdef is read from the headers at build time (csrc/cdef.py, called by csrc/build_core.py).
+# The cffi cdef is read from the headers at build time (csrc/cdef.py, called by csrc/build_core.py);
+# the numpy dtypes are built from the C structs (_coreapi.struct_dtype), the .lobc record's too.
 
 import importlib.util  # noqa: E402
+import inspect  # noqa: E402
+import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -248,3 +251,60 @@ def test_the_cdef_is_read_from_the_headers(cdef_mod, build_core):
         assert fresh.sizeof(s) == ffi.sizeof(s), s
         assert [(n, f.offset, f.type.cname.replace("struct ", "")) for n, f in fresh.typeof(s).fields] == \
             [(n, f.offset, f.type.cname.replace("struct ", "")) for n, f in ffi.typeof(s).fields], s
+
+
+def _doc_record_table(text: str) -> list[tuple[int, int, str, str]]:
+    """The rows (offset, size, field, type) of docs/lobc.md's "Record" table."""
+    part = text.split("## Record (64 bytes)", 1)[1].split("\n\n", 2)[1]
+    rows = []
+    for line in part.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows.append((int(cells[0]), int(cells[1]), cells[2].strip("`"), re.match(r"u?int\d+", cells[3]).group(0)))
+    return rows
+
+
+def test_lobc_record_dtype_is_the_c_struct_and_the_documented_layout():
+    """lobc.RECORD_DTYPE is the dtype built from lob_l2_record (no second definition), and it
+    is the layout docs/lobc.md gives, in its table and in its numpy line."""
+    from lobreplay import lobc
+    assert lobc.RECORD_DTYPE is _coreapi.L2_RECORD_DTYPE
+    ffi = _coreapi.ffi
+    dt = lobc.RECORD_DTYPE
+    assert dt.itemsize == ffi.sizeof("lob_l2_record") == lobc.UNIT
+    assert list(dt.names) == [n for n, _ in ffi.typeof("lob_l2_record").fields]
+    doc = (ROOT / "docs" / "lobc.md").read_text()
+    table = _doc_record_table(doc)
+    assert [(off, size, name) for off, size, name, _ in table] == \
+        [(dt.fields[n][1], dt.fields[n][0].itemsize, n) for n in dt.names]
+    for off, size, name, ctype in table:
+        assert ctype == ("u" if dt.fields[name][0].kind == "u" else "") + f"int{8 * size}", name
+    m = re.search(r"numpy: `(np\.dtype\(\[.*?\]\))`, itemsize (\d+)", doc, re.S)
+    assert np.dtype(eval(m.group(1).replace("\n", ""), {"np": np})) == dt and int(m.group(2)) == dt.itemsize
+
+
+def test_lobc_writer_packs_every_field_of_the_c_record(tmp_path):
+    """LobcWriter.add packs a record with a struct built from RECORD_DTYPE: a record whose every
+    field has its own value comes back from the file as numpy wrote it, and add() names every field."""
+    from lobreplay import lobc
+    dt = lobc.RECORD_DTYPE
+    r = np.zeros(1, dt)
+    for i, name in enumerate(dt.names):
+        r[name] = (0x0102030405060708 * (i + 1)) % (1 << (8 * dt.fields[name][0].itemsize - 1))
+    r["kind"], r["side"], r["symbol"] = lobc.TICKER_ASK, ord("S"), 1
+    assert lobc._REC.pack(*[r[n][0].item() for n in lobc._REC_ORDER]) == r.tobytes()
+    assert set(dt.names) <= set(inspect.signature(lobc.LobcWriter.add).parameters)
+    with lobc.LobcWriter(tmp_path / "x.lobc", venue="binance", market="spot", symbols=["a", "b"]) as w:
+        w.add(**{n: r[n][0].item() for n in dt.names})
+    assert lobc.read(tmp_path / "x.lobc").records.tobytes() == r.tobytes()
+
+
+def test_lobc_kinds_and_sides_are_the_c_replays():
+    """The record kinds lobc writes are the ones csrc/l2.h reads (LOB_L2_<name>), name for name."""
+    from lobreplay import lobc
+    lib = _coreapi.lib
+    c_kinds = {getattr(lib, n): n[len("LOB_L2_"):] for n in dir(lib)
+               if n.startswith("LOB_L2_") and not n.startswith(("LOB_L2_SEQ_", "LOB_L2_MAX_"))}
+    assert c_kinds == lobc.KIND_NAMES
+    for k, name in lobc.KIND_NAMES.items():
+        assert getattr(lobc, name) == k, name
+    assert (lobc.SIDE_BID, lobc.SIDE_ASK) == (lib.LOB_BUY, lib.LOB_SELL)
