@@ -115,7 +115,8 @@ def test_public_names_resolve_and_numpy_loads_on_first_use():
 # ---- every record layout from one source (issue 27) ----
 #
 # The cffi cdef is read from the headers at build time (csrc/cdef.py, called by csrc/build_core.py);
-# the numpy dtypes are built from the C structs (_coreapi.struct_dtype), the .lobc record's too.
+# the numpy dtypes are built from the C structs (_coreapi.struct_dtype), the .lobc record's too;
+# the ITCH lengths and field offsets that C reads are held to lobreplay/itch/spec.py here.
 
 import importlib.util  # noqa: E402
 import inspect  # noqa: E402
@@ -308,3 +309,55 @@ def test_lobc_kinds_and_sides_are_the_c_replays():
     for k, name in lobc.KIND_NAMES.items():
         assert getattr(lobc, name) == k, name
     assert (lobc.SIDE_BID, lobc.SIDE_ASK) == (lib.LOB_BUY, lib.LOB_SELL)
+
+
+def test_itch_lengths_in_c_are_spec_py_s():
+    """Every one of the 256 type bytes: C's length (0: not a type) is spec.py's, and the
+    test suite's own reference decoder's (tests/itch_ref.py)."""
+    import itch_ref
+    from lobreplay.itch import spec
+    c = {chr(t): _coreapi.itch_length(t) for t in range(256) if _coreapi.itch_length(t)}
+    assert c == spec.LENGTHS == itch_ref.LENGTHS
+    for t, lay in spec.LAYOUTS.items():
+        assert lay.length == 11 + sum(spec.field_size(k) for _, k in lay.fields), t
+
+
+# The fields C reads (csrc/itch.h, LOB_ITCH_AT_*): each for the message types it is read from, as
+# (type, spec.py's field name).
+ITCH_OFFSETS = {
+    "LOCATE": [(t, "stock_locate") for t in "AFECXDUHh"],
+    "TIMESTAMP": [(t, "timestamp") for t in "AFECXDUHh"],
+    "REF": [(t, "order_ref") for t in "AFECXDU"],
+    "A_SIDE": [("A", "side"), ("F", "side")], "A_SHARES": [("A", "shares"), ("F", "shares")],
+    "A_PRICE": [("A", "price"), ("F", "price")],
+    "E_SHARES": [("E", "executed_shares"), ("C", "executed_shares")],
+    "C_PRINTABLE": [("C", "printable")], "C_PRICE": [("C", "execution_price")],
+    "X_SHARES": [("X", "cancelled_shares")],
+    "U_NEW": [("U", "new_order_ref")], "U_SHARES": [("U", "shares")], "U_PRICE": [("U", "price")],
+    "H_STATE": [("H", "trading_state")], "h_MARKET": [("h", "market_code")], "h_ACTION": [("h", "halt_action")],
+}
+
+
+def test_itch_offsets_in_c_are_spec_py_s():
+    from lobreplay.itch import spec
+    lib = _coreapi.lib
+    assert {n[len("LOB_ITCH_AT_"):] for n in dir(lib) if n.startswith("LOB_ITCH_AT_")} == set(ITCH_OFFSETS)
+    for name, uses in ITCH_OFFSETS.items():
+        for t, field in uses:
+            assert getattr(lib, "LOB_ITCH_AT_" + name) == spec.LAYOUTS[t].offsets()[field], (name, t, field)
+
+
+ITCH_NOTES = ROOT.parent / "shared" / "docs" / "itch-format.md"
+
+
+@pytest.mark.skipif(not ITCH_NOTES.exists(), reason="the project's ITCH notes are not beside this checkout")
+def test_itch_lengths_are_the_itch_notes():
+    """The ITCH notes give each length twice (a layout's heading, and the length table): both
+    are C's and spec.py's."""
+    from lobreplay.itch import spec
+    text = ITCH_NOTES.read_text()
+    headings = {m.group(1): int(m.group(2)) for m in re.finditer(r"^### (\S) — .*?\((\d+)\)", text, re.M)}
+    table = text.split("### Length table", 1)[1].split("```")[1]
+    listed = {t: int(n) for t, n in re.findall(r"(\S) (\d+)", table)}
+    c = {chr(t): _coreapi.itch_length(t) for t in range(256) if _coreapi.itch_length(t)}
+    assert headings == listed == spec.LENGTHS == c
