@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lobreplay import lobc
+from lobreplay.l2 import lobc
 from lobreplay.binance import sync as sync_mod
 from lobreplay.binance.convert import _market_of, _pieces, convert, detect_format
-from lobreplay.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, RESYNC, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL,
+from lobreplay.l2.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, RESYNC, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL,
                             TICKER_ASK, TICKER_BID, TRADE)
 
 from fake_binance import BINANCE_DATA
@@ -328,7 +328,7 @@ def test_a_conversion_that_fails_part_way_leaves_no_partial_file(tmp_path, monke
     error names what failed, an earlier output stays as it was, and no .lobc is left that
     `lobc check` would call whole while holding only part of the recording."""
     import errno
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     dst = tmp_path / "u.lobc"
     dst.write_bytes(b"an earlier conversion")
     calls = []

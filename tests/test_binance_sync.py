@@ -5,9 +5,9 @@ import random
 import numpy as np
 import pytest
 
-from lobreplay import lobc
+from lobreplay.l2 import lobc
 from lobreplay.binance.sync import SPOT, USDM, DepthSync, Levels, decode_json
-from lobreplay.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT,
+from lobreplay.l2.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT,
                             GAP_SEQUENCE, GAP_SHUTDOWN, GAP_STALE_SNAPSHOT, RESYNC, SNAPSHOT_BEGIN, SNAPSHOT_END,
                             SNAPSHOT_LEVEL, TICKER_ASK, TICKER_BID, TRADE)
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import lobreplay
-from lobreplay import _coreapi
+from lobreplay.core import _coreapi
 
 # The ABI as documented: (field, numpy type, offset). A change here is a format change.
 DOCUMENTED = {
@@ -103,10 +103,10 @@ def test_public_names_resolve_and_numpy_loads_on_first_use():
         assert getattr(lobreplay, name) is not None, name
     with pytest.raises(AttributeError, match="no_such_name"):
         lobreplay.no_such_name  # noqa: B018
-    code = ("import sys, lobreplay, lobreplay.cli; assert 'numpy' not in sys.modules, 'numpy loaded'; "
+    code = ("import sys, lobreplay, lobreplay.cli.main; assert 'numpy' not in sys.modules, 'numpy loaded'; "
             "import os; os.environ.pop('OPENBLAS_NUM_THREADS', None); "
             "sys.argv = ['lobreplay', 'demo', '--events', '2000', '--repeat', '1']; "
-            "rc = lobreplay.cli.main(); assert rc == 0, rc; "
+            "rc = lobreplay.cli.main.main(); assert rc == 0, rc; "
             "assert os.environ['OPENBLAS_NUM_THREADS'] == '1'; assert 'numpy' in sys.modules")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -267,7 +267,7 @@ def _doc_record_table(text: str) -> list[tuple[int, int, str, str]]:
 def test_lobc_record_dtype_is_the_c_struct_and_the_documented_layout():
     """lobc.RECORD_DTYPE is the dtype built from lob_l2_record (no second definition), and it
     is the layout docs/lobc.md gives, in its table and in its numpy line."""
-    from lobreplay import lobc
+    from lobreplay.l2 import lobc
     assert lobc.RECORD_DTYPE is _coreapi.L2_RECORD_DTYPE
     ffi = _coreapi.ffi
     dt = lobc.RECORD_DTYPE
@@ -286,7 +286,7 @@ def test_lobc_record_dtype_is_the_c_struct_and_the_documented_layout():
 def test_lobc_writer_packs_every_field_of_the_c_record(tmp_path):
     """LobcWriter.add packs a record with a struct built from RECORD_DTYPE: a record whose every
     field has its own value comes back from the file as numpy wrote it, and add() names every field."""
-    from lobreplay import lobc
+    from lobreplay.l2 import lobc
     dt = lobc.RECORD_DTYPE
     r = np.zeros(1, dt)
     for i, name in enumerate(dt.names):
@@ -301,7 +301,7 @@ def test_lobc_writer_packs_every_field_of_the_c_record(tmp_path):
 
 def test_lobc_kinds_and_sides_are_the_c_replays():
     """The record kinds lobc writes are the ones csrc/l2.h reads (LOB_L2_<name>), name for name."""
-    from lobreplay import lobc
+    from lobreplay.l2 import lobc
     lib = _coreapi.lib
     c_kinds = {getattr(lib, n): n[len("LOB_L2_"):] for n in dir(lib)
                if n.startswith("LOB_L2_") and not n.startswith(("LOB_L2_SEQ_", "LOB_L2_MAX_"))}

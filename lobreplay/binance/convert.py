@@ -27,12 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _gz, lobc
-from .._ahead import read_ahead
-from .._coreapi import BN_DEPTH, BN_SYNC_DTYPE, BN_TAKEN_DTYPE, bn_decode, bn_records, bn_values
-from ..errors import InputError
-from ..lobc import GAP_ROTATE, GAP_SHUTDOWN, INT64_MAX, RECORD_DTYPE
-from .sync import SPOT, USDM, DepthSync, decode_json, open_writer
+from lobreplay import _gz
+from lobreplay.l2 import lobc
+from lobreplay._ahead import read_ahead
+from lobreplay.core._coreapi import BN_DEPTH, BN_SYNC_DTYPE, BN_TAKEN_DTYPE, bn_decode, bn_records, bn_values
+from lobreplay.errors import InputError
+from lobreplay.l2.lobc import GAP_ROTATE, GAP_SHUTDOWN, INT64_MAX, RECORD_DTYPE
+from lobreplay.binance.sync import SPOT, USDM, DepthSync, decode_json, open_writer
 
 CHUNK = 1 << 22
 
@@ -537,7 +538,7 @@ def _react(machine: DepthSync, recv: int, raw: bool) -> None:
 
 def _decode_depth(machine: DepthSync, blob: bytes, *, bare: bool) -> dict:
     """The depthUpdate messages among the newline-separated lines of blob that the C decoder
-    takes (lobreplay._coreapi.bn_decode): line index -> (recv_ns, U, u, pu, E ms, bids, asks,
+    takes (lobreplay.core._coreapi.bn_decode): line index -> (recv_ns, U, u, pu, E ms, bids, asks,
     stream, s). The other lines are for machine.feed."""
     dec, levels = bn_decode(blob, usdm=machine.market == USDM, price_digits=machine.levels.dp,
                             qty_digits=machine.levels.dq, bare=bare)

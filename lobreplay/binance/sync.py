@@ -33,7 +33,7 @@ The rules (docs/binance.md, shared/docs/binance-depth.md 1.1-1.2 and 2.1-2.2):
 
 Numbers: JSON is decoded with parse_float=str (nothing goes through a float);
 every price and quantity is a decimal string converted exactly to a scaled
-integer (lobreplay.lobc.parse_decimal semantics; a vectorised path parses the
+integer (lobreplay.l2.lobc.parse_decimal semantics; a vectorised path parses the
 common shape, anything else goes through parse_decimal itself). A message that
 is not valid JSON or whose fields are wrong becomes GAP(malformed) for the
 symbol it concerns (every symbol if that cannot be told) and a resync; no
@@ -49,8 +49,8 @@ from itertools import chain
 
 import numpy as np
 
-from .. import lobc
-from ..lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT,
+from lobreplay.l2 import lobc
+from lobreplay.l2.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT,
                     GAP_ROTATE, GAP_SEQUENCE, GAP_STALE_SNAPSHOT, RECORD_DTYPE, RESYNC, SNAPSHOT_BEGIN,
                     SNAPSHOT_END, SNAPSHOT_LEVEL, TICKER_ASK, TICKER_BID, TRADE)
 
@@ -381,7 +381,7 @@ class DepthSync:
 
     # lob_bn_records (lobreplay.binance.convert) writes the records of the lines whose outcome
     # is decided (trades, tickers, a live book's next diff; it counts a live book's duplicates)
-    # with the symbols' state in an array (lobreplay._coreapi.BN_SYNC_DTYPE), and the machine
+    # with the symbols' state in an array (lobreplay.core._coreapi.BN_SYNC_DTYPE), and the machine
     # takes every other line: the two hand the state over at each switch.
 
     def sync_to(self, arr: np.ndarray, everything: bool = False) -> None:
@@ -472,7 +472,7 @@ class DepthSync:
             self._malformed(raw, recv_ns, err)
 
     def feed_depth(self, stream, s, U, u, pu, exch_ms, recv_ns: int, bids: np.ndarray, asks: np.ndarray) -> None:
-        """A depthUpdate message that the C decoder (lobreplay._coreapi.bn_decode) took: the
+        """A depthUpdate message that the C decoder (lobreplay.core._coreapi.bn_decode) took: the
         same as feed() of its text. stream: the envelope's stream name (None: no envelope),
         s: its "s" (None: none), pu: 0 on spot, exch_ms: E (-1: none), bids and asks: int64
         (n, 2) arrays of price, qty. The decoder took only well-formed messages (U <= u,
