@@ -18,6 +18,10 @@
  *  - Library code never prints, exits or aborts, and keeps no mutable global
  *    state except the allocation counters (atomics). One book/session must
  *    not be used from two threads at once.
+ *
+ * Python (cffi) sees what lies between the cdef-begin and cdef-end comments of
+ * this header and the other public ones, read at build time (csrc/cdef.py): put
+ * every declaration there, and helpers with bodies in a private header.
  */
 #ifndef LOB_H
 #define LOB_H

@@ -1,5 +1,7 @@
-"""The numpy dtypes agree with the C structs field by field, and with the
-documented record layout (docs/core.md), so a header change cannot slip by."""
+"""Every record layout has one source. The numpy dtypes agree with the C structs field by
+field, and with the documented record layouts (docs/core.md, docs/lobc.md); the cffi cdef is
+generated from the headers (csrc/cdef.py) and the loaded core matches them; the ITCH lengths
+and field offsets C uses are spec.py's. A header change cannot slip by."""
 import numpy as np
 import pytest
 
