@@ -233,7 +233,7 @@ def run_all(files: dict[str, Path], runs, d: Path) -> dict:
     for name, path in files.items():
         for label, chunk, mode in runs:
             o = d / f"out_{name}_{label}"
-            s = replay_lobc(path, str(o), L2ReplayConfig(chunk_records=chunk, price_mode=mode), force=True)
+            s = replay_lobc(path, str(o), L2ReplayConfig(chunk_records=chunk, price_mode=mode, timing_every=1), force=True)
             out[f"{name}/{label}"] = digest(o, s)
     return out
 

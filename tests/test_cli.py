@@ -496,3 +496,29 @@ def test_force_removes_only_an_earlier_runs_files_after_opening_the_input(tmp_pa
     assert main(verb + [str(out / table), "-o", str(out), "--force"] + opts) == 1
     assert "the output is an input of this command" in capsys.readouterr().err
     assert (out / table).read_bytes() == pathlib.Path(SAMPLE_DAY).read_bytes()
+
+
+def test_timing_every_sets_the_sample_of_timed_events(tmp_path, capsys):
+    """--timing-every N: every Nth event is timed (the latency table's count), and the summary
+    says N; 1 times every event; the help names the default, TIMING_EVERY; 0 is refused."""
+    from lobreplay.reports.latency import TIMING_EVERY
+
+    day = SAMPLE_DAY
+    counts = {}
+    for every in (None, 1, 5):
+        out = tmp_path / f"o{every}"
+        argv = ["itch", "replay", day, "-o", str(out), "--no-progress", "--reports", "latency"]
+        assert main(argv + (["--timing-every", str(every)] if every else [])) == 0
+        s = json.loads((out / "summary.json").read_text())
+        assert s["pass2"]["timing_every"] == (every or TIMING_EVERY)
+        lat = pq.read_table(out / "latency.parquet").to_pandas()
+        counts[every] = int(lat[(lat.scope == "ALL") & (lat.kind == "ALL")]["count"].iloc[0])
+        events = s["events"]
+    assert counts[1] == events
+    assert counts[5] == -(-events // 5) and counts[None] == -(-events // TIMING_EVERY)
+    capsys.readouterr()
+    assert main(["itch", "replay", day, "-o", str(tmp_path / "bad"), "--timing-every", "0"]) == 1
+    assert "timing_every: expected a whole number >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["itch", "replay", "--help"])
+    assert f"default {TIMING_EVERY}:" in " ".join(capsys.readouterr().out.split())

@@ -29,7 +29,9 @@ def test_jobs_give_the_same_reports_as_one_process(synthetic_day, tmp_path, jobs
     monkeypatch.setattr(parallel, "usable_cpus", lambda: 4)  # (--jobs is capped at the CPUs: 3 parts here too)
     day = tmp_path / "20191230.fault.itch"
     inject("drop_final_delete", synthetic_day, day, seed=2)  # some desync and residual rows too
-    cfg = ReplayConfig(depth_levels=3, depth_every_ns=60 * 10**9)
+    # every event timed: a sample of every 16th is taken per process, so the parts' latency counts
+    # would differ from one process's
+    cfg = ReplayConfig(depth_levels=3, depth_every_ns=60 * 10**9, timing_every=1)
     one = replay_itch_jobs(str(day), str(tmp_path / "one"), cfg, 1)
     many = replay_itch_jobs(str(day), str(tmp_path / "many"), cfg, jobs)
     names = sorted(p.name for p in (tmp_path / "one").glob("*.parquet"))
@@ -63,7 +65,9 @@ def test_jobs_without_a_date_or_with_symbols_give_the_same_reports(synthetic_day
     from tests.conftest import SHARED_ITCH
     mid = tmp_path / "mid.itch"
     mid.write_bytes((SHARED_ITCH / "nasdaq_20230822_0930.itch").read_bytes())
-    for src, cfg in [(mid, ReplayConfig()), (synthetic_day.path, ReplayConfig(symbols=[synthetic_day.symbols[2], synthetic_day.symbols[7]]))]:
+    for src, cfg in [(mid, ReplayConfig(timing_every=1)),
+                     (synthetic_day.path, ReplayConfig(symbols=[synthetic_day.symbols[2], synthetic_day.symbols[7]],
+                                                       timing_every=1))]:
         one = replay_itch_jobs(str(src), str(tmp_path / "one"), cfg, 1, force=True)
         many = replay_itch_jobs(str(src), str(tmp_path / "many"), cfg, 2, force=True)
         assert many["status"] == "ok" and one["residual_orders"] == many["residual_orders"]

@@ -144,7 +144,7 @@ def itch_replay_config(args):
                         depth_every_ns=every,
                         headroom=args.headroom, allow_truncated=args.allow_truncated,
                         allow_gaps=args.allow_gaps, reports=reports,
-                        status_tables=bool(reports), timing=not args.no_timing,
+                        status_tables=bool(reports), timing=not args.no_timing, timing_every=args.timing_every,
                         progress=not getattr(args, "no_progress", True) and sys.stderr.isatty(),
                         date=getattr(args, "date", None), chunk_bytes=args.chunk_mb << 20, hash=not args.no_hash,
                         cache=not args.no_cache)
@@ -193,6 +193,8 @@ def add_itch_replay_options(rp) -> None:
     rp.add_argument("--reports", help="comma-separated: desyncs,executions,bbo,latency,symbols,depth (default: all; "
                                       "depth with --depth N)")
     rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
+    rp.add_argument("--timing-every", type=int, metavar="N",
+                    help="time every Nth event inside the core (default 16: lobreplay.reports.latency.TIMING_EVERY; 1: every event)")
     rp.add_argument("--chunk-mb", type=int, default=8, help="bytes per chunk, in MiB (default 8, at most 1024)")
     rp.add_argument("--depth", type=int, default=0, metavar="N",
                     help="also sample the N best levels (at most 100) of every active book (depth.parquet)")

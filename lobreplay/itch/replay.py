@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
-import json
 import os
 import re
 import sys
@@ -36,7 +35,7 @@ from lobreplay.core import _coreapi as core
 from lobreplay.core.book import Session, _touched
 from lobreplay.errors import InputError, LobError
 from lobreplay.core.events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
-from lobreplay.reports.latency import histogram_table, report_rows
+from lobreplay.reports.latency import check_timing_every, histogram_table, report_rows
 from lobreplay.reports import tables as reports
 from lobreplay._ahead import read_ahead
 from lobreplay._lazy import Deferred, load
@@ -76,6 +75,7 @@ class ReplayConfig:
     reports: tuple[str, ...] = ALL_REPORTS
     status_tables: bool = True
     timing: bool = True
+    timing_every: int | None = None      # with timing: every Nth event timed (1: all; None: TIMING_EVERY)
     progress: bool = False
     date: str | None = None              # YYYY-MM-DD; default: from the file name
     depth_levels: int = 0                # N-level book samples (depth.parquet); 0: none
@@ -97,6 +97,7 @@ class ReplayConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
                 raise InputError(f"{name}: expected a whole number >= 0, got {v!r}")
+        self.timing_every = check_timing_every(self.timing_every)
 
 
 # The books' memory from which a replay regroups each chunk's events by book
@@ -545,7 +546,7 @@ class ItchReplay:
         pm = PriceMaps({z.locate: z.pmap for z in sizing if z.pmap is not None})
         pm = pm if len(pm) else None
         self.price_maps = pm
-        sess.set_timing(cfg.timing)
+        sess.set_timing(cfg.timing, every=cfg.timing_every)
         select = np.zeros(65536, np.uint8)
         select[[z.locate for z in sizing]] = 1
         # feed rows (executions, status) of every locate, unless the replay is restricted to
@@ -672,6 +673,7 @@ class ItchReplay:
                        "reading_cost_ns": round(clock["cost_ns"], 1), "smallest_step_ns": clock["min_step_ns"],
                        "note": "each latency figure includes about one reading"} if clock else None),
             "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(self._core_s, 3), "grouped_by_book": group,
+                      "timing_every": cfg.timing_every if cfg.timing else 0,
                       "messages_per_second": round(read.messages / pass2_s) if pass2_s else None,
                       "core_events_per_second": round(n_events / self._core_s) if self._core_s else None},
         }

@@ -272,7 +272,7 @@ class L2Replay:
                               desync_rows=3 * max([z.capacity for z in sizing.values()], default=0) + 4096,
                               max_message=self.max_message)
         self.counters = Counters()
-        self.session.set_timing(timing)
+        self.session.set_timing(bool(timing), every=max(1, int(timing)))  # timing: 0 off, N every Nth event
         self.timing = timing
         self.compare_tickers = compare_tickers
         self.next_index = 0

@@ -34,7 +34,7 @@ from lobreplay.itch.replay import _NoBar
 from lobreplay.replay.outdir import prepare_output
 from lobreplay.l2.ladder import MAX_GRID_LEVELS, MAX_MESSAGE, SEQUENCE_RULES, BookSizing, L2Replay, check_max_message, scan_counts
 from lobreplay.core.events import Kind
-from lobreplay.reports.latency import histogram_table, report_rows
+from lobreplay.reports.latency import check_timing_every, histogram_table, report_rows
 from lobreplay.reports.tables import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256, usable_cpus
 
 ALL_REPORTS = ("bbo", "desyncs", "trades", "latency", "ticker_mismatches", "depth")  # depth: with depth_levels
@@ -80,6 +80,7 @@ class L2ReplayConfig:
     max_message: int = MAX_MESSAGE        # records a message may hold between BEGIN and END (lobreplay.l2.ladder)
     reports: tuple[str, ...] = ALL_REPORTS
     timing: bool = True
+    timing_every: int | None = None       # with timing: every Nth core event timed (1: all; None: TIMING_EVERY)
     chunk_records: int = 1 << 18
     progress: bool = False                # a progress bar per pass on stderr (records)
     allow_corrupt: bool = False           # replay across damage inside the file (else an error)
@@ -96,6 +97,7 @@ class L2ReplayConfig:
         if not 0 <= self.depth_levels <= DEPTH_LIMIT or self.depth_every_ns < 0:
             raise ValueError(f"depth samples: 0 to {DEPTH_LIMIT:,} levels every >= 0 ns (0: after every change), "
                              f"got {self.depth_levels} every {self.depth_every_ns} ns")
+        self.timing_every = check_timing_every(self.timing_every)
         if not self.depth_levels:
             self.reports = tuple(r for r in self.reports if r != "depth")
         check_max_message(self.max_message)
@@ -266,7 +268,7 @@ class LobcReplay:
         market = src.meta.get("market") if src.meta.get("venue", "binance") == "binance" else None
         market = market if market in SEQUENCE_RULES else None  # (update ids of another kind: not checked)
         depth = cfg.depth_levels if "depth" in reports else 0
-        rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers, market=market,
+        rp = L2Replay(sizing, names, timing=cfg.timing_every if cfg.timing else 0, compare_tickers=has_tickers, market=market,
                       depth_levels=depth, depth_every_ns=cfg.depth_every_ns if depth else 0,
                       max_message=cfg.max_message)
         t1 = time.perf_counter()
@@ -314,7 +316,7 @@ class LobcReplay:
             "pass1": {"seconds": round(pass1_s, 3), "cached": entry.found is not None,
                       **({"scan_seconds": scan_s, "cache_entry": entry.where} if entry.found else {})},
             "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(c.core_seconds, 3),
-                      "core_events": c.core_events,
+                      "core_events": c.core_events, "timing_every": self.cfg.timing_every if self.cfg.timing else 0,
                       "records_per_second": round(n / pass2_s) if pass2_s else None,
                       "core_events_per_second": round(c.core_events / c.core_seconds) if c.core_seconds else None},
         }

@@ -7,6 +7,21 @@ from lobreplay.core import arrow as _arrow
 from lobreplay.core._coreapi import book_bucket_lows, bucket_lows
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
+# A replay times every Nth core event by default (--timing-every): a histogram needs thousands of
+# samples, not millions, and timing every event costs two clock readings' worth per event
+# (benchmarks/RESULTS.md). The rate is in summary.json (clock.timing_every) and in the latency
+# table's `count` (the events timed).
+TIMING_EVERY = 16
+
+
+def check_timing_every(every) -> int:
+    """timing_every of a replay config: a whole number >= 1, or None for TIMING_EVERY."""
+    from lobreplay.errors import InputError
+    if every is None:
+        return TIMING_EVERY
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise InputError(f"timing_every: expected a whole number >= 1 (1: every event), got {every!r}")
+    return int(every)
 
 
 def _lows(n_buckets: int) -> np.ndarray:
