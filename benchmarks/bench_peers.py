@@ -499,7 +499,9 @@ def report(days: list[Day], cfgs: list[dict], results: dict, status: dict, prep:
             else:
                 L.append(f"hftbacktest's conversion FAILED: {tail(p['log'])}")
         L.append("")
-    L.append(NOTES)
+    # (the notes stay here, not in RESULTS.md, which holds current figures only)
+    L.append("How each tool is run (columns, page cache, each peer's driver, the fairness check): `NOTES` in "
+             "`benchmarks/bench_peers.py`.")
     return "\n".join(L)
 
 

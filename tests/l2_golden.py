@@ -5,7 +5,7 @@
 
 The file was first written by the Python implementation of the replay (before the
 per-record work moved into C, csrc/l2.c); tests/test_l2_differential.py compares every
-replay against it. Inputs: every real Binance recording in the shared data folder
+replay against it. Inputs: every real Binance recording in data/real/binance
 (converted by lobreplay.binance.convert) and generated .lobc files (the seeded streams of
 tests/test_l2replay.py: stale crossing levels, gaps, resyncs, skipped updates, bookTicker
 errors, malformed structure, a torn file), replayed whole and in small chunks, in both
@@ -42,7 +42,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
 import golden_common  # noqa: E402
-from lobreplay.l2 import lobc# noqa: E402
+from lobreplay.l2 import lobc  # noqa: E402
 from lobreplay.l2.replay import ALL_REPORTS, L2ReplayConfig, replay_lobc  # noqa: E402
 
 GOLDEN = HERE / "golden" / "l2_reports.json"

@@ -454,9 +454,9 @@ def test_tape_of_a_replay_that_starts_mid_day_keeps_integer_prices(tmp_path):
     (the core never had them) have no price. They are <NA> in an Int64 column (it was float64 NaN for the whole
     column); the others are the order's price level; the plot draws the priced ones."""
     from lobreplay.itch.replay import ReplayConfig, replay_itch
-    from tests.conftest import SHARED_ITCH
+    from tests.conftest import REAL_ITCH
 
-    replay_itch(str(SHARED_ITCH / "nasdaq_20230822_0930.itch"), str(tmp_path / "r"), ReplayConfig(date="2023-08-22"))
+    replay_itch(str(REAL_ITCH / "nasdaq_20230822_0930.itch"), str(tmp_path / "r"), ReplayConfig(date="2023-08-22"))
     r = A.load(tmp_path / "r")
     t = A.tape(r)
     assert str(t["price"].dtype) == "Int64" and t["price"].isna().any()

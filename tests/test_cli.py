@@ -43,8 +43,8 @@ def test_subprocess_exit_codes_and_streams():
 
 
 def test_itch_verbs(tmp_path, capsys):
-    from tests.conftest import SHARED_ITCH
-    cap = str(SHARED_ITCH / "nasdaq_20230822_0930_moldudp64.pcap")
+    from tests.conftest import REAL_ITCH
+    cap = str(REAL_ITCH / "nasdaq_20230822_0930_moldudp64.pcap")
     assert main(["itch", "stats", cap]) == 0
     out = capsys.readouterr().out
     assert "269 messages" in out and "'A'  add_order" in out and "0 sequence gap(s)" in out
@@ -405,8 +405,8 @@ def test_sigterm_line_claims_whole_reports_only_for_commands_that_write_them(tmp
     """The SIGTERM line's ending is the command's own: a conversion (written beside its output
     and renamed at the end) leaves no file and does not claim "the reports written so far are
     whole", as every command once did."""
-    root = pathlib.Path(__file__).resolve().parent.parent
-    src = root.parent / "shared" / "data" / "binance" / "hftbacktest" / "usdm" / "btcusdt_20240808.gz"
+    from tests.conftest import REAL_BINANCE
+    src = REAL_BINANCE / "hftbacktest" / "usdm" / "btcusdt_20240808.gz"
     out = tmp_path / "u.lobc"
     p = _main_with(
         "from lobreplay.binance import convert as c\n"

@@ -16,7 +16,7 @@ import pytest
 from lobreplay.errors import InputError
 from lobreplay.testing.itch_faults import FAULTS, inject
 from lobreplay.itch.replay import ReplayConfig, replay_itch, session_date, size_books
-from tests.conftest import SHARED_ITCH, real_itch_files
+from tests.conftest import REAL_ITCH, real_itch_files
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +218,7 @@ def test_events_regrouped_by_book_replay_the_same(synthetic_day, tmp_path, kind)
 
 def test_events_regrouped_by_book_replay_the_same_on_real_data(tmp_path):
     """The same on the real capture (a mid-day start: unknown references on many books)."""
-    s = _same_replay(SHARED_ITCH / "nasdaq_20230822_0930.itch", tmp_path)
+    s = _same_replay(REAL_ITCH / "nasdaq_20230822_0930.itch", tmp_path)
     assert s["desyncs"] > 0 and s["books"] > 1
 
 
@@ -229,7 +229,7 @@ def test_every_real_fixture_replays(tmp_path, name):
     message (the 2016, 2019 and 2019-12-30 samples hold only directory and status messages)
     replay to zero events: a chunk without events once failed with a traceback
     (UnboundLocalError), as the first chunk of every one of those files did."""
-    s = _same_replay(SHARED_ITCH / name, tmp_path, allow_truncated=True, depth_levels=2, depth_every_ns=0)
+    s = _same_replay(REAL_ITCH / name, tmp_path, allow_truncated=True, depth_levels=2, depth_every_ns=0)
     assert s["status"] == "ok" and s["messages"] > 0
     if name.startswith(("nasdaq_2016", "nasdaq_2019")):
         assert s["events"] == 0 and s["books"] == 0 and s["report_rows"]["bbo"] == 0
@@ -237,7 +237,7 @@ def test_every_real_fixture_replays(tmp_path, name):
 
 def test_mid_day_capture_counts_unknown_references():
     s_dir = None
-    path = SHARED_ITCH / "nasdaq_20230822_0930.itch"
+    path = REAL_ITCH / "nasdaq_20230822_0930.itch"
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         s = replay_itch(str(path), d)
@@ -390,7 +390,7 @@ def test_a_replay_with_every_report_does_not_import_pandas(synthetic_day, tmp_pa
     replay needs pandas. Nor does one process need pyarrow.compute (60-75 ms to import): report
     columns are built without casts or takes, and desyncs sorted in numpy (the real capture
     has 244; a --jobs merge sorts with a take, which loads it)."""
-    path = synthetic_day.path if args != ["real"] else str(SHARED_ITCH / "nasdaq_20230822_0930.itch")
+    path = synthetic_day.path if args != ["real"] else str(REAL_ITCH / "nasdaq_20230822_0930.itch")
     args = [] if args == ["real"] else args
     code = ("import sys; from lobreplay.cli.main import main; "
             f"rc = main(['itch', 'replay', {path!r}, '-o', {str(tmp_path / 'o')!r}, '--no-progress', "
@@ -429,7 +429,8 @@ def test_a_failed_replay_does_not_wait_for_the_hash(synthetic_day, tmp_path, mon
         done.append(1)
         return real(self, *a, **k)
 
-    monkeypatch.setattr(R, "file_sha256", hash_that_waits)
+    from lobreplay.replay import engine
+    monkeypatch.setattr(engine, "file_sha256", hash_that_waits)  # (the engine computes every replay's)
     monkeypatch.setattr(R.ItchReplay, "_chunk_reports", fails_after_one)
     with pytest.raises(KeyboardInterrupt):
         R.replay_itch(synthetic_day.path, str(tmp_path / "o"), R.ReplayConfig(chunk_bytes=1 << 20))

@@ -14,11 +14,13 @@ import pytest
 
 from lobreplay.l2 import lobc
 from lobreplay.errors import InputError
-from lobreplay.l2.ladder import L2Replay, scan
+from lobreplay.l2.ladder import MAX_MESSAGE, L2Replay, scan
 
 ROOT = Path(__file__).resolve().parent.parent
-SPOT = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest" / "spot"
-USDM = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest" / "usdm"
+from conftest import REAL_BINANCE  # noqa: E402
+
+SPOT = REAL_BINANCE / "hftbacktest" / "spot"
+USDM = REAL_BINANCE / "hftbacktest" / "usdm"
 
 
 # ---------------------------------------------------------------- the naive book
@@ -1014,12 +1016,12 @@ def test_an_interrupted_replay_does_not_wait_for_the_hash(tmp_path, monkeypatch)
     of the hash took seconds after the stop. The tables are whole, their source_sha256
     empty; a whole replay still waits for it."""
     from lobreplay.l2 import ladder as l2
-    from lobreplay.l2 import replay as l2replay
     from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
+    from lobreplay.replay import engine
 
     recs, _ = synth_stream(97, n_messages=800, n_symbols=2)
     write_lobc(tmp_path / "a.lobc", recs)
-    monkeypatch.setattr(l2replay, "file_sha256", _hash_that_waits)
+    monkeypatch.setattr(engine, "file_sha256", _hash_that_waits)  # (the engine computes every replay's)
     real = l2.L2Replay._process
 
     def interrupted(self, rec, first):
@@ -1212,32 +1214,51 @@ def test_chosen_symbols_keep_the_file_record_index(tmp_path, chunk):
 
 # ---------------------------------------------------------------- depth samples
 
-def _depth_oracle(recs: np.ndarray, syms: list[str], every: int, n: int) -> dict[str, np.ndarray]:
+def _unit_end(recs: np.ndarray, p: int, nsym: int, max_message: int) -> int:
+    """The last record of the unit that starts at the BEGIN or TICKER_BID recs[p] (csrc/l2.h,
+    lob_l2_depth): its END if the message is whole; else its records up to the one that makes
+    it incomplete (the first other record of a known symbol, or its record max_message + 1
+    after the BEGIN); a TICKER_BID's TICKER_ASK if they pair, else the TICKER_BID alone."""
+    k, sym = recs["kind"], recs["symbol"]
+    if k[p] == lobc.TICKER_BID:
+        j = p + 1 + int(np.argmax(np.append(sym[p + 1:] < nsym, True)))  # the next record of a known symbol
+        paired = j < len(recs) and k[j] == lobc.TICKER_ASK and sym[j] == sym[p] and \
+            recs["first_id"][j] == recs["first_id"][p]
+        return j if paired else p
+    inside = (sym[p + 1:] >= nsym) | (k[p + 1:] == k[p] + 1)
+    j = p + 1 + int(np.argmax(np.append(~inside, True)))  # the first record after it not inside
+    whole = j < len(recs) and k[j] == k[p] + 2 and sym[j] == sym[p] and j - p - 1 <= max_message
+    return j if whole else min(j - 1, p + max_message + 1)
+
+
+def _depth_oracle(recs: np.ndarray, syms: list[str], every: int, n: int,
+                  max_message: int = MAX_MESSAGE) -> dict[str, np.ndarray]:
     """The depth rows of docs/l2.md "Depth samples", from their definition, with the Python
     reference replay (tests/l2_reference.py) fed each sample's records whole, afresh: sample
     times are the multiples of `every` that follow a record's receive time (times that go
     back count as the latest before them); the sample at T holds every record before the
-    first that arrives at T or later, less a message (or a TICKER_BID) that it cuts; a row
-    for each symbol whose count of applied messages changed since the sample before, or whose
-    `synced` is not that of its last row (false before one)."""
+    first that arrives at T or later, less a message (or a TICKER_BID) that it cuts: one whose
+    unit (_unit_end) goes on past that record; a row for each symbol whose count of applied
+    messages changed since the sample before, or whose `synced` is not that of its last row
+    (false before one)."""
     import l2_reference as ref
 
     t = np.maximum.accumulate(recs["recv_ns"])
     kinds = recs["kind"]
+    # the records that may start a unit of several: a BEGIN or TICKER_BID of a known symbol
+    starts = np.flatnonzero((recs["symbol"] < len(syms)) & ~np.isin(kinds, [lobc.DIFF_LEVEL, lobc.SNAPSHOT_LEVEL]))
     rows, before = [], None
     shown_synced = np.zeros(len(syms), bool)
     times = np.unique((t // every + 1) * every)
     for T in times.tolist():
         at = int(np.searchsorted(t, T, side="left"))
         cut = at
-        marks = np.flatnonzero(np.isin(kinds[:at], [lobc.SNAPSHOT_BEGIN, lobc.SNAPSHOT_END, lobc.DIFF_BEGIN,
-                                                       lobc.DIFF_END]))
-        if len(marks) and kinds[marks[-1]] in (lobc.SNAPSHOT_BEGIN, lobc.DIFF_BEGIN) and \
-                (kinds[marks[-1] + 1:at] == kinds[marks[-1]] + 1).all():
-            cut = int(marks[-1])  # a message still open at the cut: after the sample
-        elif at and kinds[at - 1] == lobc.TICKER_BID:
-            cut = at - 1
-        rp = ref.L2Replay(ref.scan(recs, syms), syms)
+        b = int(np.searchsorted(starts, at)) - 1  # the last of them before the record at `at`
+        p = int(starts[b]) if b >= 0 else -1
+        if p >= 0 and kinds[p] in (lobc.SNAPSHOT_BEGIN, lobc.DIFF_BEGIN, lobc.TICKER_BID) and \
+                _unit_end(recs, p, len(syms), max_message) >= at:
+            cut = p  # a message (or a ticker) still open at the cut: after the sample
+        rp = ref.L2Replay(ref.scan(recs, syms, max_message=max_message), syms, max_message=max_message)
         rp.feed(recs[:cut])
         if at == len(recs):
             rp.finish()

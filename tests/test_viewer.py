@@ -471,7 +471,9 @@ def test_data_cannot_break_the_page_in_chromium(tmp_path):
 
 # ---------------------------------------------------------------- a .lobc replay's reports
 
-USDM = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest" / "usdm" / "btcusdt_20240808.gz"
+from conftest import REAL_BINANCE  # noqa: E402
+
+USDM = REAL_BINANCE / "hftbacktest" / "usdm" / "btcusdt_20240808.gz"
 
 
 @pytest.fixture(scope="module")
