@@ -46,7 +46,7 @@ def _same_reports(a, b) -> None:
     for name in ta:
         x, y = ta[name], tb[name]
         if name == "latency":
-            x, y = x.select(["scope", "locate", "kind", "count"]), y.select(["scope", "locate", "kind", "count"])
+            x, y = x.select(["scope", "instrument", "kind", "count"]), y.select(["scope", "instrument", "kind", "count"])
         elif name == "latency_histograms":
             continue
         assert x.num_rows == y.num_rows, name
@@ -91,15 +91,15 @@ def test_a_cut_at_a_time_is_exact_and_chunks_follow_on():
     chunks = list(r.chunks(until=dt.time(10, 5)))
     assert chunks[0].first == at10 and chunks[-1].last == at1005
     assert all(a.last == b.first for a, b in zip(chunks, chunks[1:]))  # none lost, none twice
-    ev = np.concatenate([c.events.column("time_ns").to_numpy() for c in chunks])
-    msg = np.concatenate([c.events.column("message").to_numpy() for c in chunks])
+    ev = np.concatenate([c.events.column("event_ns").to_numpy() for c in chunks])
+    msg = np.concatenate([c.events.column("sequence").to_numpy() for c in chunks])
     assert len(ev) and ev.min() >= _ns("10:00") and ev.max() < _ns("10:05")
     assert msg.min() >= at10 and msg.max() < at1005 and (np.diff(msg) >= 0).all()
     for c in chunks:  # each chunk's report rows are its own messages'
         for name in ("bbo", "executions"):
             m = c.__getattr__(name)
             if m is not None and m.num_rows:
-                col = m.column("message").to_numpy()
+                col = m.column("sequence").to_numpy()
                 assert col.min() >= c.first and col.max() < c.last
     r.run_until("10:05")  # (where it stands: nothing to do)
     assert r.where()["messages_done"] == at1005
@@ -110,7 +110,7 @@ def test_chunks_as_pandas_and_leaving_the_loop_early():
     r = lr.open_itch(DAY, chunk_bytes=CHUNK)
     it = r.chunks(format="pandas")
     first = next(it)
-    assert first.first == 0 and len(first.events) and list(first.bbo.columns)[:3] == ["time_ns", "ts", "message"]
+    assert first.first == 0 and len(first.events) and list(first.bbo.columns)[:3] == ["event_ns", "event_ts", "sequence"]
     it.close()  # (leaving the loop: the replay stands after the chunk yielded)
     assert r.where()["messages_done"] == first.last
     second = next(r.chunks())

@@ -221,7 +221,7 @@ def test_sigint_mid_replay_says_where_it_stopped(tmp_path):
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "failed" and s["error"] == "interrupted (SIGINT)"
     _where_stopped(s, p.stderr, "interrupted")
-    last = pq.read_table(out / "bbo.parquet", columns=["message"])["message"].to_numpy()
+    last = pq.read_table(out / "bbo.parquet", columns=["sequence"])["sequence"].to_numpy()
     assert len(last) and last.max() < s["stopped_at"]["messages_done"]
 
 

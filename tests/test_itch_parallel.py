@@ -82,7 +82,7 @@ def _same_tables(one, many, names):
     for name in names:
         a, b = _frame(one / name), _frame(many / name)
         if name == "latency.parquet":
-            keep = ["scope", "locate", "kind", "count"]
+            keep = ["scope", "instrument", "kind", "count"]
             a, b = a[keep], b[keep]
         if name == "latency_histograms.parquet":  # times differ run to run; the counts per kind do not
             a, b = a.groupby("kind")["count"].sum(), b.groupby("kind")["count"].sum()

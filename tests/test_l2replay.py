@@ -651,7 +651,7 @@ def test_diff_messages_must_follow_by_the_markets_update_id_rule(tmp_path, marke
             assert brk.empty and s["messages_applied"] == 5
             continue
         begins = np.flatnonzero(arr["kind"] == lobc.DIFF_BEGIN)
-        assert brk["record"].tolist() == [begins[2], begins[4]]
+        assert brk["sequence"].tolist() == [begins[2], begins[4]]
         assert brk[["first_id", "last_id"]].values.tolist() == ([[16, 17], [31, 32]] if spot else [[15, 16], [30, 31]])
         assert s["messages_applied"] == 2 and s["messages_skipped"] == {"sequence_break": 2,
                                                                        "unsynced_update_skipped": 1}
@@ -912,7 +912,7 @@ def test_malformed_structure_is_reported_not_applied():
 
 def test_the_viewer_shows_a_lobc_replay_without_depth_from_its_bbo_rows(tmp_path):
     """`lobreplay view` on a .lobc replay without --depth: one level a side from bbo.parquet
-    (it was a one-line refusal; before that a KeyError on the missing time_ns column). A
+    (it was a one-line refusal; before that a KeyError on the missing ITCH time column). A
     table with neither time column is still one line naming it."""
     from lobreplay.l2.replay import replay_lobc
     from lobreplay.reports.viewer import build_view
@@ -924,9 +924,9 @@ def test_the_viewer_shows_a_lobc_replay_without_depth_from_its_bbo_rows(tmp_path
     bbo = pq.read_table(tmp_path / "out" / "bbo.parquet").to_pandas()
     assert s["source"] == "bbo" and s["levels"] == 1 and s["feed"] == "lobc"
     assert s["frames"] == (bbo["symbol"] == "BBB").sum() and s["tape_rows_available"] > 0
-    t = pq.read_table(tmp_path / "out" / "bbo.parquet").drop(["recv_ns"])
+    t = pq.read_table(tmp_path / "out" / "bbo.parquet").drop(["receive_ns", "event_ns"])
     pq.write_table(t, tmp_path / "out" / "bbo.parquet")
-    with pytest.raises(InputError, match=r"out: bbo\.parquet has neither time_ns nor recv_ns"):
+    with pytest.raises(InputError, match=r"out: bbo\.parquet has neither event_ns nor receive_ns"):
         build_view(tmp_path / "out", tmp_path / "w.html")
     assert not (tmp_path / "w.html").exists()
 
@@ -1000,7 +1000,7 @@ def test_an_interrupted_replay_says_where_it_stopped(tmp_path, monkeypatch):
     assert s["stopped_at"] == {"pass": 2, "records_done": done, "records": len(recs)} and done == calls[2] > 1000
     assert info.value.__notes__ == [f"{tmp_path / 'a.lobc'}: in pass 2, after {done:,} of {len(recs):,} records"]
     bbo = pq.read_table(tmp_path / "o" / "bbo.parquet")
-    assert 0 < bbo.num_rows and max(bbo.column("record").to_pylist()) < done
+    assert 0 < bbo.num_rows and max(bbo.column("sequence").to_pylist()) < done
 
 
 def _hash_that_waits(path, stop=None, *, background=False, size=None):
@@ -1204,9 +1204,9 @@ def test_chosen_symbols_keep_the_file_record_index(tmp_path, chunk):
         b = pq.read_table(tmp_path / "two" / f"{name}.parquet").to_pandas()
         a = a[a["symbol"].astype(str).isin(["AAA", "CCC"])].reset_index(drop=True)
         if name == "desyncs":  # (per message: a selection does not change which messages)
-            a, b = a[["record", "symbol", "cause"]], b[["record", "symbol", "cause"]]
-        assert len(b) and (b["record"].to_numpy() == a["record"].to_numpy()).all(), name
-        assert (recs["symbol"][b["record"].to_numpy()] != 1).all()  # none of them BBB's
+            a, b = a[["sequence", "symbol", "cause"]], b[["sequence", "symbol", "cause"]]
+        assert len(b) and (b["sequence"].to_numpy() == a["sequence"].to_numpy()).all(), name
+        assert (recs["symbol"][b["sequence"].to_numpy()] != 1).all()  # none of them BBB's
         b["symbol"] = b["symbol"].astype(str)
         a["symbol"] = a["symbol"].astype(str)
         assert a.equals(b), name
@@ -1328,8 +1328,8 @@ def test_depth_samples_of_a_real_recording_agree_with_its_bbo_rows(converted, tm
     d = pq.read_table(tmp_path / "a" / "depth.parquet").to_pandas()
     b = pq.read_table(tmp_path / "a" / "bbo.parquet").to_pandas()
     assert s["report_rows"]["depth"] == len(d) > 100 and d["synced"].all()
-    assert (d["recv_ns"] % 1_000_000_000 == 0).all() and d["recv_ns"].is_monotonic_increasing
-    j = np.searchsorted(b["record"].to_numpy(), d["record"].to_numpy(), side="right") - 1
+    assert (d["receive_ns"] % 1_000_000_000 == 0).all() and d["receive_ns"].is_monotonic_increasing
+    j = np.searchsorted(b["sequence"].to_numpy(), d["sequence"].to_numpy(), side="right") - 1
     assert (j >= 0).all()
     for k in ("bid_price", "bid_qty", "ask_price", "ask_qty"):
         assert (d[f"{k}_1"].to_numpy() == b[k].to_numpy()[j]).all(), k
@@ -1363,7 +1363,7 @@ def test_depth_options_of_the_command_line(tmp_path, capsys):
     assert main(["replay", str(src), "-o", str(tmp_path / "c"), "--depth", "2", "--every", "change",
                  "--reports", "depth"]) == 0
     c = pq.read_table(tmp_path / "c" / "depth.parquet").to_pandas()
-    assert len(c) > 10 and not (c.drop(columns=["recv_ns", "ts", "record", "update_id"])
+    assert len(c) > 10 and not (c.drop(columns=["receive_ns", "receive_ts", "sequence", "update_id"])
                                 .groupby("symbol", observed=True).diff().dropna().eq(0).all(axis=1).any())
     assert main(["replay", str(src), "-o", str(tmp_path / "o"), "--depth", "2", "--every", "10us",
                  "--reports", "depth"]) == 0

@@ -34,7 +34,7 @@ from lobreplay.core.book import Session, _touched
 from lobreplay.errors import InputError, LobError
 from lobreplay.core.events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
 from lobreplay.reports.latency import check_timing_every, histogram_table, report_rows
-from lobreplay.reports import tables as reports
+from lobreplay.reports import schemas
 from lobreplay._ahead import read_ahead
 from lobreplay._lazy import Deferred, load
 from lobreplay.replay.engine import BookAt, Engine, NoBar, Piece, progress_bar
@@ -676,7 +676,7 @@ class ItchReplay(Engine):
         from lobreplay.core.events import Kind as K
         names = np.array([K(k).name if k in K._value2member_map_ else str(k) for k in range(256)], object)
         loc = ev["instrument"].astype(np.uint16)
-        cols = {"time_ns": ts.copy(), "message": first_message + mi.astype(np.int64), "locate": loc,
+        cols = {"event_ns": ts.copy(), "sequence": first_message + mi.astype(np.int64), "instrument": loc,
                 "symbol": symbols_of(symtab, loc) if symtab is not None else _arrow.array(loc),
                 "kind": _arrow.strings(names[ev["kind"]].tolist()),
                 "side": _arrow.strings(np.array(["", "B", "S"], object)[np.minimum(ev["side"], 2)].tolist()),
@@ -910,16 +910,17 @@ class ItchReplay(Engine):
             self._samples = []
 
     def _depth_table(self, t: np.ndarray, locs: np.ndarray, p, q, c, states, symtab) -> pa.Table:
-        """depth.parquet rows: time, locate, symbol, trading state, then the N levels of both sides."""
+        """depth.parquet rows: time, instrument, symbol, trading state, then the N levels of both sides."""
         n = self.cfg.depth_levels
-        cols = {"time_ns": t, "ts": _ts_array(self._utc(t)), "locate": locs, "symbol": symbols_of(symtab, locs),
+        cols = {"event_ns": t, "event_ts": _ts_array(self._utc(t)), "instrument": locs, "symbol": symbols_of(symtab, locs),
                 "trading_state": states_of(states)}
         for i in range(n):
             for side, key in ((0, "bid"), (1, "ask")):
                 cols[f"{key}_price_{i + 1}"] = p[:, side, i]
                 cols[f"{key}_qty_{i + 1}"] = q[:, side, i]
                 cols[f"{key}_count_{i + 1}"] = c[:, side, i]
-        return pa.table({k: _arrow.array(v) for k, v in cols.items()})
+        schema = schemas.itch_depth_schema(n)
+        return pa.Table.from_arrays([_arrow.array(cols[f.name], f.type) for f in schema], schema=schema)
 
     def _file_order(self, e: np.ndarray, mi: np.ndarray, *rows: np.ndarray) -> tuple:
         """e (the events the core wrote rows for) and the rows, in file order: after a pass
@@ -981,8 +982,8 @@ class ItchReplay(Engine):
                      "expected_price": (ev["price"][bad], d["expected_price"]),
                      "found_price": (zero, d["found_price"])}  # (the rejects', then the desyncs')
             reports.write("desyncs", {
-                "time_ns": ts[idx], "ts": self._utc(ts[idx]), "message": msg[idx],
-                "locate": ev["instrument"][idx], "symbol": symbols_of(symtab, ev["instrument"][idx]),
+                "event_ns": ts[idx], "event_ts": self._utc(ts[idx]), "sequence": msg[idx],
+                "instrument": ev["instrument"][idx], "symbol": symbols_of(symtab, ev["instrument"][idx]),
                 **{k: np.concatenate(v)[o] for k, v in pairs.items()}})
         if "executions" in reports:
             self._executions(chunk, out, ts, msg, symtab, select, reports, span)
@@ -992,7 +993,7 @@ class ItchReplay(Engine):
             ch, b = self._file_order(out.bbo_event.astype(np.int64), mi, out.bbo)
             states = self._states_at(ev, ch) if len(ch) else np.empty(0, np.uint8)
             reports.write("bbo", {
-                "time_ns": ts[ch], "ts": self._utc(ts[ch]), "message": msg[ch], "locate": b["instrument"],
+                "event_ns": ts[ch], "event_ts": self._utc(ts[ch]), "sequence": msg[ch], "instrument": b["instrument"],
                 "symbol": symbols_of(symtab, b["instrument"]), "bid_price": b["bid_price"], "bid_qty": b["bid_qty"],
                 "bid_count": b["bid_count"], "ask_price": b["ask_price"], "ask_qty": b["ask_qty"],
                 "ask_count": b["ask_count"], "trading_state": states_of(states)})
@@ -1002,9 +1003,9 @@ class ItchReplay(Engine):
         xi = x["event_index"].astype(np.int64)
         n = len(x)
         parts = [{
-            "time_ns": ts[xi], "message": msg[xi], "locate": x["instrument"], "source": np.full(n, b"core", "S4"),
+            "event_ns": ts[xi], "sequence": msg[xi], "instrument": x["instrument"], "source": np.full(n, b"core", "S4"),
             "msg_type": np.full(n, b"", "S1"), "order_ref": x["maker_id"], "qty": x["qty"], "price": x["price"],
-            "match_number": np.zeros(n, np.uint64), "printable": np.full(n, b"", "S1"),
+            "trade_id": np.zeros(n, np.uint64), "printable": np.full(n, b"", "S1"),
             "maker_remaining": x["maker_remaining"]}]  # (text as bytes: Arrow strings without a Python loop)
         for t, idx in _within(positions_of(chunk, "ECPQ"), span).items():  # (one pass over the chunk)
             c = decode_type(chunk, t, idx=idx)
@@ -1014,21 +1015,21 @@ class ItchReplay(Engine):
             if not m:
                 continue
             parts.append({
-                "time_ns": c["timestamp"], "message": c["message"], "locate": c["stock_locate"],
+                "event_ns": c["timestamp"], "sequence": c["message"], "instrument": c["stock_locate"],
                 "source": np.full(m, b"feed", "S4"), "msg_type": np.full(m, t.encode(), "S1"),
                 "order_ref": c.get("order_ref", np.zeros(m, np.uint64)),
                 "qty": (c["executed_shares"] if t in "EC" else c["shares"]).astype(np.int64),
                 "price": c.get("execution_price", c.get("price", c.get("cross_price", np.zeros(m, np.int64)))),
-                "match_number": c["match_number"],
+                "trade_id": c["match_number"],
                 "printable": c["printable"] if t == "C" else np.full(m, b"", "S1"),
                 "maker_remaining": np.full(m, -1, np.int64)})
         # one table in file order (a message's rows as they came: the core's, then the feed's),
         # sorted and joined in numpy; its Arrow form is built on the writer's thread, from
         # these new arrays (none is a view of a buffer the next chunk reuses)
         cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        o = np.argsort(cols["message"], kind="stable")
+        o = np.argsort(cols["sequence"], kind="stable")
         cols = {k: v[o] for k, v in cols.items()}
-        cols["ts"], cols["symbol"] = self._utc(cols["time_ns"]), symbols_of(symtab, cols["locate"])
+        cols["event_ts"], cols["symbol"] = self._utc(cols["event_ns"]), symbols_of(symtab, cols["instrument"])
         reports.write("executions", cols)
 
     def _residuals(self, sess, sizing, symtab, last_ts, reports, per_locate) -> dict[int, int]:
@@ -1055,7 +1056,7 @@ class ItchReplay(Engine):
             if "desyncs" in reports:
                 t = np.full(n, last_ts, np.int64)
                 reports.write("desyncs", {
-                    "time_ns": t, "ts": self._utc(t), "message": np.full(n, -1, np.int64), "locate": loc,
+                    "event_ns": t, "event_ts": self._utc(t), "sequence": np.full(n, -1, np.int64), "instrument": loc,
                     "symbol": symbols_of(symtab, loc), "order_ref": np.concatenate(ids),
                     "cause": np.full(n, "residual_order", object), "other_ref": np.zeros(n, np.uint64),
                     "expected_qty": np.zeros(n, np.int64), "found_qty": np.concatenate(qtys),
@@ -1078,7 +1079,7 @@ class ItchReplay(Engine):
             return [d.get(loc, {}).get(name, default) for loc in locs]
 
         cols = {
-            "locate": locs, "symbol": [p1.symbols.get(loc, "") for loc in locs],
+            "instrument": locs, "symbol": [p1.symbols.get(loc, "") for loc in locs],
             "market_category": col("market_category", None), "financial_status": col("financial_status", None),
             "round_lot_size": col("round_lot_size", None), "authenticity": col("authenticity", None),
             "replayed": [loc in z for loc in locs],
@@ -1098,7 +1099,7 @@ class ItchReplay(Engine):
             cols[f] = st[f][locs]
         cols["desyncs"] = per_locate[locs]
         cols["residual_orders"] = [residual.get(loc, 0) for loc in locs]
-        w = TableWriter(report_path(self.out_dir, "symbols", stream), reports.SCHEMAS["symbols"], self.src_meta(),
+        w = TableWriter(report_path(self.out_dir, "symbols", stream), schemas.schema("itch", "symbols"), self.src_meta(),
                         stream=stream)  # as the ReportSet's tables
         try:
             w.write(cols)

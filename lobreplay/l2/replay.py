@@ -33,35 +33,10 @@ from lobreplay.l2.ladder import (ALL_REPORTS, MAX_GRID_LEVELS, MAX_MESSAGE, SEQU
                                  check_max_message, scan_counts)
 from lobreplay.core.events import Kind
 from lobreplay.reports.latency import check_timing_every, histogram_table, report_rows
-from lobreplay.reports.tables import SCHEMAS, ReplayRun, ReportSet, TableWriter, usable_cpus
-_TS = pa.timestamp("ns", tz="UTC")
-SYMBOL = pa.dictionary(pa.int32(), pa.string())
+from lobreplay.reports import schemas
+from lobreplay.reports.tables import ReplayRun, ReportSet, TableWriter, usable_cpus
 
-L2_SCHEMAS: dict[str, pa.Schema] = {
-    "bbo": pa.schema([
-        ("recv_ns", pa.int64()), ("exch_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
-        ("update_id", pa.uint64()), ("bid_price", pa.int64()), ("bid_qty", pa.int64()),
-        ("ask_price", pa.int64()), ("ask_qty", pa.int64()),
-    ]),
-    "desyncs": pa.schema([
-        ("recv_ns", pa.int64()), ("exch_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
-        ("cause", pa.string()), ("first_id", pa.uint64()), ("last_id", pa.uint64()), ("side", pa.string()),
-        ("price", pa.int64()), ("qty", pa.int64()), ("other_price", pa.int64()), ("other_qty", pa.int64()),
-    ]),
-    "trades": pa.schema([
-        ("recv_ns", pa.int64()), ("exch_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
-        ("trade_id", pa.uint64()), ("price", pa.int64()), ("qty", pa.int64()), ("side", pa.string()),
-    ]),
-    "ticker_mismatches": pa.schema([
-        ("recv_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
-        ("update_id", pa.uint64()), ("ticker_id", pa.uint64()),
-        ("book_bid_price", pa.int64()), ("book_bid_qty", pa.int64()),
-        ("book_ask_price", pa.int64()), ("book_ask_qty", pa.int64()),
-        ("ticker_bid_price", pa.int64()), ("ticker_bid_qty", pa.int64()),
-        ("ticker_ask_price", pa.int64()), ("ticker_ask_qty", pa.int64()),
-    ]),
-    "latency": SCHEMAS["latency"],
-}
+L2_SCHEMAS: dict[str, pa.Schema] = schemas.lobc_schemas()  # (every report's: lobreplay.reports.schemas)
 
 
 DEPTH_LIMIT = 100_000  # levels per side in a depth sample: lob_l2_new's limit (csrc/l2.c)
@@ -447,21 +422,21 @@ class LobcReplay(Engine):
     def _write(self, rows: dict, reports: ReportSet, names: list[str]) -> None:
         def common(r):
             rec = r["record"] if self._map is None else self._map.file_index(r["record"])
-            return {"recv_ns": r["recv_ns"], "ts": r["recv_ns"].astype("datetime64[ns]"), "record": rec,
+            return {"receive_ns": r["recv_ns"], "receive_ts": r["recv_ns"].astype("datetime64[ns]"), "sequence": rec,
                     "symbol": _symbols_of(names, r["symbol"])}
 
         if "bbo" in rows and "bbo" in reports:
             r = rows["bbo"]
-            reports.write("bbo", {**common(r), "exch_ns": r["exch_ns"], "update_id": r["update_id"],
+            reports.write("bbo", {**common(r), "event_ns": r["exch_ns"], "update_id": r["update_id"],
                                   **{k: r[k] for k in ("bid_price", "bid_qty", "ask_price", "ask_qty")}})
         if "desyncs" in rows and "desyncs" in reports:
             r = rows["desyncs"]
-            reports.write("desyncs", {**common(r), "exch_ns": r["exch_ns"], "cause": r["cause"],
+            reports.write("desyncs", {**common(r), "event_ns": r["exch_ns"], "cause": r["cause"],
                                       "first_id": r["first_id"], "last_id": r["last_id"], "side": _side_str(r["side"]),
                                       **{k: r[k] for k in ("price", "qty", "other_price", "other_qty")}})
         if "trades" in rows and "trades" in reports:
             r = rows["trades"]
-            reports.write("trades", {**common(r), "exch_ns": r["exch_ns"], "trade_id": r["trade_id"],
+            reports.write("trades", {**common(r), "event_ns": r["exch_ns"], "trade_id": r["trade_id"],
                                      "price": r["price"], "qty": r["qty"], "side": _side_str(r["side"])})
         if "depth" in rows and "depth" in reports:
             r = rows["depth"]
@@ -517,13 +492,7 @@ def _pass1_of_entry(src: lobc.ChunkReader, names: list[str], arrays: dict, meta:
     return sizing, arrays["kinds"], int(meta["records"])
 
 
-def depth_schema(n: int) -> pa.Schema:
-    """depth.parquet of a .lobc replay: the sample time, the last record it holds, the book's
-    last update id and sync state, then the N best levels of each side (docs/l2.md)."""
-    return pa.schema([("recv_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
-                      ("update_id", pa.uint64()), ("synced", pa.bool_())]
-                     + [(f"{side}_{f}_{i}", pa.int64()) for i in range(1, n + 1) for side in ("bid", "ask")
-                        for f in ("price", "qty")])
+depth_schema = schemas.lobc_depth_schema  # depth.parquet of a .lobc replay (lobreplay.reports.schemas)
 
 
 class _RecordMap:

@@ -65,7 +65,7 @@ def summarize(counts: np.ndarray) -> dict:
     return {k: int(v) for k, v in summaries(np.asarray(counts)).items()}
 
 
-ROW_KEYS = ("scope", "locate", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "max_ns")
+ROW_KEYS = ("scope", "instrument", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "max_ns")
 _FIGURES = ("count", "p50", "p90", "p99", "p99.9", "max")
 
 
@@ -76,7 +76,8 @@ def _columns(scopes: list, locates: list, kinds: list[str], hists: np.ndarray) -
     s = summaries(hists)
     i, k = np.nonzero(s["count"] > 0)  # (row-major: scope by scope, kinds in order)
     names = np.array(list(kinds) + ["ALL"], dtype=object)
-    cols = {"scope": np.array(scopes, dtype=object)[i].tolist(), "locate": np.array(locates, dtype=object)[i].tolist(),
+    cols = {"scope": np.array(scopes, dtype=object)[i].tolist(),
+            "instrument": np.array(locates, dtype=object)[i].tolist(),
             "kind": names[k].tolist()}
     for key, f in zip(ROW_KEYS[3:], _FIGURES):
         cols[key] = s[f][i, k].tolist()
