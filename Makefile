@@ -14,7 +14,7 @@ $(VENV)/bin/python:
 
 # Editable install with the test extras; re-run after editing C (the stamp
 # depends on the C sources and the build script).
-$(STAMP): $(VENV)/bin/python pyproject.toml setup.py csrc/*.c csrc/*.h csrc/build_core.py
+$(STAMP): $(VENV)/bin/python pyproject.toml setup.py csrc/*.c csrc/*.h csrc/build_core.py csrc/cdef.py
 	$(VPY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 

@@ -30,6 +30,8 @@
 extern "C" {
 #endif
 
+/* cdef-begin */
+
 enum { LOB_BN_USDM = 1, LOB_BN_BARE = 2 };   /* lob_bn_decode flags */
 enum { LOB_BN_OTHER = 0, LOB_BN_DEPTH = 1, LOB_BN_TRADE = 2, LOB_BN_AGGTRADE = 3,
        LOB_BN_TICKER = 4 };                 /* lob_bn_line.status */
@@ -117,6 +119,8 @@ enum { LOB_BN_VALUES_MAX = 4096 };
  * that finds a recording's streams and symbols. Returns LOB_OK or LOB_EARG. */
 int lob_bn_values(const uint8_t *buf, size_t len, const uint8_t *key, size_t key_len, int word, uint32_t *starts,
                   uint32_t *lens, size_t cap, size_t *n, int *more);
+
+/* cdef-end */
 
 #ifdef __cplusplus
 }

@@ -5,11 +5,16 @@ root, so source paths are relative to it). ``python csrc/build_core.py [OUTDIR]`
 builds the module in place, or under OUTDIR/lobreplay/, for quick checks and
 for the sanitizer build.
 
+The cdef is not written by hand: csrc/cdef.py reads it from the headers' marked
+regions at every build, so a struct, enum, number or prototype is written once,
+in its header.
+
 Environment:
   LOBREPLAY_WERROR=1    add -Werror (CI sets it)
   LOBREPLAY_SANITIZE=1  build with AddressSanitizer + UndefinedBehaviorSanitizer
                         (load it with LD_PRELOAD of libasan; see the Makefile's asan target)
 """
+import importlib.util
 import os
 from pathlib import Path
 
@@ -17,6 +22,22 @@ from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+# The headers whose marked declarations (/* cdef-begin */ ... /* cdef-end */) are the cdef, in
+# the order the module's source includes them (csrc/cdef.py reads them; there is no copy).
+HEADERS = ["lob.h", "itch.h", "itch_synth.h", "l2.h", "bnjson.h"]
+
+
+def _load_cdef_module():
+    """csrc/cdef.py, by its path (cffi runs this file with exec, not as a module of a package)."""
+    spec = importlib.util.spec_from_file_location("lobreplay_build_cdef", HERE / "cdef.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def cdef_text() -> str:
+    """The cdef, generated from the headers."""
+    return _load_cdef_module().cdef([HERE / h for h in HEADERS])
 
 
 def make_builder(absolute: bool = False) -> FFI:
@@ -32,10 +53,10 @@ def make_builder(absolute: bool = False) -> FFI:
         cflags += san
         ldflags += san
     ffi = FFI()
-    ffi.cdef((HERE / "lob_cdef.h").read_text())
+    ffi.cdef(cdef_text())
     ffi.set_source(
         "lobreplay._core",
-        '#include "lob.h"\n#include "itch.h"\n#include "itch_synth.h"\n#include "l2.h"\n#include "bnjson.h"',
+        "".join(f'#include "{h}"\n' for h in HEADERS),
         sources=[path(HERE / "lob.c"), path(HERE / "itch.c"), path(HERE / "itch_synth.c"), path(HERE / "l2.c"),
                  path(HERE / "bnjson.c")],
         include_dirs=[path(HERE)],

@@ -1,7 +1,8 @@
 /*
  * itch.c -- ITCH 5.0 framing, first-pass scan and event conversion (itch.h).
- * Field offsets are the spec's (see lobreplay/itch/spec.py, the table the
- * Python decoder reads; tests/test_itch_c.py checks the two agree).
+ * Field offsets (itch.h, LOB_ITCH_AT_*) and lengths (LENGTHS below) are the spec's:
+ * tests/test_layout.py holds both to lobreplay/itch/spec.py, the table the Python
+ * decoder reads.
  */
 #define _DEFAULT_SOURCE /* MADV_HUGEPAGE in hugemem.h */
 #include "itch.h"
@@ -31,12 +32,13 @@ static inline uint64_t be64(const uint8_t *p)
 
 static inline int64_t be48(const uint8_t *p) { return (int64_t)(((uint64_t)be16(p) << 32) | be32(p + 2)); }
 
-/* Offsets from the type byte (ITCH 5.0). */
+/* Offsets from the type byte (ITCH 5.0; itch.h). */
 enum {
-    O_LOCATE = 1, O_TS = 5, O_REF = 11,
-    O_A_SIDE = 19, O_A_SHARES = 20, O_A_PRICE = 32,
-    O_E_SHARES = 19, O_C_PRINTABLE = 31, O_C_PRICE = 32,
-    O_X_SHARES = 19, O_U_NEW = 19, O_U_SHARES = 27, O_U_PRICE = 31
+    O_LOCATE = LOB_ITCH_AT_LOCATE, O_TS = LOB_ITCH_AT_TIMESTAMP, O_REF = LOB_ITCH_AT_REF,
+    O_A_SIDE = LOB_ITCH_AT_A_SIDE, O_A_SHARES = LOB_ITCH_AT_A_SHARES, O_A_PRICE = LOB_ITCH_AT_A_PRICE,
+    O_E_SHARES = LOB_ITCH_AT_E_SHARES, O_C_PRINTABLE = LOB_ITCH_AT_C_PRINTABLE, O_C_PRICE = LOB_ITCH_AT_C_PRICE,
+    O_X_SHARES = LOB_ITCH_AT_X_SHARES, O_U_NEW = LOB_ITCH_AT_U_NEW, O_U_SHARES = LOB_ITCH_AT_U_SHARES,
+    O_U_PRICE = LOB_ITCH_AT_U_PRICE
 };
 
 static const uint8_t LENGTHS[256] = {
@@ -410,7 +412,8 @@ size_t lob_itch_order_prices(const uint8_t *buf, const uint32_t *offsets, const 
 
 /* Trading state per locate (lob_itch_events' state array): the letter of the last H
  * (0: none yet, trading) in the low byte, OP_HALT while an h of NASDAQ ('Q') halts it. */
-enum { O_H_STATE = 19, O_h_MARKET = 19, O_h_ACTION = 20, OP_HALT = 0x100 };
+enum { O_H_STATE = LOB_ITCH_AT_H_STATE, O_h_MARKET = LOB_ITCH_AT_h_MARKET, O_h_ACTION = LOB_ITCH_AT_h_ACTION,
+       OP_HALT = 0x100 };
 static const uint8_t STATE_MSG[256] = {['H'] = 1, ['h'] = 1};
 
 /* The state letter a replay reports ('T', 'H', 'P', 'Q'; 'h': an operational halt only). */

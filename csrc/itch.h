@@ -16,8 +16,22 @@
 extern "C" {
 #endif
 
-/* The ITCH 5.0 length of a message type, or 0 for a type the spec does not define. */
+/* cdef-begin */
+
+/* The ITCH 5.0 length of a message type, or 0 for a type the spec does not define
+ * (itch.c's table; tests/test_layout.py holds it to lobreplay/itch/spec.py). */
 uint32_t lob_itch_length(uint8_t type);
+
+/* The byte offsets, from the type byte, of the fields itch.c reads (the order messages A, F,
+ * E, C, X, D, U and the state messages H, h; F's fields are at A's, C's shares at E's).
+ * tests/test_layout.py holds each to lobreplay/itch/spec.py's layout of its messages. */
+enum {
+    LOB_ITCH_AT_LOCATE = 1, LOB_ITCH_AT_TIMESTAMP = 5, LOB_ITCH_AT_REF = 11,
+    LOB_ITCH_AT_A_SIDE = 19, LOB_ITCH_AT_A_SHARES = 20, LOB_ITCH_AT_A_PRICE = 32,
+    LOB_ITCH_AT_E_SHARES = 19, LOB_ITCH_AT_C_PRINTABLE = 31, LOB_ITCH_AT_C_PRICE = 32,
+    LOB_ITCH_AT_X_SHARES = 19, LOB_ITCH_AT_U_NEW = 19, LOB_ITCH_AT_U_SHARES = 27, LOB_ITCH_AT_U_PRICE = 31,
+    LOB_ITCH_AT_H_STATE = 19, LOB_ITCH_AT_h_MARKET = 19, LOB_ITCH_AT_h_ACTION = 20
+};
 
 /* Walk frames in buf[0..len). For each complete message writes the offset of
  * its type byte (relative to buf; len must be < 2^32) and its type, up to cap,
@@ -136,6 +150,8 @@ void lob_itch_map_prices(const uint16_t *book_map, const lob_itch_pmap *maps, co
  * stock locate) or an array is NULL (nothing written). */
 int lob_itch_group(const lob_event *ev, const int64_t *ts, const uint32_t *msg_index, size_t n, uint32_t *counts,
                    lob_event *ev_out, int64_t *ts_out, uint32_t *msg_out);
+
+/* cdef-end */
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,8 @@
 extern "C" {
 #endif
 
+/* cdef-begin */
+
 #define LOB_SYNTH_HALTS 1u        /* LULD pauses and halts with crossing orders, halt crosses */
 #define LOB_SYNTH_IPO 2u          /* one IPO: halted from the start, K, H "Q", crossing orders, its cross */
 #define LOB_SYNTH_OPERATIONAL 4u  /* one operational halt (h "H" then "T") */
@@ -89,6 +91,8 @@ void lob_synth_get_stats(const lob_synth *s, lob_synth_stats *st);
 size_t lob_synth_plants(const lob_synth *s, lob_synth_plant *out, size_t cap);
 /* The symbol of a locate (8 bytes, space-padded), its tick and whether it is a test issue. */
 int lob_synth_symbol(const lob_synth *s, uint32_t locate, char *name8, uint32_t *tick, int *test);
+
+/* cdef-end */
 
 #ifdef __cplusplus
 }

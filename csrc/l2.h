@@ -25,6 +25,8 @@
 extern "C" {
 #endif
 
+/* cdef-begin */
+
 /* A .lobc record (docs/lobc.md): 64 bytes, little-endian. */
 typedef struct lob_l2_record {
     int64_t recv_ns;
@@ -299,6 +301,8 @@ void lob_l2_counts_get(const lob_l2 *r, lob_l2_counts *out);
  * (snapshots included) and skipped. Any pointer may be NULL. */
 void lob_l2_symbols(const lob_l2 *r, uint8_t *state, int64_t *snapshot_id, uint64_t *last_u,
                     uint64_t *messages, uint64_t *skipped);
+
+/* cdef-end */
 
 #ifdef __cplusplus
 }

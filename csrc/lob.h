@@ -18,6 +18,10 @@
  *  - Library code never prints, exits or aborts, and keeps no mutable global
  *    state except the allocation counters (atomics). One book/session must
  *    not be used from two threads at once.
+ *
+ * Python (cffi) sees what lies between the cdef-begin and cdef-end comments of
+ * this header and the other public ones, read at build time (csrc/cdef.py): put
+ * every declaration there, and helpers with bodies in a private header.
  */
 #ifndef LOB_H
 #define LOB_H
@@ -28,6 +32,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* cdef-begin */
 
 /* Status codes. 0 is success; each other value is one kind of reject. */
 typedef enum lob_status {
@@ -443,6 +449,8 @@ uint64_t lob_alloc_count(void);
 /* All four counters (any pointer may be NULL): allocations, bytes allocated,
  * frees (of non-NULL blocks) and bytes freed, since the process started. */
 void lob_alloc_stats(uint64_t *allocs, uint64_t *bytes, uint64_t *frees, uint64_t *bytes_freed);
+
+/* cdef-end */
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import json
+import operator
 import os
 import re
 import struct
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from isal.isal_zlib import crc32  # zlib's CRC-32, about 5x faster (ISA-L; a dependency already, for gzip)
 
+from lobreplay.core._coreapi import L2_RECORD_DTYPE
 from lobreplay.errors import InputError
 
 __all__ = [
@@ -46,16 +48,33 @@ META_MAX = HEADER_MAX - 12
 DEFAULT_SCALE = 10**8
 INT64_MAX = (1 << 63) - 1
 
-RECORD_DTYPE = np.dtype([("recv_ns", "<i8"), ("exch_ns", "<i8"), ("first_id", "<u8"), ("last_id", "<u8"),
-                         ("prev_id", "<u8"), ("price", "<i8"), ("qty", "<i8"), ("kind", "u1"), ("side", "u1"),
-                         ("symbol", "<u2"), ("flags", "<u4")])
+# The record is lob_l2_record of csrc/l2.h, the one definition of its layout: this dtype is built
+# from the C struct (its fields, offsets and size), as the C replay reads the records in place.
+RECORD_DTYPE = L2_RECORD_DTYPE
 assert RECORD_DTYPE.itemsize == UNIT
 
 BLOCK_DTYPE = np.dtype([("magic", "S4"), ("n", "<u4"), ("crc", "<u4"), ("reserved0", "<u4"), ("seq", "<u8"),
                         ("recv_ns", "<i8"), ("reserved", "V32")])
 assert BLOCK_DTYPE.itemsize == UNIT
 
-_REC = struct.Struct("<qqQQQqqBBHI")
+
+def _packer(dt: np.dtype) -> struct.Struct:
+    """A struct.Struct of a little-endian numpy record dtype: its fields in offset order, its
+    padding as pad bytes (add() packs one record with it; add_many copies arrays)."""
+    codes = {"<i8": "q", "<u8": "Q", "<i4": "i", "<u4": "I", "<i2": "h", "<u2": "H", "|i1": "b", "|u1": "B"}
+    fmt, at = "<", 0
+    for name in sorted(dt.names, key=lambda n: dt.fields[n][1]):
+        t, off = dt.fields[name][:2]
+        fmt += "x" * (off - at) + codes[t.str]
+        at = off + t.itemsize
+    return struct.Struct(fmt + "x" * (dt.itemsize - at))
+
+
+_REC = _packer(RECORD_DTYPE)
+_REC_ORDER = tuple(sorted(RECORD_DTYPE.names, key=lambda n: RECORD_DTYPE.fields[n][1]))
+# add()'s values in its own order, picked into the record's (a field add() does not know fails here).
+_ADD_ORDER = ("recv_ns", "exch_ns", "first_id", "last_id", "prev_id", "price", "qty", "kind", "side", "symbol", "flags")
+_TO_RECORD = operator.itemgetter(*[_ADD_ORDER.index(name) for name in _REC_ORDER])
 _BLK = struct.Struct("<4sIII Qq32x".replace(" ", ""))
 _HDR = struct.Struct("<4sHHI")
 assert _REC.size == UNIT and _BLK.size == UNIT
@@ -224,8 +243,8 @@ class LobcWriter:
         if not 0 <= symbol < self.n_symbols:
             raise ValueError(f"symbol index {symbol} out of range (metadata has {self.n_symbols} symbols)")
         try:
-            rec = _REC.pack(recv_ns, exch_ns, first_id, last_id, prev_id, price, qty, kind, _side(side), symbol,
-                            flags)
+            rec = _REC.pack(*_TO_RECORD((recv_ns, exch_ns, first_id, last_id, prev_id, price, qty, kind, _side(side),
+                                         symbol, flags)))
         except struct.error as e:
             raise ValueError(f"record field out of range: {e}") from None
         if not self._pending:
