@@ -20,6 +20,7 @@ from lobreplay import lobc
 from lobreplay._coreapi import (BN_DEPTH, BN_SYNC_DTYPE, BN_TAKEN_DTYPE, BN_TRADE, bn_decode, bn_records,
                                 bn_values)
 from lobreplay.binance import convert as convert_module
+from lobreplay.binance import scan as scan_module
 from lobreplay.binance.convert import convert
 from lobreplay.errors import CoreArgumentError
 
@@ -546,16 +547,16 @@ def test_a_partial_scan_converts_the_same(tmp_path, monkeypatch):
     pass reads the rest, and scans it beside the decoder): the same .lobc as the whole scan of
     the Python path; when the rest names a symbol the first part did not, convert() converts
     again after a whole scan, and the result is the same again."""
-    monkeypatch.setattr(convert_module, "KEEP_BYTES", 1 << 20)
-    monkeypatch.setattr(convert_module, "CHUNK", 1 << 18)
+    monkeypatch.setattr(scan_module, "KEEP_BYTES", 1 << 20)
+    monkeypatch.setattr(scan_module, "CHUNK", 1 << 18)
     scans = []
-    real_scan = convert_module._scan
+    real_scan = scan_module.scan
 
     def scan(*a, **kw):
         seen = real_scan(*a, **kw)
         scans.append(seen.partial)
         return seen
-    monkeypatch.setattr(convert_module, "_scan", scan)
+    monkeypatch.setattr(convert_module, "scan", scan)
     text = gzip.open(USDM_SRC).read()
     src = tmp_path / "usdm.jsonl"
     src.write_bytes(text[:len(text) // 4])  # about 7 MB of text: a partial scan of the first 1 MB

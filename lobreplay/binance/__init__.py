@@ -1,7 +1,9 @@
 """Binance depth capture and conversion to .lobc (docs/binance.md).
 
 sync.py    the per-symbol depth sync state machine (pure: no I/O)
-convert.py recorded files (hftbacktest, cryptofeed, our --raw JSONL) to .lobc
+detect.py  a recording's format, header, market (what a file is)
+scan.py    a recording's lines -> decoded batches (and the streams, symbols, market they show)
+convert.py decoded batches -> .lobc records through the machine; convert() puts the stages together
 capture.py the live capture (asyncio + websockets)
 fake.py    a local fake Binance (websocket streams + REST snapshots) for tests and --selftest
 cli.py     `lobreplay capture binance ...`
