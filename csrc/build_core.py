@@ -35,9 +35,9 @@ def make_builder(absolute: bool = False) -> FFI:
     ffi.cdef((HERE / "lob_cdef.h").read_text())
     ffi.set_source(
         "lobreplay._core",
-        '#include "lob.h"\n#include "itch.h"\n#include "itch_synth.h"\n#include "l2.h"\n#include "bnjson.h"',
+        '#include "lob.h"\n#include "itch.h"\n#include "itch_synth.h"\n#include "l2.h"\n#include "bnjson.h"\n#include "bnsync.h"',
         sources=[path(HERE / "lob.c"), path(HERE / "itch.c"), path(HERE / "itch_synth.c"), path(HERE / "l2.c"),
-                 path(HERE / "bnjson.c")],
+                 path(HERE / "bnjson.c"), path(HERE / "bnsync.c")],
         include_dirs=[path(HERE)],
         libraries=["m"],
         extra_compile_args=cflags,

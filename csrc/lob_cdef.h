@@ -473,21 +473,96 @@ typedef struct lob_bn_line {
 int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digits, uint32_t qty_digits,
                   lob_bn_line *lines, size_t line_cap, size_t *n_lines, int64_t *levels, size_t level_cap,
                   size_t *n_levels, size_t *consumed, uint32_t *names, size_t *n_names);
-typedef struct lob_bn_sync {
-    uint64_t last_u;
-    uint64_t applied;
-    uint64_t levels;
-    uint64_t duplicates;
-    uint8_t live;
-    uint8_t touched;
-    uint8_t reserved[6];
-} lob_bn_sync;
-typedef struct lob_bn_taken {
-    uint64_t messages, unknown_symbol, trades, tickers;
-} lob_bn_taken;
-int lob_bn_records(const lob_bn_line *lines, size_t n_lines, size_t *pos, const int64_t *levels, size_t n_levels,
-                   const int32_t *name_sym, size_t n_names, lob_bn_sync *syms, size_t n_syms, int flags,
-                   lob_bn_taken *taken, lob_l2_record *out, size_t out_cap, size_t *n_out);
 #define LOB_BN_VALUES_MAX ...
 int lob_bn_values(const uint8_t *buf, size_t len, const uint8_t *key, size_t key_len, int word, uint32_t *starts,
                   uint32_t *lens, size_t cap, size_t *n, int *more);
+
+/* bnsync.h */
+typedef struct lob_bn_machine lob_bn_machine;
+
+typedef struct lob_bn_symbol {
+    uint64_t last_u;
+    uint64_t first_L;
+    uint64_t synced;
+    uint64_t depth;
+    uint64_t applied;
+    uint64_t dropped_covered;
+    uint64_t duplicates;
+    uint64_t gaps, resyncs;
+    uint64_t snapshots;
+    uint64_t snapshots_stale;
+    uint64_t snapshots_unused;
+    uint64_t buffered;
+    uint8_t live;
+    uint8_t requested;
+    uint8_t gap_open;
+    uint8_t fresh;
+    uint8_t has_snapshot;
+    uint8_t last_gap;
+    uint8_t reserved[2];
+} lob_bn_symbol;
+
+#define LOB_BN_REASONS ...
+
+typedef struct lob_bn_totals {
+    uint64_t messages;
+    uint64_t unknown_symbol;
+    uint64_t trades, tickers;
+    uint64_t depth;
+    uint64_t gaps, resyncs;
+    uint64_t diff_levels, snapshot_levels;
+    uint64_t gaps_by_reason[16];
+    uint8_t gap_order[16];
+    uint32_t n_gap_order;
+    uint32_t reserved;
+} lob_bn_totals;
+
+#define LOB_BN_EV_GAP ...
+#define LOB_BN_EV_SYNCED ...
+#define LOB_BN_EV_RESYNC ...
+
+typedef struct lob_bn_event {
+    int32_t kind;
+    int32_t symbol;
+    uint64_t value;
+} lob_bn_event;
+
+lob_bn_machine *lob_bn_sync_new(size_t n_symbols, int flags, size_t max_buffer, int *status);
+void lob_bn_sync_free(lob_bn_machine *m);
+
+const lob_bn_symbol *lob_bn_sync_symbols(const lob_bn_machine *m);
+const lob_bn_totals *lob_bn_sync_totals(const lob_bn_machine *m);
+
+int lob_bn_sync_depth(lob_bn_machine *m, uint32_t symbol, uint64_t U, uint64_t u, uint64_t pu, int64_t exch_ns,
+                      int64_t recv_ns, const int64_t *levels, uint32_t n_bids, uint32_t n_asks);
+
+int lob_bn_sync_snapshot(lob_bn_machine *m, uint32_t symbol, uint64_t L, int64_t exch_ns, int64_t recv_ns,
+                         const int64_t *levels, uint32_t n_bids, uint32_t n_asks);
+
+int lob_bn_sync_bad_snapshot(lob_bn_machine *m, uint32_t symbol, int64_t recv_ns);
+
+int lob_bn_sync_bad_depth(lob_bn_machine *m, uint32_t symbol, int64_t recv_ns);
+
+int lob_bn_sync_snapshot_failed(lob_bn_machine *m, uint32_t symbol, int64_t recv_ns, uint32_t reason);
+
+int lob_bn_sync_disconnected(lob_bn_machine *m, int64_t recv_ns, uint32_t reason, const uint32_t *symbols, size_t n);
+
+int lob_bn_sync_end_file(lob_bn_machine *m, int64_t recv_ns);
+
+int lob_bn_sync_trade(lob_bn_machine *m, uint32_t symbol, uint64_t first_id, uint64_t last_id, int64_t exch_ns,
+                      int64_t recv_ns, int64_t price, int64_t qty, int maker, int agg);
+int lob_bn_sync_ticker(lob_bn_machine *m, uint32_t symbol, uint64_t u, int64_t exch_ns, int64_t recv_ns,
+                       const int64_t *levels);
+
+int lob_bn_sync_request(lob_bn_machine *m, uint32_t symbol, int requested);
+
+int32_t lob_bn_sync_guess(const lob_bn_machine *m, uint64_t L);
+
+int lob_bn_sync_lines(lob_bn_machine *m, const lob_bn_line *lines, size_t n_lines, size_t *pos, const int64_t *levels,
+                      size_t n_levels, const int32_t *name_sym, size_t n_names);
+
+size_t lob_bn_sync_pending(const lob_bn_machine *m);
+int lob_bn_sync_take(lob_bn_machine *m, lob_l2_record *out, size_t out_cap, size_t *n_out);
+
+size_t lob_bn_sync_pending_events(const lob_bn_machine *m);
+int lob_bn_sync_take_events(lob_bn_machine *m, lob_bn_event *out, size_t out_cap, size_t *n_out);

@@ -13,11 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import lobc
-from .._coreapi import BN_DEPTH, BN_SYNC_DTYPE, BN_TAKEN_DTYPE, bn_records
 from ..errors import InputError
-from ..lobc import GAP_ROTATE, GAP_SHUTDOWN, INT64_MAX, RECORD_DTYPE
+from ..lobc import GAP_ROTATE, GAP_SHUTDOWN, INT64_MAX
 from .detect import cryptofeed_pair, detect_format, raw_header
-from .scan import DEPTH_FIELDS, Seen, cryptofeed_items, decode_depth, decoded, depth_tuple, iter_chunks, iter_lines, scan, span
+from .scan import Seen, cryptofeed_items, decode_depth, decoded, iter_chunks, iter_lines, scan, span
 from .sync import SPOT, USDM, DepthSync, decode_json, open_writer
 
 
@@ -193,87 +192,27 @@ def _feed_decoded(machine: DepthSync, dd: tuple, recv_ns) -> None:
 def _symbols_of_names(machine: DepthSync, blob: bytes, dec: np.ndarray, names: np.ndarray) -> np.ndarray:
     """The symbol index (-1: unknown) of each (stream, s) name of bn_decode, as machine.feed
     would find it (int32)."""
-    out = []
-    for i in names.tolist():
-        ln = dec[i]
-        st = machine._symbol_of(span(blob, int(ln["sym_start"]), int(ln["sym_len"])),
-                                span(blob, int(ln["stream_start"]), int(ln["stream_len"])))
-        out.append(-1 if st is None else st.index)
-    return np.array(out, np.int32)
-
-
-_ROW = np.dtype("V64")  # a record as one opaque item: copied in one piece
-
-
-assert _ROW.itemsize == RECORD_DTYPE.itemsize
+    return np.array([machine.symbol_index(span(blob, int(ln["sym_start"]), int(ln["sym_len"])),
+                                          span(blob, int(ln["stream_start"]), int(ln["stream_len"])))
+                     for ln in dec[names.tolist()]], np.int32)
 
 
 def _feed_blob(machine: DepthSync, blob: bytes, decoded: tuple, raw_fmt: bool) -> tuple[np.ndarray, int]:
     """One chunk of whole `<recv ns> <message>` lines (the last may lack its newline), in order;
-    returns (the records taken from the machine after it, with those pending before it first;
-    the number of lines). decoded: bn_decode(blob, names=True), the chunk decoded in C in one
-    call (decoded). C writes the records of the lines whose outcome needs no decision
-    (bn_records: trades, tickers, and the depth messages that continue a synced book; it
-    counts those the book has already) straight into one array, up to the first line that
-    does: that one goes through the machine (a depth message the decoder took:
-    machine.feed_depth; any other line: machine.feed of its text), and C goes on after it.
-    The machine's records and C's are put together in line order at the end."""
-    usdm = machine.market == USDM
+    returns (the records taken from the machine after it, the number of lines). decoded:
+    bn_decode(blob, names=True), the chunk decoded in C in one call (scan.decoded). The machine
+    (in C) takes the decoded lines in one call, up to the first line the decoder left to
+    Python; that one goes through machine.feed as text, and the machine goes on after it."""
     dec, levels, names = decoded
     nl = len(dec)
     name_sym = _symbols_of_names(machine, blob, dec, names)
-    # room for every record C may write: a diff's levels and two, a ticker's two, a trade's one
-    out = np.empty(int(dec["n_bids"].sum()) + int(dec["n_asks"].sum()) + 2 * nl, RECORD_DTYPE)
-    syms = np.zeros(len(machine.syms), BN_SYNC_DTYPE)
-    machine.sync_to(syms, everything=True)
-    taken = np.zeros(1, BN_TAKEN_DTYPE)
-    pieces = []  # (0: the machine's next records / 1: out's next records, how many), in line order
-    machine_n = machine.pending_records  # the machine's records accounted for in pieces (and before them)
-    if machine_n:
-        pieces.append((0, machine_n))
-    pos = done = 0
-    while True:
-        pos, n = bn_records(dec, levels, pos, name_sym, syms, taken, out[done:], usdm=usdm)
-        if n:
-            machine.sync_from(syms)
-            pieces.append((1, n))
-            done += n
-        if pos >= nl:
-            break
-        _feed_line(machine, blob, dec, levels, pos, raw_fmt)
+    pos = 0
+    while (pos := machine.feed_lines(dec, levels, pos, name_sym)) < nl:
+        a = int(dec["start"][pos])
+        _feed_text_line(machine, blob[a:a + int(dec["len"][pos]) + 1], raw_fmt)
         pos += 1
-        if machine.pending_records > machine_n:
-            pieces.append((0, machine.pending_records - machine_n))
-            machine_n = machine.pending_records
-        machine.sync_to(syms)
-    machine.sync_counts(syms, taken[0])
-    recs = machine.take_records()
-    if not done:
-        return recs, nl
-    if len(pieces) == 1:
-        return out[:done], nl
-    whole = np.empty(done + len(recs), RECORD_DTYPE)
-    rows, parts = whole.view(_ROW), (recs.view(_ROW), out.view(_ROW))  # (as opaque rows: numpy would copy each field)
-    at, src = 0, [0, 0]
-    for which, n in pieces:
-        rows[at:at + n] = parts[which][src[which]:src[which] + n]
-        src[which] += n
-        at += n
-    return whole, nl
-
-
-def _feed_line(machine: DepthSync, blob: bytes, dec: np.ndarray, levels: np.ndarray, i: int, raw_fmt: bool) -> None:
-    """Line i of a chunk through the machine: a depth message the decoder took as decoded, any
-    other line as text."""
-    ln = dec[i]
-    if ln["status"] == BN_DEPTH:
-        dd = depth_tuple(blob, levels, *(int(ln[f]) for f in DEPTH_FIELDS), copy=True)
-        _feed_decoded(machine, dd, None)
-        if machine.events:
-            _react(machine, dd[0], raw_fmt)
-        return
-    a = int(ln["start"])
-    _feed_text_line(machine, blob[a:a + int(ln["len"]) + 1], raw_fmt)
+    machine.events = []  # (what happened in the batch: nothing for a conversion to react to)
+    return machine.take_records(), nl
 
 
 def _feed_lines(machine: DepthSync, lines, raw_fmt: bool) -> np.ndarray:
