@@ -479,10 +479,10 @@ def run_lines(usdm: bool, seed: int) -> list[bytes]:
 def watch_python_lines(monkeypatch, into: list) -> None:
     """The lines of a C-decoded chunk that the decoder leaves to the Python path, into `into`."""
     in_blob = []
-    feed_blob, feed_text_line = convert_module._feed_blob, convert_module._feed_text_line
+    feed_blob, feed_recorded = convert_module._feed_blob, DepthSync.feed_recorded
     monkeypatch.setattr(convert_module, "_feed_blob", lambda *a: (in_blob.append(1), feed_blob(*a), in_blob.pop())[1])
-    monkeypatch.setattr(convert_module, "_feed_text_line", lambda m, line, raw: (
-        into.append(line) if in_blob else None, feed_text_line(m, line, raw)))
+    monkeypatch.setattr(DepthSync, "feed_recorded", lambda m, line, raw: (
+        into.append(line) if in_blob else None, feed_recorded(m, line, raw)))
 
 
 @pytest.mark.parametrize("usdm", [False, True])

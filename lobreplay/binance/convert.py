@@ -14,10 +14,9 @@ import numpy as np
 
 from .. import lobc
 from ..errors import InputError
-from ..lobc import GAP_ROTATE, GAP_SHUTDOWN, INT64_MAX
 from .detect import cryptofeed_pair, detect_format, raw_header
 from .scan import Seen, cryptofeed_items, decode_depth, decoded, iter_chunks, iter_lines, scan, span
-from .sync import SPOT, USDM, DepthSync, decode_json, open_writer
+from .sync import SPOT, USDM, DepthSync, open_writer
 
 
 def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: int = lobc.DEFAULT_SCALE,
@@ -126,8 +125,7 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
                             _feed_decoded(machine, dd, recv)
                         else:
                             machine.feed(text, recv)
-                    if machine.events:
-                        _react(machine, recv, raw=False)
+                    machine.after_recorded(recv, raw=False)
                 w.add_many(machine.take_records())
             else:
                 for p in paths:
@@ -174,16 +172,6 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
     return st
 
 
-def _react(machine: DepthSync, recv: int, raw: bool) -> None:
-    """What a live capture would do on a serverShutdown: the connection ends (GAP for every
-    symbol) and the next events start a new sync. Our raw files carry the capture's own
-    `disconnected` lines instead, so nothing is done for them here."""
-    evs = machine.events
-    machine.events = []
-    if not raw and any(e[0] == "shutdown" for e in evs):
-        machine.disconnected(recv, GAP_SHUTDOWN)
-
-
 def _feed_decoded(machine: DepthSync, dd: tuple, recv_ns) -> None:
     recv, U, u, pu, E, bids, asks, stream, sym = dd
     machine.feed_depth(stream, sym, U, u, pu, E, recv if recv_ns is None else recv_ns, bids, asks)
@@ -202,78 +190,22 @@ def _feed_blob(machine: DepthSync, blob: bytes, decoded: tuple, raw_fmt: bool) -
     returns (the records taken from the machine after it, the number of lines). decoded:
     bn_decode(blob, names=True), the chunk decoded in C in one call (scan.decoded). The machine
     (in C) takes the decoded lines in one call, up to the first line the decoder left to
-    Python; that one goes through machine.feed as text, and the machine goes on after it."""
+    Python; that one is read in Python (machine.feed_recorded), and the machine goes on after it."""
     dec, levels, names = decoded
     nl = len(dec)
     name_sym = _symbols_of_names(machine, blob, dec, names)
     pos = 0
     while (pos := machine.feed_lines(dec, levels, pos, name_sym)) < nl:
         a = int(dec["start"][pos])
-        _feed_text_line(machine, blob[a:a + int(dec["len"][pos]) + 1], raw_fmt)
+        machine.feed_recorded(blob[a:a + int(dec["len"][pos]) + 1], raw_fmt)
         pos += 1
     machine.events = []  # (what happened in the batch: nothing for a conversion to react to)
     return machine.take_records(), nl
 
 
 def _feed_lines(machine: DepthSync, lines, raw_fmt: bool) -> np.ndarray:
-    """One chunk of `<recv ns> <message>` lines (readlines), in order, all through machine.feed
-    (the reference path, c_decoder=False); returns the records taken from the machine after it."""
+    """One chunk of `<recv ns> <message>` lines (readlines), in order, all read in Python
+    (machine.feed_recorded: the path the C decoder is tested against, c_decoder=False); returns the records taken from the machine after it."""
     for line in lines:
-        _feed_text_line(machine, line, raw_fmt)
+        machine.feed_recorded(line, raw_fmt)
     return machine.take_records()
-
-
-def _feed_text_line(machine: DepthSync, line: bytes, raw_fmt: bool) -> None:
-    """One `<recv ns> <message>` line through machine.feed (one of the capture's own lines in
-    a --raw file: the call the capture made)."""
-    sp = line.find(b" ")
-    if sp <= 0:
-        if line.strip():
-            machine.count_malformed("line")
-        return
-    try:
-        recv = int(line[:sp])
-    except ValueError:
-        machine.count_malformed("line")
-        return
-    if not -INT64_MAX - 1 <= recv <= INT64_MAX:  # a receive time the records cannot hold
-        machine.count_malformed("line")
-        return
-    msg = line[sp + 1:]
-    if raw_fmt and msg.startswith(b'{"lobreplay"'):
-        _raw_control(machine, msg, recv)
-        return
-    machine.feed(msg, recv)
-    if machine.events:
-        _react(machine, recv, raw_fmt)
-
-
-def _raw_control(machine: DepthSync, msg: bytes, recv: int) -> None:
-    """One of the capture's own lines (capture.py): the same call the capture made. A line
-    that cannot be read is counted as malformed (the events after it show any gap it hid)."""
-    try:
-        ctl = decode_json(msg)["lobreplay"]
-        ev = ctl.get("event")
-        if ev == "disconnected":
-            symbols = ctl.get("symbols")
-            if symbols is not None and not (type(symbols) is list and all(type(x) is str for x in symbols)):
-                raise TypeError("symbols")
-            machine.disconnected(recv, _reason(ctl["reason"]), symbols)
-        elif ev == "snapshot_failed":
-            machine.snapshot_failed(str(ctl["symbol"]), recv, _reason(ctl["reason"]))
-        elif ev == "end_file":
-            # capture --rotate: the last line of a file. The capture starts its next file
-            # afresh (a snapshot, no RESYNC); read here, the next file (if converted with
-            # this one) continues this one's .lobc file, so the rotation is a gap like a
-            # disconnect and the sync after it a RESYNC. Alone, the file's records are the
-            # capture's.
-            machine.disconnected(recv, GAP_ROTATE)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        machine.count_malformed("control")
-    machine.events = []
-
-
-def _reason(v) -> int:
-    if type(v) is not int or v not in lobc.GAP_REASONS or v == lobc.GAP_DAMAGED:  # (9: a reader's, never a capture's)
-        raise ValueError(f"reason {v!r}")
-    return v

@@ -50,7 +50,7 @@ import numpy as np
 
 from .. import lobc
 from .._coreapi import BN_EV_GAP, BN_EV_RESYNC, BN_EV_SYNCED, BnMachine
-from ..lobc import GAP_DISCONNECT, GAP_RATE_LIMIT, RECORD_DTYPE
+from ..lobc import GAP_DISCONNECT, GAP_RATE_LIMIT, GAP_ROTATE, GAP_SHUTDOWN, RECORD_DTYPE
 
 SPOT, USDM = "spot", "usdm"
 MARKETS = (SPOT, USDM)
@@ -442,6 +442,67 @@ class DepthSync:
         records stand on their own: a snapshot per symbol, no RESYNC."""
         self.core.end_file(recv_ns)
 
+    # ------------------------------------------------------------ recorded lines
+
+    def feed_recorded(self, line: bytes, raw: bool) -> None:
+        """One recorded `<recv ns> <message>` line (hftbacktest, our --raw files), as a
+        conversion reads it: the message through feed(), then after_recorded(); one of the
+        capture's own lines in a --raw file (raw): the call the capture made. A line that is
+        not `<recv ns> <message>` is counted as malformed."""
+        sp = line.find(b" ")
+        if sp <= 0:
+            if line.strip():
+                self.count_malformed("line")
+            return
+        try:
+            recv = int(line[:sp])
+        except ValueError:
+            self.count_malformed("line")
+            return
+        if not -lobc.INT64_MAX - 1 <= recv <= lobc.INT64_MAX:  # a receive time the records cannot hold
+            self.count_malformed("line")
+            return
+        msg = line[sp + 1:]
+        if raw and msg.startswith(b'{"lobreplay"'):
+            self._control(msg, recv)
+            return
+        self.feed(msg, recv)
+        self.after_recorded(recv, raw)
+
+    def after_recorded(self, recv_ns: int, raw: bool) -> None:
+        """After a recorded message, what a live capture would do on a serverShutdown: the
+        connection ends (GAP for every symbol) and the next events start a new sync. Our raw
+        files carry the capture's own `disconnected` lines instead, so nothing is done for
+        them here. Clears the events."""
+        evs = self.events
+        self.events = []
+        if not raw and any(e[0] == "shutdown" for e in evs):
+            self.disconnected(recv_ns, GAP_SHUTDOWN)
+
+    def _control(self, msg: bytes, recv_ns: int) -> None:
+        """One of the capture's own lines (capture.py): the same call the capture made. A line
+        that cannot be read is counted as malformed (the events after it show any gap it hid)."""
+        try:
+            ctl = decode_json(msg)["lobreplay"]
+            ev = ctl.get("event")
+            if ev == "disconnected":
+                symbols = ctl.get("symbols")
+                if symbols is not None and not (type(symbols) is list and all(type(x) is str for x in symbols)):
+                    raise TypeError("symbols")
+                self.disconnected(recv_ns, _reason(ctl["reason"]), symbols)
+            elif ev == "snapshot_failed":
+                self.snapshot_failed(str(ctl["symbol"]), recv_ns, _reason(ctl["reason"]))
+            elif ev == "end_file":
+                # capture --rotate: the last line of a file. The capture starts its next file
+                # afresh (a snapshot, no RESYNC); read here, the next file (if converted with
+                # this one) continues this one's .lobc file, so the rotation is a gap like a
+                # disconnect and the sync after it a RESYNC. Alone, the file's records are the
+                # capture's.
+                self.disconnected(recv_ns, GAP_ROTATE)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self.count_malformed("control")
+        self.events = []
+
     # ------------------------------------------------------------ messages
 
     def _pairs(self, prepared) -> np.ndarray:
@@ -589,3 +650,10 @@ class DepthSync:
     def _malformed_symbol(self, i, recv_ns, err, kind: str = "depth"):
         self.count_malformed(kind)
         self.core.bad_depth(i, recv_ns)  # (its buffer dropped: the lost message may sit anywhere in it)
+
+
+def _reason(v) -> int:
+    """A GAP reason from a --raw file's control line (9, damaged, is a reader's, never a capture's)."""
+    if type(v) is not int or v not in lobc.GAP_REASONS or v == lobc.GAP_DAMAGED:
+        raise ValueError(f"reason {v!r}")
+    return v
