@@ -62,7 +62,7 @@ dist: $(STAMP)
 	$(VPY) -m build --outdir dist . >/dev/null
 	@ls dist
 	$(VPY) -c "import sys, zipfile, glob; names = zipfile.ZipFile(glob.glob('dist/*.whl')[0]).namelist(); \
-	  need = ['lobreplay/itch/replay.py', 'lobreplay/binance/sync.py', 'lobreplay/lobc.py']; \
+	  need = ['lobreplay/itch/replay.py', 'lobreplay/binance/sync.py', 'lobreplay/l2/lobc.py']; \
 	  miss = [n for n in need if n not in names]; sys.exit(f'wheel lacks {miss}' if miss else 0)"
 
 fuzz: $(STAMP)

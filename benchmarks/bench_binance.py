@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-# as the command line does (lobreplay/cli.py): numpy's OpenBLAS would start a thread per core
+# as the command line does (lobreplay/cli/main.py): numpy's OpenBLAS would start a thread per core
 # at import that spins for work that never comes, beside the conversions and replays timed here
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ["LOBREPLAY_CACHE_DIR"] = "off"  # every replay here scans its file: pass 1 is timed, not read from the sizing cache
@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT))  # tests.fake_binance
 
 import numpy as np  # noqa: E402
 
-from lobreplay import lobc  # noqa: E402
+from lobreplay.l2 import lobc# noqa: E402
 from lobreplay.binance.convert import convert  # noqa: E402
-from lobreplay.l2replay import replay_lobc  # noqa: E402
+from lobreplay.l2.replay import replay_lobc  # noqa: E402
 
 FILES = {"spot 2024-08-08": DATA / "spot" / "btcusdt_20240808.gz",
          "usdm 2024-08-08": DATA / "usdm" / "btcusdt_20240808.gz"}

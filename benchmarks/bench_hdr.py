@@ -12,7 +12,7 @@ its raw per-operation latencies into HdrHistograms, .hgrm files and one table.
 2. run it: it writes DIR/<run>.lat (uint32 ns per measured operation, or per burst) and
    DIR/summary.json (the clock probe; per run the batch mean, counts and allocations);
 3. record each run's values into an HdrHistogram (the `hdrhistogram` package: 1 ns to 1 s,
-   3 significant figures) through lobreplay.hgrm, write DIR/<run>.hgrm (HdrHistogram's
+   3 significant figures) through lobreplay.reports.hgrm, write DIR/<run>.hgrm (HdrHistogram's
    percentile distribution, V2 .hgrm text) and print the table (also DIR/table.md).
 
 Percentiles are HdrHistogram's (the highest value equivalent to the sample's bucket, 3
@@ -37,10 +37,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 try:
-    from lobreplay.hgrm import write_values_hgrm
+    from lobreplay.reports.hgrm import write_values_hgrm
 except ImportError:  # running from a checkout without the package installed
     sys.path.insert(0, str(ROOT))
-    from lobreplay.hgrm import write_values_hgrm
+    from lobreplay.reports.hgrm import write_values_hgrm
 
 PERCENTILES = (50.0, 99.0, 99.9, 99.99)
 SOURCES = ["csrc/lob.c", "benchmarks/bench_hdr.c", "benchmarks/counting_malloc.c"]

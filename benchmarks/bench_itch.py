@@ -60,7 +60,7 @@ def make_day(name: str, millions: int) -> Path:
     if not path.exists():
         print(f"generating {path.name} ({millions}M messages, {symbols} symbols) ...", file=sys.stderr, flush=True)
         t = time.perf_counter()
-        subprocess.run([PY, "-m", "lobreplay.itch.synth", str(path), "--messages", str(millions * 1_000_000),
+        subprocess.run([PY, "-m", "lobreplay.testing.itch_synth", str(path), "--messages", str(millions * 1_000_000),
                         "--symbols", str(symbols), "--seed", "7", "--resting-per-symbol", str(resting)],
                        check=True, stdout=subprocess.DEVNULL)
         print(f"  {time.perf_counter() - t:.0f} s", file=sys.stderr)
@@ -112,7 +112,7 @@ def make_full_day(far_off: str, millions: int) -> Path:
             old.unlink()
         print(f"generating {name} (C generator, {millions}M messages, 9,000 symbols) ...", file=sys.stderr,
               flush=True)
-        cmd = [PY, "-m", "lobreplay.itch.synth", str(path), "--preset", "full-day", "--seed", "1",
+        cmd = [PY, "-m", "lobreplay.testing.itch_synth", str(path), "--preset", "full-day", "--seed", "1",
                "--messages", str(millions * 1_000_000)]
         cmd += {"all": [], "no-max-price": ["--no-max-price"],
                 "none": ["--features", "halts,ipo,operational,mwcb"]}[far_off]

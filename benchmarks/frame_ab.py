@@ -5,7 +5,7 @@ import os, sys, time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # (numpy's idle BLAS threads would spin beside the timing)
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from lobreplay import _coreapi as core
+from lobreplay.core import _coreapi as core
 import lobreplay; assert lobreplay.__file__.startswith(sys.argv[1]), lobreplay.__file__
 buf = np.fromfile(sys.argv[2], np.uint8)
 n = len(buf)

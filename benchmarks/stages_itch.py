@@ -39,9 +39,9 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lobreplay import _coreapi as core  # noqa: E402
-from lobreplay.book import Session, _touched  # noqa: E402
-from lobreplay.events import BBO_DTYPE, EVENT_DTYPE, RESULT_DTYPE  # noqa: E402
+from lobreplay.core import _coreapi as core# noqa: E402
+from lobreplay.core.book import Session, _touched  # noqa: E402
+from lobreplay.core.events import BBO_DTYPE, EVENT_DTYPE, RESULT_DTYPE  # noqa: E402
 from lobreplay.itch.reader import ItchFile  # noqa: E402
 from lobreplay.itch.replay import GROUP_BYTES, all_order_prices, candidates, size_books  # noqa: E402
 

@@ -7,7 +7,7 @@ replay of this design costs at best on this machine, against issue 4's 20 M reco
 The file is read into memory once, then each stage runs alone over all of it, best of --reps,
 single-threaded, with nothing else in the process:
 
-  pass 1   the sizing scan (lobreplay.l2.scan_counts: lob_l2_scan) over the records, in the
+  pass 1   the sizing scan (lobreplay.l2.ladder.scan_counts: lob_l2_scan) over the records, in the
            chunks a replay reads (no CRC check, no read: those run on a thread in a replay)
   pass 2   L2Replay.feed_from, as a replay drives it, its records copied from memory where a
            replay reads the file (no read-ahead thread), the books pass 1 sized: the L2 ->
@@ -41,11 +41,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from lobreplay import lobc  # noqa: E402
-from lobreplay.book import Session  # noqa: E402
-from lobreplay.events import Status  # noqa: E402
-from lobreplay.l2 import L2Replay, scan_counts  # noqa: E402
-from lobreplay.l2replay import L2ReplayConfig  # noqa: E402
+from lobreplay.l2 import lobc# noqa: E402
+from lobreplay.core.book import Session  # noqa: E402
+from lobreplay.core.events import Status  # noqa: E402
+from lobreplay.l2.ladder import L2Replay, scan_counts  # noqa: E402
+from lobreplay.l2.replay import L2ReplayConfig  # noqa: E402
 
 PIECE = 262_144
 ROW = np.dtype("V64")  # a record as one opaque item

@@ -84,7 +84,7 @@ static int json_str(cur *c, const uint8_t **s, size_t *n)
 }
 
 /* A decimal string ("64123.45", "0.00100000") as an integer of 10^-digits units,
- * exactly as lobreplay.lobc.parse_decimal takes it: digits, at most one point with
+ * exactly as lobreplay.l2.lobc.parse_decimal takes it: digits, at most one point with
  * digits after it; more significant decimals than the scale holds, or a value
  * beyond int64, are refused (0). */
 static int json_decimal(cur *c, uint32_t digits, int64_t *out)

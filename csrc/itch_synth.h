@@ -3,7 +3,7 @@
  * (BinaryFILE framing), for full-size days: hundreds of millions of messages, thousands of
  * symbols, the real day's message mix, written in minutes.
  *
- * It follows the same plan as the Python generator (lobreplay/itch/synth.py; not the same
+ * It follows the same plan as the Python generator (lobreplay/testing/itch_synth.py; not the same
  * bytes): a directory spin, order flow from 04:00 to 20:00 shaped by an intensity profile,
  * opening and closing crosses, NOII before them, then a delete for every live order. Each
  * symbol has a naive book (a dense window of price levels per side, FIFO lists of orders, and

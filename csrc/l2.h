@@ -3,7 +3,7 @@
  * contract): pass 1 sizes the books, pass 2 turns level changes into core
  * events, applies them through a lob_session and writes the report rows.
  *
- * Knows records, not files: the caller reads the .lobc file (lobreplay.lobc)
+ * Knows records, not files: the caller reads the .lobc file (lobreplay.l2.lobc)
  * and hands over arrays of 64-byte records, one call per chunk.
  *
  * One synthetic order per (symbol, side, price) level: a level that appears is
@@ -49,7 +49,7 @@ enum {
 
 /* The first record of rec[0 .. n) whose symbol is n_symbols or more (*bad_symbol), and the
  * first whose kind is none of the kinds above or whose side is not 0, 'B' or 'S'
- * (*bad_kind); n where there is none. What a .lobc writer may write (lobreplay.lobc). */
+ * (*bad_kind); n where there is none. What a .lobc writer may write (lobreplay.l2.lobc). */
 void lob_l2_records_check(const lob_l2_record *rec, size_t n, uint32_t n_symbols, size_t *bad_symbol,
                           size_t *bad_kind);
 
@@ -143,7 +143,7 @@ typedef struct lob_l2_config {
  * until a RESYNC. NONE: not checked (a feed whose ids mean something else). */
 enum { LOB_L2_SEQ_NONE = 0, LOB_L2_SEQ_SPOT = 1, LOB_L2_SEQ_USDM = 2 };
 
-/* Report rows (lobreplay.l2 turns them into the tables of docs/l2.md).
+/* Report rows (lobreplay.l2.ladder turns them into the tables of docs/l2.md).
  * record: the record's index in the file (first_index + its position). */
 typedef struct lob_l2_bbo {
     int64_t record;            /* the message's END */
@@ -155,7 +155,7 @@ typedef struct lob_l2_bbo {
     uint32_t reserved;
 } lob_l2_bbo;
 
-/* Desync causes (lob_l2_desync.cause); lobreplay.l2 names them (docs/l2.md). */
+/* Desync causes (lob_l2_desync.cause); lobreplay.l2.ladder names them (docs/l2.md). */
 enum {
     LOB_L2D_UNKNOWN_SYMBOL = 1, LOB_L2D_END_ID_MISMATCH = 2, LOB_L2D_INCOMPLETE_MESSAGE = 3,
     LOB_L2D_ORPHAN_RECORD = 4, LOB_L2D_MALFORMED_LEVEL = 5, LOB_L2D_UNPAIRED_TICKER = 6, LOB_L2D_UNKNOWN_KIND = 7,

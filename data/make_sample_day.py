@@ -4,7 +4,7 @@ NASDAQ TotalView-ITCH 5.0 day (BinaryFILE framing, gzip) and what is in it.
     .venv/bin/python data/make_sample_day.py            # (re)write both files, print their checksums
     .venv/bin/python data/make_sample_day.py --check    # regenerate in memory and compare, write nothing
 
-The generator is lobreplay.itch.synth with a fixed seed, so the decompressed
+The generator is lobreplay.testing.itch_synth with a fixed seed, so the decompressed
 stream is the same on every machine. The gzip bytes are reproducible too
 (mtime 0, no file name), but may differ with another zlib build: --check
 compares the decompressed stream.
@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout even without an install
 
-from lobreplay.itch.synth import generate_day  # noqa: E402
+from lobreplay.testing.itch_synth import generate_day  # noqa: E402
 
 PARAMS = dict(n_messages=65_000, n_symbols=50, seed=20191230, date="2019-12-30")
 ITCH = "sample_day.itch.gz"

@@ -10,11 +10,11 @@ import importlib
 __version__ = "0.1.0"
 
 _FROM = {
-    ".book": ("BatchResult", "BookView", "Fill", "OrderBook", "Session"),
+    ".core.book": ("BatchResult", "BookView", "Fill", "OrderBook", "Session"),
     ".errors": ("BadEventError", "BadPriceError", "BadQuantityError", "BookFullError", "CorruptBookError",
                 "DuplicateOrderError", "InputError", "LobError", "OutOfBandError", "UnknownInstrumentError",
                 "UnknownOrderError"),
-    ".events": ("BBO_DTYPE", "DESYNC_DTYPE", "EVENT_DTYPE", "EXEC_DTYPE", "RESULT_DTYPE", "TIF", "Cause", "Flag",
+    ".core.events": ("BBO_DTYPE", "DESYNC_DTYPE", "EVENT_DTYPE", "EXEC_DTYPE", "RESULT_DTYPE", "TIF", "Cause", "Flag",
                 "Kind", "Side", "Status"),
 }
 _WHERE = {name: module for module, names in _FROM.items() for name in names}

@@ -3,14 +3,14 @@
 pyarrow (with pyarrow.parquet) takes about 0.05-0.1 s to import; a replay without
 reports does not need it. pyarrow.compute takes as long again (it wraps each of its
 functions in Python at import) and a replay needs it only for a desyncs table with rows
-(a sort): it is imported on first use, not by `load`/`preload`, and lobreplay._arrow
+(a sort): it is imported on first use, not by `load`/`preload`, and lobreplay.core.arrow
 builds the report columns without casts or takes, which would import it. The modules that
 write reports refer to pyarrow through `Deferred` stand-ins. A replay that will write them imports them after its first
 pass (`load`: on two cores an import thread during the pass competed with the reader, the
 hash and the scan, and gained nothing); a parallel replay's parent imports them on a thread
 during its own first pass (`preload`), once for all the parts it forks afterwards.
 (pandas, 0.25 s more, is not needed by a replay at all: `pyarrow.array` would import it, so
-reports build their arrays with lobreplay._arrow.)
+reports build their arrays with lobreplay.core.arrow.)
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Exceptions. One base class; each C status code has its own subclass, which
-also inherits the builtin a caller would expect. lobreplay._coreapi maps codes
+also inherits the builtin a caller would expect. lobreplay.core._coreapi maps codes
 to these classes in one place."""
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 
 import golden_common  # noqa: E402
 from golden_common import RECORDINGS  # noqa: E402
-from lobreplay import lobc  # noqa: E402
+from lobreplay.l2 import lobc# noqa: E402
 from lobreplay.binance.convert import convert  # noqa: E402
 
 GOLDEN = HERE / "golden" / "convert.json"

@@ -1,6 +1,6 @@
 """The local fake Binance for the capture tests.
 
-The server itself is lobreplay/binance/fake.py (so `capture binance --selftest` has it in an
+The server itself is lobreplay/testing/fake_binance.py (so `capture binance --selftest` has it in an
 installed package too); this module feeds it the REAL recorded messages of the hftbacktest
 files in ../shared/data/binance (stream messages from the recorded snapshot on, and that
 snapshot), runs it in a thread for subprocess tests, and builds the naive reference books
@@ -13,8 +13,8 @@ import gzip
 import threading
 from pathlib import Path
 
-from lobreplay.binance.fake import SPOT, USDM, Fault, FakeBinance, Script, script_from_lines, synthetic_script
-from lobreplay.lobc import DIFF_LEVEL, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL, parse_decimal
+from lobreplay.testing.fake_binance import SPOT, USDM, Fault, FakeBinance, Script, script_from_lines, synthetic_script
+from lobreplay.l2.lobc import DIFF_LEVEL, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL, parse_decimal
 
 __all__ = ["SPOT", "USDM", "Fault", "FakeBinance", "Script", "recorded_script", "synthetic_script", "ThreadedFake",
            "replay_books", "true_book", "BINANCE_DATA"]

@@ -1,4 +1,4 @@
-"""Golden digests of the .lobc replay's reports (lobreplay.l2replay.replay_lobc).
+"""Golden digests of the .lobc replay's reports (lobreplay.l2.replay.replay_lobc).
 
     .venv/bin/python tests/l2_golden.py --write     # regenerate tests/golden/l2_reports.json
     .venv/bin/python tests/l2_golden.py             # compare the current code against it
@@ -42,8 +42,8 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
 import golden_common  # noqa: E402
-from lobreplay import lobc  # noqa: E402
-from lobreplay.l2replay import ALL_REPORTS, L2ReplayConfig, replay_lobc  # noqa: E402
+from lobreplay.l2 import lobc# noqa: E402
+from lobreplay.l2.replay import ALL_REPORTS, L2ReplayConfig, replay_lobc  # noqa: E402
 
 GOLDEN = HERE / "golden" / "l2_reports.json"
 REAL = golden_common.RECORDINGS  # name -> the recording(s) converted as one

@@ -1,4 +1,4 @@
-"""The Python implementation of the L2 replay (lobreplay.l2 before its per-record work
+"""The Python implementation of the L2 replay (lobreplay.l2.ladder before its per-record work
 moved into C, csrc/l2.c), kept as the slow reference: tests/test_l2_differential.py
 compares the C path's rows, counters and books against it, on the real recordings and on
 generated streams. Its own docstring follows.
@@ -12,7 +12,7 @@ is a NEW (GTC, FEED), one that shrinks a REDUCE (FEED), one that grows a
 REPLACE (same id, same price, FEED), one that goes to zero a CANCEL. A zero
 for a level that is not in the book is normal (Binance says so) and counted.
 
-Records come from .lobc files (lobreplay.lobc). One diff message (DIFF_BEGIN
+Records come from .lobc files (lobreplay.l2.lobc). One diff message (DIFF_BEGIN
 .. DIFF_END) is applied as a unit: its removals and reductions first, then its
 additions, so a message that moves the touch from one side to the other never
 crosses the book half way. A snapshot (SNAPSHOT_BEGIN .. END) is applied as a
@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lobreplay import lobc
-from lobreplay.book import Session
-from lobreplay.events import EVENT_DTYPE, TIF, Cause, Flag, Kind, Side, Status
+from lobreplay.l2 import lobc
+from lobreplay.core.book import Session
+from lobreplay.core.events import EVENT_DTYPE, TIF, Cause, Flag, Kind, Side, Status
 # the sizing both implementations take, and their shared constants
-from lobreplay.l2 import _I64, _LEVEL, MAX_GRID_LEVELS, MAX_MESSAGE, ORDER_SYMBOL_SHIFT, BookSizing, _cat  # noqa: F401
+from lobreplay.l2.ladder import _I64, _LEVEL, MAX_GRID_LEVELS, MAX_MESSAGE, ORDER_SYMBOL_SHIFT, BookSizing, _cat  # noqa: F401
 
 __all__ = ["BookSizing", "scan", "L2Replay", "ORDER_SYMBOL_SHIFT", "MAX_GRID_LEVELS"]
 

@@ -14,10 +14,10 @@ from collections import deque
 
 import numpy as np
 
-from lobreplay import lobc
 from lobreplay.binance.sync import (ASK, BID, MARKETS, MAX_MS, MS, SPOT, TRADE_FLAG_AGG, U64_MAX, Levels, Malformed,
                                     _int, _ms, decode_json)
-from lobreplay.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT,
+from lobreplay.l2 import lobc
+from lobreplay.l2.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT,
                             GAP_ROTATE, GAP_SEQUENCE, GAP_STALE_SNAPSHOT, RECORD_DTYPE, RESYNC, SNAPSHOT_BEGIN,
                             SNAPSHOT_END, SNAPSHOT_LEVEL, TICKER_ASK, TICKER_BID, TRADE)
 
@@ -234,7 +234,7 @@ class ReferenceDepthSync:
             self._malformed(raw, recv_ns, err)
 
     def feed_depth(self, stream, s, U, u, pu, exch_ms, recv_ns: int, bids: np.ndarray, asks: np.ndarray) -> None:
-        """A depthUpdate message that the C decoder (lobreplay._coreapi.bn_decode) took: the
+        """A depthUpdate message that the C decoder (lobreplay.core._coreapi.bn_decode) took: the
         same as feed() of its text. stream: the envelope's stream name (None: no envelope),
         s: its "s" (None: none), pu: 0 on spot, exch_ms: E (-1: none), bids and asks: int64
         (n, 2) arrays of price, qty. The decoder took only well-formed messages (U <= u,

@@ -1,4 +1,4 @@
-"""lobreplay.analysis (load, plots) and lobreplay.hgrm (HdrHistogram .hgrm export)."""
+"""lobreplay.reports.analysis (load, plots) and lobreplay.reports.hgrm (HdrHistogram .hgrm export)."""
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +16,9 @@ from matplotlib.collections import PathCollection, QuadMesh  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.table import Table  # noqa: E402
 
-from lobreplay import Kind, analysis as A, lobc  # noqa: E402
+from lobreplay import Kind  # noqa: E402
+from lobreplay.l2 import lobc  # noqa: E402
+from lobreplay.reports import analysis as A  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample_day.itch.gz"
@@ -63,7 +65,7 @@ def _write_small_lobc(path):
 
 @pytest.fixture(scope="module")
 def lobc_dir(tmp_path_factory):
-    from lobreplay.l2replay import replay_lobc
+    from lobreplay.l2.replay import replay_lobc
     d = tmp_path_factory.mktemp("lobc")
     _write_small_lobc(d / "small.lobc")
     s = replay_lobc(d / "small.lobc", str(d / "out"))
@@ -231,7 +233,7 @@ def test_lobc_depth_samples_load_scaled_and_make_the_heatmap(tmp_path):
     qty_scale (scale_qty) like the other quantities, and the heatmap takes its levels; the
     time-weighted total is that of the samples (each holding until the next, the last one
     for one interval)."""
-    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
     _write_small_lobc(tmp_path / "small.lobc")
     replay_lobc(tmp_path / "small.lobc", str(tmp_path / "out"), L2ReplayConfig(depth_levels=2, depth_every_ns=2_000_000))
     raw = A.load(tmp_path / "out")
@@ -253,7 +255,7 @@ def test_lobc_depth_samples_load_scaled_and_make_the_heatmap(tmp_path):
 
 
 def test_plot_latency_with_histograms():
-    from lobreplay.synth import generate_flow
+    from lobreplay.testing.synth import generate_flow
     flow = generate_flow(5_000, n_instruments=2, seed=3)
     sess = flow.session()
     sess.set_timing(True)
@@ -269,7 +271,7 @@ def test_plot_latency_with_histograms():
     assert len(f.axes[0].lines) == len(h) and f.axes[0].get_xscale() == "log"
     # an empty bucket between two others is a gap in the line (it was drawn at the height of
     # the bucket before it, as if it held as many events)
-    from lobreplay._coreapi import bucket_lows
+    from lobreplay.core._coreapi import bucket_lows
     lows = bucket_lows()
     c = np.zeros(len(lows), np.uint64)
     c[[40, 41, 44]] = [5, 7, 2]
@@ -283,7 +285,7 @@ def test_plot_latency_with_histograms():
 
 
 def _timed_session(n=20_000):
-    from lobreplay.synth import generate_flow
+    from lobreplay.testing.synth import generate_flow
     flow = generate_flow(n, n_instruments=2, seed=5)
     sess = flow.session()
     sess.set_timing(True)
@@ -292,9 +294,9 @@ def _timed_session(n=20_000):
 
 
 def _check_against_summary(df, foot, counts, lows, index_of):
-    """The .hgrm table against lobreplay.latency.summarize: same total and max bucket, and each
+    """The .hgrm table against lobreplay.reports.latency.summarize: same total and max bucket, and each
     percentile of summarize lies between the file's rows that bracket it."""
-    from lobreplay.latency import PERCENTILES, summarize
+    from lobreplay.reports.latency import PERCENTILES, summarize
     s = summarize(counts)
     assert foot["TotalCount"] == s["count"] == df["total_count"].iloc[-1]
     assert lows[index_of(int(foot["Max"]))] == s["max"]
@@ -314,8 +316,8 @@ def _check_against_summary(df, foot, counts, lows, index_of):
 
 
 def test_hgrm_round_trip_session(tmp_path):
-    from lobreplay import hgrm
-    from lobreplay._coreapi import bucket_lows, hist_index
+    from lobreplay.reports import hgrm
+    from lobreplay.core._coreapi import bucket_lows, hist_index
     sess = _timed_session()
     written = hgrm.export_session_hgrm(sess, tmp_path)
     kinds = {k.name for k in Kind if sess.histogram(k).any()}
@@ -331,8 +333,8 @@ def test_hgrm_round_trip_session(tmp_path):
 
 
 def test_hgrm_book_histograms(tmp_path):
-    from lobreplay import hgrm
-    from lobreplay._coreapi import book_bucket_lows, book_hist_index
+    from lobreplay.reports import hgrm
+    from lobreplay.core._coreapi import book_bucket_lows, book_hist_index
     sess = _timed_session(5_000)
     written = hgrm.export_session_hgrm(sess, tmp_path, instrument=1)
     assert written and all(p.name.startswith("latency_1_") for p in written.values())
@@ -343,9 +345,9 @@ def test_hgrm_book_histograms(tmp_path):
 
 def test_hgrm_exact_small_histogram(tmp_path):
     """Values below 2048 ns are exact buckets: the file's percentiles are the values."""
-    from lobreplay import hgrm
-    from lobreplay._coreapi import bucket_lows, hist_index
-    from lobreplay.latency import summarize
+    from lobreplay.reports import hgrm
+    from lobreplay.core._coreapi import bucket_lows, hist_index
+    from lobreplay.reports.latency import summarize
     lows = bucket_lows()
     counts = np.zeros(len(lows), np.uint64)
     for v, n in ((40, 900), (100, 90), (1500, 9), (3000, 1)):
@@ -368,8 +370,8 @@ def test_hgrm_range_ends_at_the_largest_value():
     Python loops over the whole range); every row is that of the full 2^42 ns range."""
     from hdrh.histogram import HdrHistogram
 
-    from lobreplay import hgrm
-    from lobreplay._coreapi import bucket_lows, hist_index
+    from lobreplay.reports import hgrm
+    from lobreplay.core._coreapi import bucket_lows, hist_index
     lows = bucket_lows()
     counts = np.zeros(len(lows), np.uint64)
     rng = np.random.default_rng(5)
@@ -388,7 +390,7 @@ def test_hgrm_range_ends_at_the_largest_value():
         plain.record_value(int(lows[i]), int(counts[i]))
     assert text == hgrm._text(plain, 5)
     # a book's coarse buckets (several core values to one bucket) too
-    from lobreplay._coreapi import book_bucket_lows, book_hist_index
+    from lobreplay.core._coreapi import book_bucket_lows, book_hist_index
     blows = book_bucket_lows()
     coarse = np.zeros(len(blows), np.uint64)
     for v in rng.integers(20, 5_000_000, 4000):
@@ -410,8 +412,8 @@ def test_hgrm_rows_match_the_package(buckets, ticks, coarse):
     tick density and bucket layout."""
     from hdrh.histogram import HdrHistogram
 
-    from lobreplay import hgrm
-    from lobreplay._coreapi import book_bucket_lows, bucket_lows
+    from lobreplay.reports import hgrm
+    from lobreplay.core._coreapi import book_bucket_lows, bucket_lows
     lows = book_bucket_lows() if coarse else bucket_lows()
     counts = np.zeros(len(lows), np.uint64)
     for i, c in buckets:
@@ -427,7 +429,7 @@ def test_hgrm_from_raw_values(tmp_path):
     """Raw values (ns) into a 1 ns .. 1 s, 3-figure HdrHistogram: the same as one record per value."""
     from hdrh.histogram import HdrHistogram
 
-    from lobreplay import hgrm
+    from lobreplay.reports import hgrm
     rng = np.random.default_rng(3)
     v = np.concatenate([rng.integers(20, 200, 5000), rng.integers(2000, 90_000, 300), [2 * 10**9]])
     h, clamped = hgrm.values_histogram(v.astype(np.uint32))

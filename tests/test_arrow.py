@@ -1,4 +1,4 @@
-"""lobreplay._arrow builds the same Arrow arrays as pyarrow.array (which imports pandas),
+"""lobreplay.core.arrow builds the same Arrow arrays as pyarrow.array (which imports pandas),
 and reads numeric columns back like to_numpy, from the buffers."""
 import numpy as np
 import pyarrow as pa
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from lobreplay import _arrow
+from lobreplay.core import arrow as _arrow
 
 NUMERIC = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"]
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lobreplay.hgrm import read_hgrm
+from lobreplay.reports.hgrm import read_hgrm
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ["add_only", "cancel_only", "aggressive_walk", "notional_walk", "mixed_70_20_10",

@@ -11,10 +11,10 @@ import time
 import numpy as np
 import pytest
 
-from lobreplay import lobc
+from lobreplay.l2 import lobc
 from lobreplay.binance.capture import Capture, CaptureOptions, _quiet, http_get, plan_connections
 from lobreplay.binance.convert import convert
-from lobreplay.lobc import (DIFF_BEGIN, GAP, GAP_24H, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT, GAP_SEQUENCE,
+from lobreplay.l2.lobc import (DIFF_BEGIN, GAP, GAP_24H, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT, GAP_SEQUENCE,
                             GAP_SHUTDOWN, GAP_STALE_SNAPSHOT, RESYNC, SNAPSHOT_END, TICKER_BID,
                             TRADE)
 
@@ -241,7 +241,7 @@ def test_sigterm_mid_run_leaves_a_whole_file(tmp_path):
     out = tmp_path / "term.lobc"
     with ThreadedFake(SPOT, [eth], rate=400) as fb:
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        p = subprocess.Popen([sys.executable, "-m", "lobreplay.binance.cli", "capture", "binance", "--symbol",
+        p = subprocess.Popen([sys.executable, "-m", "lobreplay", "capture", "binance", "--symbol",
                               "ethusdt", "--seconds", "120", "-o", str(out), "--trades", "--book-ticker",
                               "--ws-url", fb.ws_url, "--rest-url", fb.rest_url, "--no-progress"],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -274,7 +274,7 @@ def test_a_capture_that_never_connects_says_so_and_fails(tmp_path):
     whole, its header only (it once ended quietly with exit 0)."""
     out = tmp_path / "none.lobc"
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-m", "lobreplay.binance.cli", "capture", "binance", "--symbol", "btcusdt",
+    p = subprocess.run([sys.executable, "-m", "lobreplay", "capture", "binance", "--symbol", "btcusdt",
                         "--seconds", "1.5", "-o", str(out), "--ws-url", "ws://127.0.0.1:1/",
                         "--rest-url", "http://127.0.0.1:1/", "--no-progress"], env=env, capture_output=True,
                        text=True, timeout=60)
@@ -293,7 +293,7 @@ def test_a_capture_whose_symbol_never_syncs_says_so_and_exits_3(tmp_path):
     out = tmp_path / "never.lobc"
     with ThreadedFake(SPOT, [eth], rate=400, rest_429=10**6, retry_after="0.3") as fb:
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        p = subprocess.run([sys.executable, "-m", "lobreplay.binance.cli", "capture", "binance", "--symbol",
+        p = subprocess.run([sys.executable, "-m", "lobreplay", "capture", "binance", "--symbol",
                             "ethusdt", "--seconds", "2", "-o", str(out), "--ws-url", fb.ws_url, "--rest-url",
                             fb.rest_url, "--no-progress"], env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 3, p.stderr
@@ -309,7 +309,7 @@ def test_rotate_starts_a_file_per_period_each_replaying_on_its_own(tmp_path):
     no RESYNC); every synced stretch is the server's sequence; the books of the last file
     with events are the server's; each raw log converts to its own file's records."""
     from lobreplay.binance.capture import rotated_name
-    from lobreplay.lobc import GAP_ROTATE
+    from lobreplay.l2.lobc import GAP_ROTATE
     names = ["ETHUSDT", "BTCUSDT"]
     scripts = [synthetic_script(n, SPOT, n_events=2400, seed=8 + i) for i, n in enumerate(names)]
     fb, cap, st = asyncio.run(capture_against(
@@ -365,8 +365,8 @@ def test_rotated_raw_parts_converted_together_are_one_continuous_file(tmp_path):
     GAP (rotate) and the sync after it a RESYNC (the capture's own files start afresh, so
     without it a replay skipped every update after the first rotation); apart from those
     RESYNCs the records are the parts' own, one after the other; a replay skips nothing."""
-    from lobreplay.l2replay import replay_lobc
-    from lobreplay.lobc import GAP_ROTATE
+    from lobreplay.l2.replay import replay_lobc
+    from lobreplay.l2.lobc import GAP_ROTATE
     names = ["ETHUSDT", "BTCUSDT"]
     scripts = [synthetic_script(n, SPOT, n_events=3000, seed=18 + i) for i, n in enumerate(names)]
     fb, cap, st = asyncio.run(capture_against(
@@ -462,7 +462,7 @@ def test_sigkill_leaves_a_raw_gzip_that_converts_with_allow_truncated(tmp_path):
     out, raw = tmp_path / "kill.lobc", tmp_path / "kill.jsonl.gz"
     with ThreadedFake(SPOT, [eth], rate=400) as fb:
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        p = subprocess.Popen([sys.executable, "-m", "lobreplay.binance.cli", "capture", "binance", "--symbol",
+        p = subprocess.Popen([sys.executable, "-m", "lobreplay", "capture", "binance", "--symbol",
                               "ethusdt", "--seconds", "120", "-o", str(out), "--raw", str(raw), "--trades",
                               "--ws-url", fb.ws_url, "--rest-url", fb.rest_url, "--no-progress"],
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

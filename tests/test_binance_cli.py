@@ -1,9 +1,9 @@
 """`capture binance` through add_commands(): --from-jsonl and --selftest (offline)."""
 import argparse
 
-from lobreplay import lobc
+from lobreplay.l2 import lobc
 from lobreplay.binance import capture as capture_mod
-from lobreplay.binance.cli import add_commands
+from lobreplay.cli.binance import add_commands
 
 from fake_binance import BINANCE_DATA
 
@@ -36,7 +36,7 @@ def test_from_jsonl(tmp_path, capsys):
     # an existing -o is not overwritten without --force
     day9 = str(BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240809.gz")
     size = out.stat().st_size
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     assert main(["capture", "binance", "--from-jsonl", day9, "-o", str(out)]) == 1
     assert f"{out} exists; use --force to overwrite it" in capsys.readouterr().err and out.stat().st_size == size
     # a file that cannot sync on its own says so and exits 3
@@ -56,7 +56,7 @@ def test_from_jsonl_of_a_cut_or_corrupt_gzip_names_the_file(tmp_path, capsys):
     and how much text came before, exit status 1, no traceback, no .lobc left behind (the scan
     reads the whole file before anything is written)."""
     from lobreplay.binance.detect import CHUNK
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     whole = (BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240808.gz").read_bytes()
     for name, data, after in [("cut.gz", whole[:600_000], f"in the piece read after byte {CHUNK:,} of it"),
                               ("corrupt.gz", b"\x1f\x8b\x08\x00" + b"garbage" * 9, "in the piece read after byte 0")]:
@@ -77,7 +77,7 @@ def test_from_jsonl_of_a_cut_or_corrupt_gzip_names_the_file(tmp_path, capsys):
 def test_capture_arguments_checked_before_anything_runs(tmp_path, capsys):
     """Values that made a capture loop or run forever, or fail only at its end, are refused at
     once with a one-line error and exit 1, before any connection or file."""
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     out = tmp_path / "x.lobc"
     base = ["capture", "binance", "--symbol", "btcusdt", "-o", str(out), "--ws-url", "ws://127.0.0.1:1",
             "--rest-url", "http://127.0.0.1:1", "--no-progress"]
@@ -98,7 +98,7 @@ def test_capture_refuses_to_overwrite_without_force(tmp_path, capsys):
     """An existing -o or --raw (with --rotate: a file of the current or a later period) is not
     overwritten unless --force: a capture is not something to lose by repeating a command."""
     from lobreplay.binance.capture import CaptureOptions, existing_outputs, rotated_name
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     out, raw = tmp_path / "c.lobc", tmp_path / "c.jsonl.gz"
     raw.write_bytes(b"earlier")
     base = ["capture", "binance", "--symbol", "btcusdt", "-o", str(out), "--raw", str(raw), "--seconds", "0.3",
@@ -127,7 +127,7 @@ def test_from_jsonl_refuses_to_write_over_its_own_recording(tmp_path, capsys):
     are two outputs of a live capture that are one file (-o and --raw), before connecting."""
     import os
 
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     rec = tmp_path / "rec.gz"
     rec.write_bytes((BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240808.gz").read_bytes())
     before = rec.read_bytes()

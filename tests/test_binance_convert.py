@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lobreplay import lobc
+from lobreplay.l2 import lobc
 from lobreplay.binance import sync as sync_mod
 from lobreplay.binance.convert import convert
 from lobreplay.binance.detect import detect_format, market_of
 from lobreplay.binance.scan import _pieces
-from lobreplay.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, RESYNC, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL,
+from lobreplay.l2.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, RESYNC, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL,
                             TICKER_ASK, TICKER_BID, TRADE)
 
 from fake_binance import BINANCE_DATA
@@ -330,7 +330,7 @@ def test_a_conversion_that_fails_part_way_leaves_no_partial_file(tmp_path, monke
     error names what failed, an earlier output stays as it was, and no .lobc is left that
     `lobc check` would call whole while holding only part of the recording."""
     import errno
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     dst = tmp_path / "u.lobc"
     dst.write_bytes(b"an earlier conversion")
     calls = []

@@ -1,4 +1,4 @@
-"""The C decoder of depthUpdate messages (csrc/bnjson.c, lobreplay._coreapi.bn_decode) in
+"""The C decoder of depthUpdate messages (csrc/bnjson.c, lobreplay.core._coreapi.bn_decode) in
 the JSONL -> .lobc conversion: the same .lobc records as the Python path on every real
 recording (against tests/golden/convert.json, written before the decoder existed, and against
 convert(c_decoder=False)), and on lines built to sit on every edge the decoder must leave to
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 import convert_golden
 import golden_common
-from lobreplay import lobc
-from lobreplay._coreapi import BN_DEPTH, BN_TRADE, bn_decode, bn_values
+from lobreplay.l2 import lobc
+from lobreplay.core._coreapi import BN_DEPTH, BN_TRADE, bn_decode, bn_values
 from lobreplay.binance import convert as convert_module
 from lobreplay.binance import scan as scan_module
 from lobreplay.binance.convert import convert
@@ -328,7 +328,7 @@ def simple_lines(usdm: bool) -> list[bytes]:
 
 
 def test_the_decoder_takes_every_real_trade_and_ticker():
-    from lobreplay._coreapi import BN_TICKER
+    from lobreplay.core._coreapi import BN_TICKER
     for src, usdm in ((SPOT_SRC, False), (USDM_SRC, True)):
         blob = gzip.open(src).read()
         lines, levels = bn_decode(blob, usdm=usdm, price_digits=8, qty_digits=8)
@@ -356,7 +356,7 @@ def test_the_decoder_takes_every_real_trade_and_ticker():
 
 @pytest.mark.parametrize("usdm", [False, True])
 def test_trade_and_ticker_edges_convert_the_same_with_and_without_the_decoder(tmp_path, usdm):
-    from lobreplay._coreapi import BN_AGGTRADE, BN_TICKER
+    from lobreplay.core._coreapi import BN_AGGTRADE, BN_TICKER
     lines = simple_lines(usdm)
     for eol in (b"\n", b"\r\n"):
         src = tmp_path / "simple.jsonl"
@@ -376,7 +376,7 @@ def test_trade_and_ticker_edges_convert_the_same_with_and_without_the_decoder(tm
 def test_many_symbols_in_one_chunk(tmp_path):
     """More (stream, s) names in a chunk than the decoder numbers (LOB_BN_NAMES): the rest go
     through the Python path; several symbols, some unknown, in one recording."""
-    from lobreplay._coreapi import lib
+    from lobreplay.core._coreapi import lib
     syms = [f"S{i}" for i in range(lib.LOB_BN_NAMES + 20)]
     rows = []
     for k in range(3):

@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from lobreplay import lobc
+from lobreplay.l2 import lobc
 from lobreplay.binance.sync import SPOT, USDM, DepthSync, Levels, decode_json
-from lobreplay.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT,
+from lobreplay.l2.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT,
                             GAP_SEQUENCE, GAP_SHUTDOWN, GAP_STALE_SNAPSHOT, RESYNC, SNAPSHOT_BEGIN, SNAPSHOT_END,
                             SNAPSHOT_LEVEL, TICKER_ASK, TICKER_BID, TRADE)
 
@@ -454,7 +454,7 @@ def test_the_machine_does_what_its_reference_does(market, seed, max_buffer):
     reference: after every call the same records (byte for byte), events, counts, per-symbol
     results and wanted snapshots; the decoded lines taken in one batch (feed_lines) give what
     the same lines fed one by one to the reference give."""
-    from lobreplay._coreapi import bn_decode
+    from lobreplay.core._coreapi import bn_decode
     rng = random.Random(seed * 7 + max_buffer)
     syms = ["AAAUSDT", "BBBUSDT", "CCCUSDT"]
     m = DepthSync(market, syms, max_buffer=max_buffer)

@@ -7,7 +7,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from lobreplay.cli import main
+from lobreplay.cli.main import main
 
 SAMPLE_DAY = str(pathlib.Path(__file__).resolve().parent.parent / "data" / "sample_day.itch.gz")
 
@@ -21,7 +21,7 @@ def test_demo_in_process(capsys):
 
 
 def test_the_report_line_counts_rows_in_english():
-    from lobreplay.cli import reports_text
+    from lobreplay.cli.common import reports_text
     assert reports_text("out", {"desyncs": 0, "bbo": 1, "executions": 1234}, "summary.json") == \
         "reports in out/: desyncs (0 rows), bbo (1 row), executions (1,234 rows), summary.json"
 
@@ -162,7 +162,7 @@ def _replay_signalled(out, signame: str):
     script = (
         "import os, signal, sys\n"
         "from lobreplay.itch import replay\n"
-        "from lobreplay.reports import ReportSet, TableWriter\n"
+        "from lobreplay.reports.tables import ReportSet, TableWriter\n"
         "TableWriter.ROW_GROUP = 1000\n"
         "real = replay.ItchReplay._chunk_reports\n"
         "def once(self, *a, **k):\n"
@@ -171,7 +171,7 @@ def _replay_signalled(out, signame: str):
         "        [f.result() for f in r._pending]\n"
         f"    os.kill(os.getpid(), signal.{signame})\n"
         "replay.ItchReplay._chunk_reports = once\n"
-        "from lobreplay.cli import main\n"
+        "from lobreplay.cli.main import main\n"
         f"sys.exit(main(['itch', 'replay', {SAMPLE_DAY!r}, '-o', {str(out)!r}, '--no-progress', '--chunk-mb', '1']))\n")
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(root)})
@@ -424,7 +424,7 @@ def _main_with(patch: str, argv: list):
     imported), e.g. one that makes the command signal itself at a chosen point."""
     import os
     root = pathlib.Path(__file__).resolve().parent.parent
-    script = ("import os, signal, sys\n" + patch + "from lobreplay.cli import main\n"
+    script = ("import os, signal, sys\n" + patch + "from lobreplay.cli.main import main\n"
               f"sys.exit(main({argv!r}))\n")
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(root)})
@@ -437,7 +437,7 @@ def test_an_output_that_is_an_input_is_refused_by_every_command(tmp_path, capsys
     its ITCH file, replay-many with the dataset at an input. Nothing is changed."""
     import os
 
-    from lobreplay.lobster import lobster_names
+    from lobreplay.itch.lobster import lobster_names
     rep = tmp_path / "rep"
     assert main(["itch", "replay", SAMPLE_DAY, "-o", str(rep), "--no-progress", "--no-timing"]) == 0
     day = tmp_path / "day.itch.gz"

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import lobreplay as L
-from lobreplay import _coreapi
-from lobreplay.synth import generate_flow
+from lobreplay.core import _coreapi
+from lobreplay.testing.synth import generate_flow
 
 B, S = L.Side.BUY, L.Side.SELL
 
@@ -407,7 +407,7 @@ def test_result_does_not_depend_on_exec_capacity(cap):
 def test_default_scratch_is_capped_and_drained(monkeypatch):
     """The session's own execution/desync buffers hold at most SCRATCH_ROWS rows; a batch
     with more executions is drained and resumed with the same result."""
-    import lobreplay.book as book
+    import lobreplay.core.book as book
     flow = generate_flow(4000, n_instruments=3, seed=5, resting=200)
     ref = flow.session().apply(flow.events, bbo=True, exec_capacity=10**6)
     monkeypatch.setattr(book, "SCRATCH_ROWS", 64)
@@ -813,7 +813,7 @@ def test_book_bytes_follow_the_books():
 
 
 def test_percentiles_from_a_known_histogram():
-    from lobreplay.latency import percentile, summarize
+    from lobreplay.reports.latency import percentile, summarize
     counts = np.zeros(_coreapi.HIST_BUCKETS, np.uint64)
     counts[10] = 90
     counts[100] = 9
@@ -855,7 +855,7 @@ def test_session_clock_is_calibrated_and_times_events():
     out = s.apply(flow.events)
     hist = sum(s.histogram(k) for k in L.Kind)
     assert int(hist.sum()) == len(flow.events) == len(out.results)
-    from lobreplay.latency import summarize
+    from lobreplay.reports.latency import summarize
     assert summarize(hist)["p50"] > 0
 
 
@@ -897,7 +897,7 @@ def test_depth_rows_do_not_depend_on_the_row_buffer():
 
 
 def test_orders_of_a_side_best_first_in_queue_order_and_capped():
-    from lobreplay._coreapi import ffi, lib
+    from lobreplay.core._coreapi import ffi, lib
     b = L.OrderBook(100, 200, 1, 16)
     for oid, side, px, q in ((1, B, 150, 10), (2, S, 160, 5), (3, B, 151, 1), (4, B, 150, 7), (5, S, 170, 2)):
         b.new(oid, side, px, q)
@@ -922,7 +922,7 @@ def test_orders_of_a_side_best_first_in_queue_order_and_capped():
 def test_validate_finds_each_broken_invariant(what, says):
     """validate() is what every other test trusts: each invariant broken on purpose
     (lob_book_break) is reported, by name; the same book unbroken passes."""
-    from lobreplay._coreapi import lib
+    from lobreplay.core._coreapi import lib
     from lobreplay.errors import CorruptBookError
     b = L.OrderBook(100, 200, 1, 64)
     for oid, side, px, q in ((1, B, 150, 10), (2, B, 150, 5), (3, S, 160, 7), (4, B, 140, 1)):
@@ -978,7 +978,7 @@ def test_interactive_arguments_are_checked_by_name():
 def test_replay_configs_take_names_as_a_list_or_comma_separated():
     """symbols="PT" was the symbols P and T; a report name not known, a bare KeyError."""
     from lobreplay.itch.replay import ReplayConfig
-    from lobreplay.l2replay import L2ReplayConfig
+    from lobreplay.l2.replay import L2ReplayConfig
 
     for cfg in (ReplayConfig, L2ReplayConfig):
         assert cfg(symbols="AAPL, MSFT").symbols == ["AAPL", "MSFT"] == cfg(symbols=("AAPL", "MSFT")).symbols
@@ -999,7 +999,7 @@ def test_replay_configs_take_names_as_a_list_or_comma_separated():
 def test_constructor_and_latency_arguments_are_checked_by_name():
     """OrderBook's sizes (cffi's OverflowError or 'an integer is required' named none), the
     participant's range (said 0..2^64-1), and percentiles/counts latency cannot mean."""
-    from lobreplay.latency import percentile, summarize
+    from lobreplay.reports.latency import percentile, summarize
     for args, says in (((0, 100, 1, -5), "capacity: -5 is outside 1..4294967295"),
                        ((0, 100, 1, 2**40), "capacity: 1099511627776 is outside"),
                        ((0.0, 100, 1, 10), "band_low: expected an integer"),
@@ -1030,7 +1030,7 @@ def test_session_apply_never_grows_its_outputs_without_bound(monkeypatch):
 
     def stuck(*a):
         calls.append(len(a[2]))
-        return (L._coreapi.CONSTANTS["LOB_EEXECFULL"], 0, 0, 0, 0, 0)
+        return (_coreapi.CONSTANTS["LOB_EEXECFULL"], 0, 0, 0, 0, 0)
 
     monkeypatch.setattr(s._s, "apply", stuck)
     ev = np.zeros(1, L.EVENT_DTYPE)

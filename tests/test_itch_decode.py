@@ -126,7 +126,7 @@ def test_file_sha256_is_the_files(synthetic_day, tmp_path):
     import hashlib
     import threading
 
-    from lobreplay.reports import file_sha256
+    from lobreplay.reports.tables import file_sha256
     gz = tmp_path / "day.itch.gz"
     with open(synthetic_day.path, "rb") as src, gzip.open(gz, "wb") as dst:
         shutil.copyfileobj(src, dst)
@@ -144,7 +144,7 @@ def test_file_sha256_in_the_background_runs_its_thread_at_low_priority(synthetic
     import os
     import threading
 
-    from lobreplay import reports
+    from lobreplay.reports import tables as reports
     seen = []
     real = reports.hashlib.sha256
 
@@ -374,7 +374,7 @@ def test_pcap_damage_gaps_and_jumps_are_told_and_too_much_loss_fails(tmp_path, c
     """Damaged sequence numbers losing more than 1 % of the messages: a one-line error naming
     the file and the first bad packet, unless --allow-gaps (then a note on stderr for each
     kind, and the counts in summary.json)."""
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     from lobreplay.itch.reader import MAX_LOSS_SHARE
 
     def edit(recs):
@@ -406,7 +406,7 @@ def test_pcap_gaps_repeats_and_jumps_back_are_reported(tmp_path, capsys):
     damaged first packet are each counted and noted on stderr with the first packet's byte;
     a gap is messages missing; a far jump forward that the following packets agree with is a
     gap too (and fails: almost every message missing)."""
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
 
     def edit(recs):
         return recs[:10] + recs[12:30] + [recs[29]] + recs[30:]
@@ -637,7 +637,7 @@ def test_decode_metadata_says_each_tables_own_price_scale(synthetic_day, tmp_pat
     """Every decoded table's metadata names its own price columns and their scale: V's levels
     are Price(8) (10^8 a dollar), the others' Price(4); a table without prices has no
     price_scale (it said 10000 on every table, V's included)."""
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     from lobreplay.itch.spec import PRICE4_SCALE, PRICE8_SCALE
     out = tmp_path / "dec"
     assert main(["itch", "decode", synthetic_day.path, "-o", str(out)]) == 0

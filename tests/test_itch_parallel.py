@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from lobreplay.itch.faults import inject
+from lobreplay.testing.itch_faults import inject
 from lobreplay.itch.parallel import replay_itch_jobs, split_locates
 from lobreplay.itch.replay import ReplayConfig
 
@@ -92,7 +92,7 @@ def test_jobs_on_a_tiny_file_print_their_summary(tmp_path, capsys, name):
     """`--jobs 2` on a file too small to time its parts' core (their core seconds round to 0,
     so the core rate is None) or without a single order event: exit 0 and the pass line with
     n/a for that rate (it once failed with a TypeError traceback while printing it)."""
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     from tests.conftest import SHARED_ITCH
     assert main(["itch", "replay", str(SHARED_ITCH / name), "-o", str(tmp_path / "o"), "--jobs", "2",
                  "--no-progress", "--allow-truncated"]) == 0
@@ -105,8 +105,8 @@ def test_jobs_on_a_tiny_file_print_their_summary(tmp_path, capsys, name):
 def test_jobs_on_a_gzip_file_note_that_every_part_inflates_it(tmp_path, capsys, monkeypatch, cpus, noted):
     """`--jobs 2` on a gzip day: every part inflates the whole file, so with no more CPUs than
     parts the command says once on stderr that one job is likely faster (and goes on)."""
-    from lobreplay import reports
-    from lobreplay.cli import main
+    from lobreplay.reports import tables as reports
+    from lobreplay.cli.main import main
     monkeypatch.setattr(reports, "usable_cpus", lambda: cpus)
     day = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "sample_day.itch.gz")
     assert main(["itch", "replay", day, "-o", str(tmp_path / "o"), "--jobs", "2", "--no-progress",
@@ -122,8 +122,8 @@ def test_jobs_are_capped_at_the_cpus_and_the_books(tmp_path, capsys, monkeypatch
     """`--jobs 1000` started 1,000 processes (the out-of-memory killer ended them): at most
     the usable CPUs and the books, with a note on stderr and in the summary (5 asked here: safe to
     run on a tree without the cap)."""
-    from lobreplay import reports
-    from lobreplay.cli import main
+    from lobreplay.reports import tables as reports
+    from lobreplay.cli.main import main
     from lobreplay.itch import parallel
     from tests.conftest import SHARED_ITCH
     started = []

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lobreplay import _coreapi as core
-from lobreplay.book import Session
-from lobreplay.events import EVENT_DTYPE, Flag, Kind, Side, TIF
+from lobreplay.core import _coreapi as core
+from lobreplay.core.book import Session
+from lobreplay.core.events import EVENT_DTYPE, Flag, Kind, Side, TIF
 from lobreplay.itch import replay as itch_replay
 from lobreplay.itch.prices import MAX_LEVELS, PriceMap, PriceMaps, choose_map, padded, worth_mapping
 from lobreplay.itch.reader import ItchFile
@@ -491,7 +491,7 @@ if __name__ == "__main__":  # peak RSS of the two memory cases: /usr/bin/time -v
 
 def top_levels(live, loc, n):
     """The n best levels of both sides from live orders, as a LOBSTER orderbook row."""
-    from lobreplay.lobster import ASK_EMPTY, BID_EMPTY
+    from lobreplay.itch.lobster import ASK_EMPTY, BID_EMPTY
     row = []
     lv = {"B": {}, "S": {}}
     for o in live.values():
@@ -507,7 +507,7 @@ def top_levels(live, loc, n):
 def test_the_lobster_export_of_a_mapped_book(tmp_path):
     """LOBSTER files of the far-order stock: real prices in the messages, and each
     message's order book row (the last of its time) the truth's two best levels."""
-    from lobreplay.lobster import export_lobster, read_message, read_orderbook
+    from lobreplay.itch.lobster import export_lobster, read_message, read_orderbook
     d = far_order_day()
     path = d.write(tmp_path / "20191230.far.itch")
     mpath, opath = export_lobster(path, "FAR", 2, str(tmp_path / "lob"))

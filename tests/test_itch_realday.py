@@ -1,4 +1,4 @@
-"""Generated days with what a real NASDAQ day holds (lobreplay.itch.synth features): halts, LULD
+"""Generated days with what a real NASDAQ day holds (lobreplay.testing.itch_synth features): halts, LULD
 pauses and an IPO whose displayed orders cross, their crosses, an operational halt, an MWCB
 status, far-off prices, sub-penny prices, test issues, many symbols with a skewed share of
 messages. Each is checked against the naive ground-truth book (tests/itch_truth.py), and the
@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import itch_truth  # noqa: E402
 
 from lobreplay.itch.replay import ReplayConfig, replay_itch  # noqa: E402
-from lobreplay.itch.synth import FEATURES, TARGET_MIX, DayTruth, generate_day, main  # noqa: E402
+from lobreplay.testing.itch_synth import FEATURES, TARGET_MIX, DayTruth, generate_day, main  # noqa: E402
 
 NS = 10**9
 HALTS = ("halts", "ipo", "operational", "mwcb")
@@ -233,7 +233,7 @@ def test_replay_equals_the_truth_after_every_message(day, request, tmp_path):
 
 def test_truth_compare_finds_residual_orders(tmp_path):
     """A day whose last deletes are cut off: the residual_order rows are the truth's live orders."""
-    from lobreplay.itch import faults
+    from lobreplay.testing import itch_faults as faults
     src = tmp_path / "d.itch"
     truth = generate_day(src, n_messages=30_000, n_symbols=12, seed=9)
     dst = tmp_path / "cut.itch"

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lobreplay.errors import InputError
-from lobreplay.itch.faults import FAULTS, inject
+from lobreplay.testing.itch_faults import FAULTS, inject
 from lobreplay.itch.replay import ReplayConfig, replay_itch, session_date, size_books
 from tests.conftest import SHARED_ITCH, real_itch_files
 
@@ -81,7 +81,7 @@ def test_columns_handed_to_the_report_writer_stay_as_they_were(synthetic_day, tm
     once were, and a busy writer then wrote the next chunk's tops). Every numpy column is
     compared, after the replay, with its copy taken when it was handed over; with the events
     regrouped by book too (other arrays, other copies)."""
-    from lobreplay.reports import ReportSet
+    from lobreplay.reports.tables import ReportSet
     handed = []
 
     def keep(columns):
@@ -299,7 +299,7 @@ def test_table_writer_takes_late_metadata_when_it_opens(tmp_path):
 
     import pyarrow as pa
 
-    from lobreplay.reports import TableWriter
+    from lobreplay.reports.tables import TableWriter
     late = Future()
     w = TableWriter(str(tmp_path / "t.parquet"), pa.schema([("x", pa.int64())]), {"a": "1", "source_sha256": late})
     late.set_result("f" * 64)
@@ -317,7 +317,7 @@ def test_table_writer_gathers_small_batches_into_row_groups(tmp_path, monkeypatc
     tables) gathered with them, and close writes what is held."""
     import pyarrow as pa
 
-    from lobreplay.reports import TableWriter, read_report
+    from lobreplay.reports.tables import TableWriter, read_report
     monkeypatch.setattr(TableWriter, "ROW_GROUP", 100)
     path = str(tmp_path / ("t.arrows" if stream else "t.parquet"))
     w = TableWriter(path, pa.schema([("x", pa.int64())]), {}, stream=stream)
@@ -340,7 +340,7 @@ def test_report_set_closes_every_table_even_if_one_fails(tmp_path, monkeypatch):
     and the failure of another is raised."""
     import pyarrow as pa
 
-    from lobreplay.reports import ReportSet, TableWriter
+    from lobreplay.reports.tables import ReportSet, TableWriter
     monkeypatch.setattr(TableWriter, "ROW_GROUP", 1000)
     rs = ReportSet(str(tmp_path), [], {"a": "1"})
     for name in ("t1", "t2", "t3"):
@@ -375,7 +375,7 @@ def test_a_failing_replay_leaves_valid_outputs(synthetic_day, tmp_path):
 def test_a_replay_without_reports_imports_neither_pyarrow_nor_pandas(synthetic_day, tmp_path):
     # their imports are a fixed ~0.1 + 0.2 s (benchmarks/RESULTS.md); with reports they
     # are imported on a thread during pass 1
-    code = ("import sys; from lobreplay.cli import main; "
+    code = ("import sys; from lobreplay.cli.main import main; "
             f"rc = main(['itch', 'replay', {synthetic_day.path!r}, '-o', {str(tmp_path / 'o')!r}, '--no-reports', "
             "'--no-progress']); print(rc, 'pyarrow' in sys.modules, 'pandas' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
@@ -386,13 +386,13 @@ def test_a_replay_without_reports_imports_neither_pyarrow_nor_pandas(synthetic_d
 @pytest.mark.parametrize("args", [[], ["--jobs", "2"], ["real"]])
 def test_a_replay_with_every_report_does_not_import_pandas(synthetic_day, tmp_path, args):
     """pyarrow.array imports pandas (0.25 s of CPU) to ask whether its argument is a pandas
-    object; reports build their arrays with lobreplay._arrow instead, and nothing else in a
+    object; reports build their arrays with lobreplay.core.arrow instead, and nothing else in a
     replay needs pandas. Nor does one process need pyarrow.compute (60-75 ms to import): report
     columns are built without casts or takes, and desyncs sorted in numpy (the real capture
     has 244; a --jobs merge sorts with a take, which loads it)."""
     path = synthetic_day.path if args != ["real"] else str(SHARED_ITCH / "nasdaq_20230822_0930.itch")
     args = [] if args == ["real"] else args
-    code = ("import sys; from lobreplay.cli import main; "
+    code = ("import sys; from lobreplay.cli.main import main; "
             f"rc = main(['itch', 'replay', {path!r}, '-o', {str(tmp_path / 'o')!r}, '--no-progress', "
             f"*{args!r}]); print(rc, 'pyarrow' in sys.modules, 'pandas' in sys.modules, "
             "'pyarrow.compute' in sys.modules)")
@@ -521,7 +521,7 @@ def overall_max(lat, kind):
 
 
 def test_hgrm_files_beside_the_latency_table(clean):
-    from lobreplay.hgrm import read_hgrm
+    from lobreplay.reports.hgrm import read_hgrm
     _, out, _ = clean
     lat = pd.read_parquet(out / "latency.parquet")
     overall = lat[lat.scope == "ALL"].set_index("kind")
@@ -535,7 +535,7 @@ def test_hgrm_files_beside_the_latency_table(clean):
 def test_hgrm_files_from_the_report_table_are_the_replays_own(clean, tmp_path):
     """export_report_hgrm (what a .lobc replay's user runs) writes, from
     latency_histograms.parquet alone, the very files the replay wrote from its session."""
-    from lobreplay.hgrm import export_report_hgrm
+    from lobreplay.reports.hgrm import export_report_hgrm
     _, out, _ = clean
     made = export_report_hgrm(out, tmp_path)
     own = sorted(p.name for p in out.glob("latency_*.hgrm"))
@@ -578,7 +578,7 @@ def test_status_tables_say_their_own_price_scale(clean):
     """A replay's status tables carry their own prices' scale: V's levels are Price(8)
     (it said 10000, the replay's own tables' scale), the status table of S has none; the
     report tables keep 10000, and analysis.load still reads Price(4) from them."""
-    from lobreplay.analysis import load
+    from lobreplay.reports.analysis import load
     truth, out, s = clean
     v = pq.read_schema(out / "status_V_mwcb_decline_level.parquet")
     assert v.metadata[b"price_scale"] == b"100000000" and v.field("level1").metadata[b"price_scale"] == b"100000000"

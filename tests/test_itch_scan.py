@@ -1,4 +1,4 @@
-"""Pass 1 (the C scan, lobreplay._coreapi.ItchScan) against a naive Python scan
+"""Pass 1 (the C scan, lobreplay.core._coreapi.ItchScan) against a naive Python scan
 of tests/itch_ref.py's decoded messages: every per-locate figure, on generated
 days, days with injected faults and the real samples."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lobreplay import _coreapi as core
-from lobreplay.itch.faults import FAULTS, inject
+from lobreplay.core import _coreapi as core
+from lobreplay.testing.itch_faults import FAULTS, inject
 from lobreplay.itch.reader import ItchFile
 from tests.conftest import SHARED_ITCH
 from tests.itch_ref import read_messages

@@ -1,4 +1,4 @@
-"""The synthetic ITCH day (lobreplay.itch.synth) and the fault injector (lobreplay.itch.faults).
+"""The synthetic ITCH day (lobreplay.testing.itch_synth) and the fault injector (lobreplay.testing.itch_faults).
 
 The generated files are read back with the independent reference decoder
 (tests/itch_ref.py) and replayed through a naive book written here (plain
@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import itch_ref  # noqa: E402
 
-from lobreplay.itch import faults  # noqa: E402
-from lobreplay.itch.synth import TARGET_MIX, DayTruth, generate_day, main  # noqa: E402
+from lobreplay.testing import itch_faults as faults# noqa: E402
+from lobreplay.testing.itch_synth import TARGET_MIX, DayTruth, generate_day, main  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
 

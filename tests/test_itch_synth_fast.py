@@ -1,4 +1,4 @@
-"""The C day generator (csrc/itch_synth.c through lobreplay.itch.synth.generate_day_fast):
+"""The C day generator (csrc/itch_synth.c through lobreplay.testing.itch_synth.generate_day_fast):
 deterministic, the real day's mix, the planted features present, and its days replay with no
 desync and equal to the naive ground-truth book (tests/itch_truth.py) after every message."""
 import os
@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import itch_truth  # noqa: E402
 
 from lobreplay.itch.replay import replay_itch  # noqa: E402
-from lobreplay.itch.synth import FEATURES, TARGET_MIX, generate_day_fast, main  # noqa: E402
+from lobreplay.testing.itch_synth import FEATURES, TARGET_MIX, generate_day_fast, main  # noqa: E402
 
 NS = 10**9
 HALTS = ("halts", "ipo", "operational", "mwcb")

@@ -1,4 +1,4 @@
-"""The C path of the L2 replay (csrc/l2.c behind lobreplay.l2) against the Python
+"""The C path of the L2 replay (csrc/l2.c behind lobreplay.l2.ladder) against the Python
 implementation it replaced (tests/l2_reference.py) and against the golden digests
 that implementation wrote (tests/golden/l2_reports.json, tests/l2_golden.py): row for
 row, counter for counter, book for book, on every real Binance recording and on
@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import l2_golden
 import l2_reference as ref
-from lobreplay import lobc
-from lobreplay.l2 import MAX_MESSAGE, L2Replay, scan
+from lobreplay.l2 import lobc
+from lobreplay.l2.ladder import MAX_MESSAGE, L2Replay, scan
 from test_l2replay import sorted_rows, synth_stream
 
 # ---------------------------------------------------------------- helpers
@@ -303,7 +303,7 @@ def test_feed_from_is_feed_in_chunks(ahead):
     """feed_from reads a stream into chunks of exactly `chunk` records: the same C calls, rows
     and counters as feed() of each chunk. The stream here: the records in blocks of random
     sizes through the --symbols reader (keeping every symbol, then one)."""
-    from lobreplay.l2replay import _filtered, _RecordMap
+    from lobreplay.l2.replay import _filtered, _RecordMap
 
     recs, _ = synth_stream(17, n_messages=900, n_symbols=3, cross_rate=0.05, gap_rate=0.02)
     rng = np.random.default_rng(17)

@@ -1,5 +1,5 @@
-"""L2 level streams -> core events (lobreplay.l2) against a naive dict book, and
-the .lobc replay with its reports (lobreplay.l2replay)."""
+"""L2 level streams -> core events (lobreplay.l2.ladder) against a naive dict book, and
+the .lobc replay with its reports (lobreplay.l2.replay)."""
 from __future__ import annotations
 
 import argparse
@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from lobreplay import lobc
+from lobreplay.l2 import lobc
 from lobreplay.errors import InputError
-from lobreplay.l2 import L2Replay, scan
+from lobreplay.l2.ladder import L2Replay, scan
 
 ROOT = Path(__file__).resolve().parent.parent
 SPOT = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest" / "spot"
@@ -611,7 +611,7 @@ def test_diff_messages_must_follow_by_the_markets_update_id_rule(tmp_path, marke
     sequence_break row (first_id: the id expected, last_id: the one received), is not applied,
     and the symbol waits for a RESYNC after a snapshot, as after a GAP. The same file marked
     with another market (another venue's ids) is not checked."""
-    from lobreplay.l2replay import replay_lobc
+    from lobreplay.l2.replay import replay_lobc
 
     rows, r = _records()
     spot = market == "spot"
@@ -664,7 +664,7 @@ def test_replay_of_a_file_with_a_symbol_beyond_its_symbols(tmp_path):
     """The same through replay_lobc (a file written without the writer's checks): no book
     for index 2, its records counted as unknown_symbol, status ok."""
     import l2_golden
-    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
 
     arr = _zeros_pass_2_never_applies("orphans")
     arr = np.concatenate([arr, arr])
@@ -686,7 +686,7 @@ def write_lobc(path, records, symbols=("AAA", "BBB", "CCC"), flush_records=500):
 
 
 def test_replay_writes_valid_parquet_with_provenance(tmp_path):
-    from lobreplay.l2replay import ALL_REPORTS, L2ReplayConfig, replay_lobc
+    from lobreplay.l2.replay import ALL_REPORTS, L2ReplayConfig, replay_lobc
 
     recs, truth = synth_stream(61, n_messages=800, n_symbols=3, ticker_error=0.01)
     src = tmp_path / "feed.lobc"
@@ -742,7 +742,7 @@ def test_replay_writes_valid_parquet_with_provenance(tmp_path):
 
 
 def test_replay_of_a_torn_file_and_of_chosen_symbols(tmp_path):
-    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
 
     recs, _ = synth_stream(71, n_messages=300, n_symbols=3)
     src = tmp_path / "feed.lobc"
@@ -767,7 +767,7 @@ def test_replay_of_a_torn_file_and_of_chosen_symbols(tmp_path):
 
 
 def test_command_line(tmp_path, capsys):
-    from lobreplay.cli_lobc import add_commands
+    from lobreplay.cli.lobc import add_commands
 
     parser = argparse.ArgumentParser(prog="lobreplay")
     add_commands(parser.add_subparsers())
@@ -831,7 +831,7 @@ def converted(tmp_path_factory):
 
 @pytest.mark.parametrize("market", ["spot", "usdm"])
 def test_real_recordings_match_bookticker(converted, tmp_path, market):
-    from lobreplay.l2replay import replay_lobc
+    from lobreplay.l2.replay import replay_lobc
 
     s = replay_lobc(converted / f"{market}.lobc", str(tmp_path / "o"))
     assert s["status"] == "ok" and s["lobc"]["whole"]
@@ -850,7 +850,7 @@ def test_a_real_recording_damaged_inside_replays_across_the_damage(converted, tm
     both sides. Its one snapshot is before the damage, so the book stays unsynced from the
     damage on (every later diff message skipped, one row each), while the trades on both
     sides are all reported; the summary names the stretch skipped."""
-    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
 
     src = converted / "usdm.lobc"
     blocks = list(lobc.iter_blocks(src))
@@ -910,8 +910,8 @@ def test_the_viewer_shows_a_lobc_replay_without_depth_from_its_bbo_rows(tmp_path
     """`lobreplay view` on a .lobc replay without --depth: one level a side from bbo.parquet
     (it was a one-line refusal; before that a KeyError on the missing time_ns column). A
     table with neither time column is still one line naming it."""
-    from lobreplay.l2replay import replay_lobc
-    from lobreplay.viewer import build_view
+    from lobreplay.l2.replay import replay_lobc
+    from lobreplay.reports.viewer import build_view
 
     recs, _ = synth_stream(94, n_messages=200, n_symbols=2)
     write_lobc(tmp_path / "feed.lobc", recs)
@@ -951,7 +951,7 @@ def test_progress_bars_count_the_records_of_each_pass(tmp_path, monkeypatch):
     import io
     import sys
 
-    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
 
     recs, _ = synth_stream(96, n_messages=400, n_symbols=2)
     write_lobc(tmp_path / "a.lobc", recs)
@@ -974,8 +974,8 @@ def test_an_interrupted_replay_says_where_it_stopped(tmp_path, monkeypatch):
     """Ctrl-C (or SIGTERM, which the command line turns into the same) in pass 2: the tables
     written so far are whole, summary.json says failed and stopped_at (the pass, the records
     replayed, no row past them), and the exception carries the same line."""
-    from lobreplay import l2
-    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    from lobreplay.l2 import ladder as l2
+    from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
 
     recs, _ = synth_stream(97, n_messages=800, n_symbols=2)
     write_lobc(tmp_path / "a.lobc", recs)
@@ -1011,8 +1011,9 @@ def test_an_interrupted_replay_does_not_wait_for_the_hash(tmp_path, monkeypatch)
     tables close (they wait for it when they open their files): on a multi-GB file the rest
     of the hash took seconds after the stop. The tables are whole, their source_sha256
     empty; a whole replay still waits for it."""
-    from lobreplay import l2, l2replay
-    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    from lobreplay.l2 import ladder as l2
+    from lobreplay.l2 import replay as l2replay
+    from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
 
     recs, _ = synth_stream(97, n_messages=800, n_symbols=2)
     write_lobc(tmp_path / "a.lobc", recs)
@@ -1038,7 +1039,7 @@ def test_a_file_without_a_whole_block_is_an_error(tmp_path):
     error naming the file and offset (it was status ok with 0 records); a whole file with no
     blocks yet (a capture that never got data) replays to empty reports. With sound blocks
     after a bad first one, the error says that --allow-corrupt replays them, and it does."""
-    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
 
     recs, _ = synth_stream(95, n_messages=100, n_symbols=1)
     write_lobc(tmp_path / "a.lobc", recs, flush_records=500)
@@ -1067,7 +1068,7 @@ def test_a_file_cut_between_the_passes_is_an_error_naming_it(tmp_path, monkeypat
     """The two passes read the same blocks: a file that shrinks after pass 1 (not a .lobc
     writer's doing) stops the replay with one error naming the file and where it ended;
     summary.json says so."""
-    from lobreplay import l2replay
+    from lobreplay.l2 import replay as l2replay
     from lobreplay.errors import InputError
 
     recs, _ = synth_stream(92, n_messages=600, n_symbols=2)
@@ -1097,8 +1098,8 @@ def test_replay_of_a_file_with_a_corrupt_block(tmp_path, reports):
     same reports as a whole file of the sound blocks with a GAP record (reason damaged) for
     every symbol where the bad one was, so every book is unsynced from there to its next
     snapshot, and the records after the damage are replayed (the books end synced)."""
-    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
-    from lobreplay.many import FORMATS
+    from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
+    from lobreplay.replay.many import FORMATS
 
     recs, _ = synth_stream(91, n_messages=1200, n_symbols=2, gap_rate=0.05)
     src = tmp_path / "feed.lobc"
@@ -1160,8 +1161,8 @@ def test_the_hash_covers_the_bytes_the_summary_says_were_read(tmp_path, monkeypa
     read on to the end of the file and named bytes no report came from)."""
     import hashlib
 
-    from lobreplay.l2replay import replay_lobc
-    from lobreplay.reports import file_sha256
+    from lobreplay.l2.replay import replay_lobc
+    from lobreplay.reports.tables import file_sha256
     recs, _ = synth_stream(62, n_messages=300, n_symbols=3)
     src = tmp_path / "growing.lobc"
     write_lobc(src, recs)
@@ -1185,7 +1186,7 @@ def test_chosen_symbols_keep_the_file_record_index(tmp_path, chunk):
     """--symbols: each report row's `record` is the record's index in the file, as in a replay
     of every symbol (it counted the selected symbols' records only, so rows could not be
     joined back to the file); the rows of a symbol are those of the whole replay."""
-    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
 
     recs, _ = synth_stream(72, n_messages=600, n_symbols=3, gap_rate=0.02)
     src = tmp_path / "feed.lobc"
@@ -1296,7 +1297,7 @@ def test_depth_samples_of_a_real_recording_agree_with_its_bbo_rows(converted, tm
     at each sample are the bbo row of the last top-of-book change at or before the sample's
     last record; levels strictly ordered on each side; every sample after the first snapshot
     synced; the symbol's `--symbols` replay gives the same rows (record: the file's index)."""
-    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
 
     src = converted / f"{market}.lobc"
     cfg = L2ReplayConfig(depth_levels=5, depth_every_ns=1_000_000_000, reports=("bbo", "depth"))
@@ -1319,8 +1320,8 @@ def test_depth_samples_of_a_real_recording_agree_with_its_bbo_rows(converted, tm
 
 
 def test_depth_options_of_the_command_line(tmp_path, capsys):
-    from lobreplay.cli import main
-    from lobreplay.l2replay import DEPTH_LIMIT, L2ReplayConfig
+    from lobreplay.cli.main import main
+    from lobreplay.l2.replay import DEPTH_LIMIT, L2ReplayConfig
 
     # the API takes what the C replay can (the command line stops at 100)
     assert L2ReplayConfig(depth_levels=DEPTH_LIMIT).depth_levels == DEPTH_LIMIT
@@ -1427,7 +1428,7 @@ def test_a_held_message_is_found_open_or_ended_as_a_fresh_search_finds_it(seed):
     """feed_from's held records (a message known to be unfinished, BEGIN first) only shorten
     the search for where the chunk's unfinished group starts: the answer is the one found
     from scratch, however long the message (the records after it are looked at in blocks)."""
-    from lobreplay.l2 import _open_tail
+    from lobreplay.l2.ladder import _open_tail
     rng = np.random.default_rng(seed)
     for _ in range(30):
         m = int(rng.choice([3, 100, 4095, 4096, 4097, 9000]))
@@ -1453,7 +1454,7 @@ def test_force_replaces_only_what_an_earlier_replay_wrote(tmp_path, capsys):
     report's name that lobreplay did not write is refused, --force or not."""
     import shutil
 
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     recs, _ = synth_stream(7, n_messages=200, n_symbols=2)
     src = tmp_path / "feed.lobc"
     write_lobc(src, recs, symbols=("AAA", "BBB"))

@@ -1,4 +1,4 @@
-"""lobreplay.latency: the vectorised percentile summaries against a naive one
+"""lobreplay.reports.latency: the vectorised percentile summaries against a naive one
 (one histogram at a time: cumulative sum, first bucket reaching the rank)."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from lobreplay._coreapi import book_bucket_lows, bucket_lows
-from lobreplay.latency import PERCENTILES, ROW_KEYS, summaries, summarize, summary_rows
+from lobreplay.core._coreapi import book_bucket_lows, bucket_lows
+from lobreplay.reports.latency import PERCENTILES, ROW_KEYS, summaries, summarize, summary_rows
 
 
 def naive(counts, lows):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import lobreplay
-from lobreplay import _coreapi
+from lobreplay.core import _coreapi
 
 # The ABI as documented: (field, numpy type, offset). A change here is a format change.
 DOCUMENTED = {
@@ -103,10 +103,10 @@ def test_public_names_resolve_and_numpy_loads_on_first_use():
         assert getattr(lobreplay, name) is not None, name
     with pytest.raises(AttributeError, match="no_such_name"):
         lobreplay.no_such_name  # noqa: B018
-    code = ("import sys, lobreplay, lobreplay.cli; assert 'numpy' not in sys.modules, 'numpy loaded'; "
+    code = ("import sys, lobreplay, lobreplay.cli.main; assert 'numpy' not in sys.modules, 'numpy loaded'; "
             "import os; os.environ.pop('OPENBLAS_NUM_THREADS', None); "
             "sys.argv = ['lobreplay', 'demo', '--events', '2000', '--repeat', '1']; "
-            "rc = lobreplay.cli.main(); assert rc == 0, rc; "
+            "rc = lobreplay.cli.main.main(); assert rc == 0, rc; "
             "assert os.environ['OPENBLAS_NUM_THREADS'] == '1'; assert 'numpy' in sys.modules")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lobreplay import lobc
+from lobreplay.l2 import lobc
 from lobreplay.errors import InputError
 
 ALL_KINDS = list(lobc.KIND_NAMES)
@@ -488,7 +488,7 @@ def test_repair_writes_what_a_reader_takes_past_the_damage(tmp_path, capsys):
     sound blocks, a GAP of reason damaged per symbol at each stretch skipped, no torn tail),
     the same as read(past_damage=True); the source's metadata kept, with what was repaired;
     nothing written for a whole file, nor over the source, nor over a file without --force."""
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     p, out = tmp_path / "x.lobc", tmp_path / "fixed.lobc"
     recs = sample_records(40)
     write(p, recs, flush_records=3)                  # 13 blocks of 3, then 1
@@ -535,7 +535,7 @@ def test_check_of_a_file_cut_while_it_is_checked_reports_a_torn_tail(tmp_path):
     cut = 512 + 4 * (64 + 3 * 64) + 100
     script = textwrap.dedent(f"""
         import json, os
-        from lobreplay import lobc
+        from lobreplay.l2 import lobc
         real = lobc.ChunkReader.__init__
         def init(self, *a, **k):
             real(self, *a, **k)
@@ -561,7 +561,7 @@ def test_iter_blocks_of_a_file_cut_while_it_is_read_ends_at_a_torn_tail(tmp_path
     cut = 512 + 4 * (64 + 3 * 64) + 100
     script = textwrap.dedent(f"""
         import json, os
-        from lobreplay import lobc
+        from lobreplay.l2 import lobc
         it = lobc.iter_blocks({str(p)!r})
         got = []
         for b in it:
@@ -640,7 +640,7 @@ def test_kill_9_leaves_every_flushed_block(tmp_path):
     p = tmp_path / "killed.lobc"
     code = textwrap.dedent(f"""
         import sys, time
-        from lobreplay import lobc
+        from lobreplay.l2 import lobc
         w = lobc.LobcWriter({str(p)!r}, venue="binance", market="spot", symbols=["X"], flush_records=5)
         for i in range(23):
             w.add(kind=lobc.TRADE, recv_ns=i, first_id=i)
@@ -853,7 +853,7 @@ def test_repair_recovers_every_other_block_whatever_header_field_is_damaged(tmp_
 def test_repair_over_its_own_source_is_one_line_not_a_traceback(tmp_path, capsys):
     """issue 26: `lobc repair F -o F --force` ended in a traceback (the library's ValueError);
     now the one-line error, exit 1, F unchanged, also through a hard link of F."""
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     p = tmp_path / "x.lobc"
     write(p, sample_records(12), flush_records=4)
     raw = bytearray(p.read_bytes())

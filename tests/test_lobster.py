@@ -7,10 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from lobreplay.cli_lobster import add_commands, add_itch_lobster
+from lobreplay.cli.lobster import add_commands, add_itch_lobster
 from lobreplay.errors import InputError
-from lobreplay.itch.synth import generate_day
-from lobreplay.lobster import (ASK_EMPTY, BID_EMPTY, export_lobster, format_times, read_message,
+from lobreplay.testing.itch_synth import generate_day
+from lobreplay.itch.lobster import (ASK_EMPTY, BID_EMPTY, export_lobster, format_times, read_message,
                                read_orderbook, verify_lobster)
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "lobster")
@@ -237,9 +237,9 @@ def _export_signalled(itch: str, sym: str, date: str, out, *extra: str, when: st
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     script = (
         "import os, signal, sys\n"
-        "from lobreplay import lobster\n"
+        "from lobreplay.itch import lobster\n"
         + when +
-        "from lobreplay.cli import main\n"
+        "from lobreplay.cli.main import main\n"
         f"sys.exit(main(['itch', 'lobster', {itch!r}, '--symbol', {sym!r}, '--levels', '5', '-o', {str(out)!r}, "
         f"'--date', {date!r}, *{list(extra)!r}]))\n")
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
@@ -294,7 +294,7 @@ def test_a_failure_mid_export_removes_what_it_wrote(day, tmp_path, monkeypatch):
     nor a .partial, and the files an earlier export wrote stay as they were."""
     import errno
 
-    from lobreplay import lobster
+    from lobreplay.itch import lobster
     d, truth = day
     sym = list(truth.symbols.values())[0]
     itch = str(d / "day.itch")
@@ -322,7 +322,7 @@ def test_a_failure_mid_export_removes_what_it_wrote(day, tmp_path, monkeypatch):
 
 def test_existing_files_are_refused_before_reading_the_input(day, tmp_path, monkeypatch):
     """The "exists; use --force" check ran only after a whole pass over the input."""
-    from lobreplay import lobster
+    from lobreplay.itch import lobster
     d, truth = day
     sym = list(truth.symbols.values())[0]
     m, _ = lobster_names_in(tmp_path, sym, truth.date, 5)
@@ -336,7 +336,7 @@ def test_existing_files_are_refused_before_reading_the_input(day, tmp_path, monk
 
 
 def lobster_names_in(out_dir, sym, date, levels):
-    from lobreplay.lobster import END_MS, START_MS, lobster_names
+    from lobreplay.itch.lobster import END_MS, START_MS, lobster_names
     return tuple(os.path.join(str(out_dir), n) for n in lobster_names(sym, date, START_MS, END_MS, levels))
 
 
@@ -344,7 +344,7 @@ def test_itch_lobster_allow_truncated(day, tmp_path, capsys):
     """A day cut inside a message: the error names the offset and says to use --allow-truncated,
     which `itch lobster` now has (it had not: the advice was an unknown option); with it the
     export stops there, says what was not read, and the pair verifies."""
-    from lobreplay.cli import main
+    from lobreplay.cli.main import main
     d, truth = day
     sym = list(truth.symbols.values())[0]
     raw = (d / "day.itch").read_bytes()
@@ -367,8 +367,8 @@ def test_itch_lobster_allow_truncated(day, tmp_path, capsys):
 def test_a_symbol_names_files_inside_the_output_directory(day, tmp_path, capsys):
     """`itch lobster --symbol '../../ev'` (a symbol of the file: ITCH's 8 bytes hold it) wrote its
     CSV files two levels above -o: the name is escaped as every name from data is."""
-    from lobreplay.cli import main
-    from lobreplay.reports import name_part
+    from lobreplay.cli.main import main
+    from lobreplay.reports.tables import name_part
     d, truth = day
     sym = list(truth.symbols.values())[0]
     raw = (d / "day.itch").read_bytes()

@@ -1,6 +1,6 @@
 """`replay-many`: many ITCH days / .lobc captures on dask.distributed (a
 LocalCluster of worker processes) into one hive-partitioned dataset per report
-(lobreplay.many). The dataset holds the same rows as the single-file replays;
+(lobreplay.replay.many). The dataset holds the same rows as the single-file replays;
 done days are skipped; a bad file fails alone; a kill during publishing is
 finished by the next run."""
 from __future__ import annotations
@@ -20,12 +20,12 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from lobreplay import many  # noqa: E402
-from lobreplay.cli import main  # noqa: E402
+from lobreplay.replay import many# noqa: E402
+from lobreplay.cli.main import main  # noqa: E402
 from lobreplay.errors import InputError, LobError  # noqa: E402
 from lobreplay.itch.replay import ReplayConfig, replay_itch  # noqa: E402
-from lobreplay.itch.synth import generate_day  # noqa: E402
-from lobreplay.l2replay import L2ReplayConfig, replay_lobc  # noqa: E402
+from lobreplay.testing.itch_synth import generate_day  # noqa: E402
+from lobreplay.l2.replay import L2ReplayConfig, replay_lobc  # noqa: E402
 from tests.test_l2replay import synth_stream, write_lobc  # noqa: E402
 
 DAYS = {"12302019.NASDAQ_ITCH50": "2019-12-30", "12312019.NASDAQ_ITCH50.gz": "2019-12-31",

@@ -1,4 +1,4 @@
-"""The sizing cache (lobreplay.cache): a replay of a file replayed before takes pass 1
+"""The sizing cache (lobreplay.replay.cache): a replay of a file replayed before takes pass 1
 from the entry the first one left, and its reports are the same as a replay that scans;
 a changed file is scanned again; a file rewritten in place behind the cache's back fails
 the replay (the SHA-256 check) instead of passing with books sized for another file; a
@@ -11,10 +11,10 @@ import time
 import numpy as np
 import pytest
 
-from lobreplay import cache
-from lobreplay.cli import main
+from lobreplay.replay import cache
+from lobreplay.cli.main import main
 from lobreplay.errors import InputError
-from lobreplay.itch.faults import inject
+from lobreplay.testing.itch_faults import inject
 from lobreplay.itch.parallel import replay_itch_jobs
 from lobreplay.itch.reader import ItchFile
 from lobreplay.itch.replay import ReplayConfig, replay_itch
@@ -277,7 +277,7 @@ def _lobc_day(tmp_path, damaged: bool):
 
 
 def _lobc(path, out, **kw):
-    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
     kw.setdefault("timing", False)
     return replay_lobc(path, str(out), L2ReplayConfig(**kw), force=True)
 

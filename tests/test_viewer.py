@@ -1,4 +1,4 @@
-"""The book viewer (lobreplay.viewer, `lobreplay view`): the page's embedded data and its
+"""The book viewer (lobreplay.reports.viewer, `lobreplay view`): the page's embedded data and its
 sampling (fast), and the page as Chromium renders it (marked `browser`: needs
 /usr/bin/chromium, fails without it; run with `-m browser`)."""
 import json
@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lobreplay.cli_view import add_commands
+from lobreplay.cli.view import add_commands
 from lobreplay.errors import InputError, LobError
 from lobreplay.itch.replay import ReplayConfig, replay_itch
-from lobreplay.viewer import build_view, fmt_price, fmt_qty, fmt_time
+from lobreplay.reports.viewer import build_view, fmt_price, fmt_qty, fmt_time
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample_day.itch.gz"
@@ -189,7 +189,7 @@ def test_a_page_that_cannot_be_written_leaves_nothing_beside_it(tmp_path, monkey
     def full(*a):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("lobreplay.viewer.os.replace", full)
+    monkeypatch.setattr("lobreplay.reports.viewer.os.replace", full)
     with pytest.raises(OSError, match="No space left"):
         build_view(rep, tmp_path / "x.html")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
@@ -211,7 +211,7 @@ def test_build_view_real_day_without_depth(tmp_path):
 
 
 def cli_main(argv) -> int:
-    """`lobreplay VERB ...` with only the view command (lobreplay.cli wires add_commands in)."""
+    """`lobreplay VERB ...` with only the view command (lobreplay.cli.main wires add_commands in)."""
     import argparse
     import sys
     p = argparse.ArgumentParser(prog="lobreplay")
@@ -270,7 +270,7 @@ def test_data_cannot_break_the_page(tmp_path):
     assert html.count("<script") == 2 and html.count("</script>") == 2 and "<!--" not in html
     assert "<title>&lt;!--&lt;script&gt;__TITLE__ book — lobreplay</title>" in html
     assert html.replace(block, "").count("__TITLE__") == 1  # the title's: the template's was filled
-    from lobreplay.viewer import embed_json, render_page
+    from lobreplay.reports.viewer import embed_json, render_page
     page = render_page("t</title>", {"x": "/*__DATA__*/ __TITLE__ <!-- </script> &amp;"})
     assert "<title>t&lt;/title&gt;</title>" in page and page.count("/*__DATA__*/") == 1
     assert json.loads(embed_json({"x": "<!--<script>&"})) == {"x": "<!--<script>&"}
@@ -478,7 +478,7 @@ USDM = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest" / "usdm" / "b
 def lobc_day(tmp_path_factory):
     """The real USD-M recording converted and replayed with depth samples every second."""
     from lobreplay.binance.convert import convert
-    from lobreplay.l2replay import L2ReplayConfig, replay_lobc
+    from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
 
     d = tmp_path_factory.mktemp("viewer_lobc")
     convert(USDM, d / "usdm.lobc")

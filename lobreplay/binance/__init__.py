@@ -5,8 +5,8 @@ detect.py  a recording's format, header, market (what a file is)
 scan.py    a recording's lines -> decoded batches (and the streams, symbols, market they show)
 convert.py decoded batches -> .lobc records through the machine; convert() puts the stages together
 capture.py the live capture (asyncio + websockets)
-fake.py    a local fake Binance (websocket streams + REST snapshots) for tests and --selftest
-cli.py     `lobreplay capture binance ...`
+(the fake Binance of the tests and --selftest: lobreplay.testing.fake_binance; the command:
+lobreplay.cli.binance)
 """
 __all__ = ["SPOT", "USDM", "DepthSync"]
 
@@ -15,6 +15,6 @@ def __getattr__(name):
     """The names of sync.py, imported on first use (the CLI imports this package to build
     its parser: every command would pay for sync.py's import otherwise)."""
     if name in __all__:
-        from . import sync
+        from lobreplay.binance import sync
         return getattr(sync, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

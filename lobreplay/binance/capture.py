@@ -30,9 +30,9 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .. import __version__
-from ..lobc import GAP_24H, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT, GAP_SHUTDOWN, GAP_STALE_SNAPSHOT
-from .sync import SPOT, USDM, DepthSync, open_writer
+from lobreplay import __version__
+from lobreplay.l2.lobc import GAP_24H, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT, GAP_SHUTDOWN, GAP_STALE_SNAPSHOT
+from lobreplay.binance.sync import SPOT, USDM, DepthSync, open_writer
 
 DEFAULT_WS = {SPOT: "wss://stream.binance.com:9443", USDM: "wss://fstream.binance.com"}
 DEFAULT_REST = {SPOT: "https://api.binance.com", USDM: "https://fapi.binance.com"}
@@ -603,7 +603,7 @@ def run_capture(opts: CaptureOptions) -> dict:
 
 def _replay_books(records, n_symbols):
     """The book of every symbol from a record array, naively: snapshot replaces, diffs set."""
-    from ..lobc import DIFF_LEVEL, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL
+    from lobreplay.l2.lobc import DIFF_LEVEL, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL
     books = [({}, {}) for _ in range(n_symbols)]
     for r in records.tolist():
         kind, side, sym = r[7], r[8], r[9]
@@ -619,7 +619,7 @@ def _replay_books(records, n_symbols):
 
 
 def _fake_book_scaled(book, scale=10**8):
-    from ..lobc import parse_decimal
+    from lobreplay.l2.lobc import parse_decimal
     return ({parse_decimal(p, scale): parse_decimal(q, scale) for p, q in book.bids.items()},
             {parse_decimal(p, scale): parse_decimal(q, scale) for p, q in book.asks.items()})
 
@@ -644,8 +644,8 @@ async def _quiet(cap, every: float = 0.3) -> None:
 
 
 async def _selftest_async(workdir: str, seconds_cap: float = 30.0) -> dict:
-    from ..lobc import check, read
-    from .fake import Fault, FakeBinance, script_from_lines, synthetic_script
+    from lobreplay.l2.lobc import check, read
+    from lobreplay.testing.fake_binance import Fault, FakeBinance, script_from_lines, synthetic_script
     rec = _shared_recording()
     if rec:
         with gzip.open(rec, "rt") as f:

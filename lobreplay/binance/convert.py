@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import lobc
-from ..errors import InputError
-from .detect import cryptofeed_pair, detect_format, raw_header
-from .scan import Seen, cryptofeed_items, decode_depth, decoded, iter_chunks, iter_lines, scan, span
-from .sync import SPOT, USDM, DepthSync, open_writer
+from lobreplay.binance.detect import cryptofeed_pair, detect_format, raw_header
+from lobreplay.binance.scan import Seen, cryptofeed_items, decode_depth, decoded, iter_chunks, iter_lines, scan, span
+from lobreplay.binance.sync import SPOT, USDM, DepthSync, open_writer
+from lobreplay.errors import InputError
+from lobreplay.l2 import lobc
 
 
 def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: int = lobc.DEFAULT_SCALE,

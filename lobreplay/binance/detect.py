@@ -23,9 +23,9 @@ import io
 import re
 from pathlib import Path
 
-from .. import _gz
-from ..errors import InputError
-from .sync import SPOT, USDM, decode_json
+from lobreplay import _gz
+from lobreplay.binance.sync import SPOT, USDM, decode_json
+from lobreplay.errors import InputError
 
 CHUNK = 1 << 22
 

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _gz, lobc
-from .._ahead import read_ahead
-from .._coreapi import BN_DEPTH, bn_decode, bn_values
-from ..errors import InputError
-from .detect import CHUNK, Text, market_of, open_text
+from lobreplay import _gz
+from lobreplay._ahead import read_ahead
+from lobreplay.core._coreapi import BN_DEPTH, bn_decode, bn_values
+from lobreplay.errors import InputError
+from lobreplay.l2 import lobc
+from lobreplay.binance.detect import CHUNK, Text, market_of, open_text
 
 def iter_lines(path: Path, breaks: list | None = None):
     """The file's lines in batches of about CHUNK bytes; breaks: as for iter_chunks."""
@@ -242,7 +243,7 @@ def decoded(pieces, *, usdm: bool, price_digits: int, qty_digits: int, seen: See
 
 def decode_depth(blob: bytes, *, usdm: bool, price_digits: int, qty_digits: int, bare: bool) -> dict:
     """The depthUpdate messages among the newline-separated lines of blob that the C decoder
-    takes (lobreplay._coreapi.bn_decode): line index -> (recv_ns, U, u, pu, E ms, bids, asks,
+    takes (lobreplay.core._coreapi.bn_decode): line index -> (recv_ns, U, u, pu, E ms, bids, asks,
     stream, s). The other lines are for machine.feed."""
     dec, levels = bn_decode(blob, usdm=usdm, price_digits=price_digits, qty_digits=qty_digits, bare=bare)
     return _depth_of(blob, dec, levels)

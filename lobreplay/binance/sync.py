@@ -33,7 +33,7 @@ The rules (docs/binance.md, shared/docs/binance-depth.md 1.1-1.2 and 2.1-2.2):
 
 Numbers: JSON is decoded with parse_float=str (nothing goes through a float);
 every price and quantity is a decimal string converted exactly to a scaled
-integer (lobreplay.lobc.parse_decimal semantics; a vectorised path parses the
+integer (lobreplay.l2.lobc.parse_decimal semantics; a vectorised path parses the
 common shape, anything else goes through parse_decimal itself). A message that
 is not valid JSON or whose fields are wrong becomes GAP(malformed) for the
 symbol it concerns (every symbol if that cannot be told) and a resync; no
@@ -48,9 +48,9 @@ from itertools import chain
 
 import numpy as np
 
-from .. import lobc
-from .._coreapi import BN_EV_GAP, BN_EV_RESYNC, BN_EV_SYNCED, BnMachine
-from ..lobc import GAP_DISCONNECT, GAP_RATE_LIMIT, GAP_ROTATE, GAP_SHUTDOWN, RECORD_DTYPE
+from lobreplay.l2 import lobc
+from lobreplay.core._coreapi import BN_EV_GAP, BN_EV_RESYNC, BN_EV_SYNCED, BnMachine
+from lobreplay.l2.lobc import GAP_DISCONNECT, GAP_RATE_LIMIT, GAP_ROTATE, GAP_SHUTDOWN, RECORD_DTYPE
 
 SPOT, USDM = "spot", "usdm"
 MARKETS = (SPOT, USDM)
@@ -227,7 +227,7 @@ _NO_LEVELS = np.empty((0, 2), np.int64)
 
 class DepthSync:
     """Every symbol of one capture (see the module docstring). The sync state is the C
-    machine's (lobreplay._coreapi.BnMachine, csrc/bnsync.c); this object reads the messages
+    machine's (lobreplay.core._coreapi.BnMachine, csrc/bnsync.c); this object reads the messages
     the C decoder leaves to Python and hands the machine what they say."""
 
     def __init__(self, market: str, symbols, *, price_scale: int = lobc.DEFAULT_SCALE,
@@ -315,7 +315,7 @@ class DepthSync:
         return out
 
     def feed_lines(self, lines: np.ndarray, levels: np.ndarray, pos: int, name_sym: np.ndarray) -> int:
-        """Lines decoded in C (lobreplay._coreapi.bn_decode), from line pos on, through the
+        """Lines decoded in C (lobreplay.core._coreapi.bn_decode), from line pos on, through the
         machine in one call, up to the first line the decoder left to Python (feed() it);
         returns that line's index (len(lines): all taken). name_sym: the symbol index of each
         of the batch's (stream, s) names (int32, -1: none of these symbols: symbol_index)."""
@@ -374,7 +374,7 @@ class DepthSync:
             self._malformed(raw, recv_ns, err)
 
     def feed_depth(self, stream, s, U, u, pu, exch_ms, recv_ns: int, bids: np.ndarray, asks: np.ndarray) -> None:
-        """A depthUpdate message that the C decoder (lobreplay._coreapi.bn_decode) took: the
+        """A depthUpdate message that the C decoder (lobreplay.core._coreapi.bn_decode) took: the
         same as feed() of its text. stream: the envelope's stream name (None: no envelope),
         s: its "s" (None: none), pu: 0 on spot, exch_ms: E (-1: none), bids and asks: int64
         (n, 2) arrays of price, qty. The decoder took only well-formed messages (U <= u,

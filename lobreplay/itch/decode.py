@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .reader import Chunk
-from .spec import HEADER, LAYOUTS, Layout, field_size
+from lobreplay.itch.reader import Chunk
+from lobreplay.itch.spec import HEADER, LAYOUTS, Layout, field_size
 
 _NP = {"u1": "u1", "u2": ">u2", "u4": ">u4", "u8": ">u8", "p4": ">u4", "p8": ">u8", "c": "S1"}
 
@@ -149,8 +149,8 @@ def to_arrow(cols: dict[str, np.ndarray], t: str | None = None):
     whose price columns then carry their scale in their field metadata (`price_scale`)."""
     import pyarrow as pa
 
-    from .. import _arrow
-    from .spec import price_scales
+    from lobreplay.core import arrow as _arrow
+    from lobreplay.itch.spec import price_scales
     scales = price_scales(t) if t is not None else {}
     arrays = [_arrow.array(v, pa.string() if v.dtype.kind == "S" else None) for v in cols.values()]
     fields = [pa.field(k, a.type, metadata={"price_scale": str(scales[k])} if k in scales else None)

@@ -29,13 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .. import _arrow
-from .._lazy import Deferred, preload
-from ..events import Kind
-from ..latency import histogram_table, summary_rows
-from ..reports import STREAM_SUFFIX, error_text, file_sha256, parquet_options, read_report, report_path, write_json
-from ..outdir import prepare_output, written_since
-from .replay import ItchReplay, ReplayConfig, desync_rate, replay_itch, usable_cpus
+from lobreplay.core import arrow as _arrow
+from lobreplay._lazy import Deferred, preload
+from lobreplay.core.events import Kind
+from lobreplay.reports.latency import histogram_table, summary_rows
+from lobreplay.reports.tables import STREAM_SUFFIX, error_text, file_sha256, parquet_options, read_report, report_path, write_json
+from lobreplay.replay.outdir import prepare_output, written_since
+from lobreplay.itch.replay import ItchReplay, ReplayConfig, desync_rate, replay_itch, usable_cpus
 
 PART_HIST = "latency_hist.npz"
 _PASS1 = None  # (pass 1 of the whole file, the locate -> part split): set before the fork, inherited
@@ -262,13 +262,13 @@ def _part_hists(parts: list[str]) -> dict:
 
 def _hgrm_tasks(hists: dict, out_dir: str) -> list[tuple[np.ndarray, str]]:
     """(counts, path) of each .hgrm file of the summed histograms (hgrm.hgrm_files)."""
-    from ..hgrm import hgrm_files
+    from lobreplay.reports.hgrm import hgrm_files
     return [(h, str(path)) for h, path in hgrm_files(hists, out_dir).values()]
 
 
 def _write_hgrm(counts: np.ndarray, path: str) -> None:
-    from .._coreapi import bucket_lows
-    from ..hgrm import write_hgrm
+    from lobreplay.core._coreapi import bucket_lows
+    from lobreplay.reports.hgrm import write_hgrm
     write_hgrm(counts, bucket_lows(), path)
 
 
@@ -283,7 +283,7 @@ def _merge_latency(t: pa.Table, hists: dict, out_dir: str, schema: pa.Schema) ->
         table = histogram_table(hists).replace_schema_metadata(schema.metadata)
         pq.write_table(table, os.path.join(out_dir, "latency_histograms.parquet"),
                        **parquet_options(table.schema))
-    # (columns built with lobreplay._arrow: pyarrow's scalars and pylist tables import pandas)
+    # (columns built with lobreplay.core.arrow: pyarrow's scalars and pylist tables import pandas)
     head = pa.Table.from_arrays([_arrow.array([r.get(f.name) for r in rows], f.type) for f in schema], schema=schema)
     per = t.filter(_arrow.array(np.array(t["scope"].to_pylist(), object) != "ALL"))
     order = np.argsort(_arrow.to_numpy(per["locate"], fill=0), kind="stable")

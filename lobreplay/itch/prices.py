@@ -9,7 +9,7 @@ outside the grid, or inside it but off its tick). Its core prices are ranks in t
 union of the two: the rank is monotone in the price, so price-time priority, the best
 prices, matching and depth are exact in the unchanged core, whose band is then
 ``[0, n + len(extras) - 1]`` at tick 1. A book without extras keeps its real-price band.
-A map without a grid (n = 0) is the .lobc replay's "ladder" (lobreplay/l2.py: a core price
+A map without a grid (n = 0) is the .lobc replay's "ladder" (lobreplay/l2/ladder.py: a core price
 is the rank of the price among all prices pass 1 saw); both could share this one day.
 
 Pass 1 (lob_itch_scan, csrc/itch.c) finds per locate the range and gcd of the order
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _coreapi as core
-from .spec import PRICE4_SCALE
+from lobreplay.core import _coreapi as core
+from lobreplay.itch.spec import PRICE4_SCALE
 
 CENT = PRICE4_SCALE // 100  # a cent in Price(4): a penny grid's tick
 MAX_LEVELS = 1 << 24        # a book's band never spans more levels at pass 1's figures (24 B each)

@@ -1,5 +1,5 @@
 """Reading ITCH 5.0 files in chunks: BinaryFILE framing (raw or gzip) and
-MoldUDP64 inside a pcap. C walks the length prefixes (lobreplay._coreapi.itch_frames);
+MoldUDP64 inside a pcap. C walks the length prefixes (lobreplay.core._coreapi.itch_frames);
 this module only moves bytes and keeps count.
 
 Every problem is an InputError whose message names the file, the byte offset
@@ -18,9 +18,9 @@ from typing import BinaryIO, Iterator
 
 import numpy as np
 
-from .. import _coreapi as core
-from .. import _gz
-from ..errors import InputError
+from lobreplay.core import _coreapi as core
+from lobreplay import _gz
+from lobreplay.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 PCAP_MAGICS = {b"\xd4\xc3\xb2\xa1": ("<", 1_000), b"\xa1\xb2\xc3\xd4": (">", 1_000),
@@ -520,7 +520,7 @@ def _udp_payload(frame: bytes) -> tuple[int, bytes] | None:
 
 class _CountingReader(io.RawIOBase):
     """A raw file that counts the bytes read through it (the progress bar's position;
-    the file's SHA-256 is lobreplay.reports.file_sha256, on its own reads)."""
+    the file's SHA-256 is lobreplay.reports.tables.file_sha256, on its own reads)."""
 
     def __init__(self, f: BinaryIO):
         self.f = f

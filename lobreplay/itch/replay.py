@@ -1,6 +1,6 @@
 """Replay an ITCH 5.0 day through the matching core and write reports.
 
-Pass 1 (lobreplay._coreapi.ItchScan, C): per stock locate, the order price
+Pass 1 (lobreplay.core._coreapi.ItchScan, C): per stock locate, the order price
 range and tick, and the peak number of live orders; the directory (R) and
 status messages. Every book is then created at its exact size.
 
@@ -29,24 +29,24 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from .. import __version__
-from .. import _arrow
-from .. import cache
-from .. import _coreapi as core
-from ..book import Session, _touched
-from ..errors import InputError, LobError
-from ..events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
-from ..latency import histogram_table, report_rows
-from .. import reports
-from .._ahead import read_ahead
-from .._lazy import Deferred, load
-from ..outdir import prepare_output  # noqa: F401  (lobreplay.itch.replay.prepare_output, as before)
-from ..reports import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
-from .decode import decode_type, non_ascii_bytes, positions_of, to_arrow
-from .prices import (CORE_LEVELS, MAP_SAVING, MAX_LEVELS, PriceMap, PriceMaps, choose_map, map_candidate, padded,
+from lobreplay import __version__
+from lobreplay.core import arrow as _arrow
+from lobreplay.replay import cache
+from lobreplay.core import _coreapi as core
+from lobreplay.core.book import Session, _touched
+from lobreplay.errors import InputError, LobError
+from lobreplay.core.events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
+from lobreplay.reports.latency import histogram_table, report_rows
+from lobreplay.reports import tables as reports
+from lobreplay._ahead import read_ahead
+from lobreplay._lazy import Deferred, load
+from lobreplay.replay.outdir import prepare_output  # noqa: F401  (lobreplay.itch.replay.prepare_output, as before)
+from lobreplay.reports.tables import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
+from lobreplay.itch.decode import decode_type, non_ascii_bytes, positions_of, to_arrow
+from lobreplay.itch.prices import (CORE_LEVELS, MAP_SAVING, MAX_LEVELS, PriceMap, PriceMaps, choose_map, map_candidate, padded,
                      worth_mapping)
-from .reader import ItchFile
-from .spec import LAYOUTS, PRICE4_SCALE, price_metadata
+from lobreplay.itch.reader import ItchFile
+from lobreplay.itch.spec import LAYOUTS, PRICE4_SCALE, price_metadata
 
 ALL_REPORTS = ("desyncs", "executions", "bbo", "latency", "symbols", "depth")  # depth: with depth_levels
 STATUS_TYPES = "SHYLVWKJhINOB"  # tables of their own (R is the symbols table)
@@ -86,10 +86,10 @@ class ReplayConfig:
     group_books: bool | None = None      # each chunk's events regrouped by book before the core
     #                                      (the same outcomes); None: when the books take
     #                                      GROUP_BYTES or more and no depth samples by time
-    cache: bool = True                   # pass 1 from (and into) the sizing cache, lobreplay.cache
+    cache: bool = True                   # pass 1 from (and into) the sizing cache, lobreplay.replay.cache
 
     def __post_init__(self):
-        from ..reports import config_names
+        from lobreplay.reports.tables import config_names
         self.symbols = config_names(self.symbols, "symbols")
         self.symbols = list(self.symbols) if self.symbols is not None else None
         self.reports = ALL_REPORTS if self.reports is None else config_names(self.reports, "reports", ALL_REPORTS)
@@ -402,7 +402,7 @@ class ItchReplay:
 
     def sizing_pass(self, threads: int = 1) -> _Pass1:
         """Pass 1, or what an earlier replay's pass 1 found in this same file (the sizing
-        cache, lobreplay.cache; cfg.cache; a scan is stored there at once). After a scan, the
+        cache, lobreplay.replay.cache; cfg.cache; a scan is stored there at once). After a scan, the
         distinct prices of the books that could take a price map (candidates, at
         cfg.headroom) are read from the file again, if there are any. keep_pass1, at the
         end of a replay that succeeded, completes or checks the entry."""
@@ -632,7 +632,7 @@ class ItchReplay:
         if "latency" in reports:
             self._latency(sess, sizing, symtab, reports)
             if cfg.timing and cfg.part is None:  # a parallel replay writes them from the merged histograms
-                from ..hgrm import export_session_hgrm
+                from lobreplay.reports.hgrm import export_session_hgrm
                 export_session_hgrm(sess, self.out_dir)
                 hists = {k.name: sess.histogram(k) for k in Kind}
                 hists["ALL"] = sum(hists.values())
@@ -725,7 +725,7 @@ class ItchReplay:
             if when is not None:
                 self._sample(sess, when)
                 self._next_sample = when + every
-        from ..book import BatchResult, _join, _join_depth
+        from lobreplay.core.book import BatchResult, _join, _join_depth
         depth = _join_depth(zparts, depth_levels) if depth_levels else None
         rejects = ((np.concatenate([r[0] for r in rparts]), np.concatenate([r[1] for r in rparts])) if rparts
                    else (np.empty(0, np.int64), np.empty(0, np.int32)))
@@ -1112,7 +1112,7 @@ def states_of(letters: np.ndarray) -> pa.DictionaryArray:
 
 def replay_itch(path: str, out_dir: str, cfg: ReplayConfig | None = None, *, force: bool = False) -> dict:
     """Replay an ITCH file into out_dir (created; refused if it holds files, unless force:
-    then only an earlier run's files there are replaced, lobreplay.outdir). The input is
+    then only an earlier run's files there are replaced, lobreplay.replay.outdir). The input is
     opened first: one that cannot be read leaves out_dir as it was. Returns the summary
     (also written as summary.json)."""
     cfg = cfg or ReplayConfig()

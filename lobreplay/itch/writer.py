@@ -24,7 +24,7 @@ import os
 import struct
 from typing import BinaryIO
 
-from .spec import HEADER, LAYOUTS, Layout, field_size
+from lobreplay.itch.spec import HEADER, LAYOUTS, Layout, field_size
 
 __all__ = ["encode", "frame", "unpack", "framed_struct", "ItchWriter", "MAX_FRAME"]
 

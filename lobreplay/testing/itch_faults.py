@@ -1,10 +1,10 @@
 """Fault injection for tests of the ITCH replay: take a clean day (a list of
-message payloads, or a file such as one written by :mod:`lobreplay.itch.synth`),
+message payloads, or a file such as one written by :mod:`lobreplay.testing.itch_synth`),
 change it in exactly one place, and say what a checker must find.
 
 Each fault function takes the payloads (messages without their length prefix)
 and returns ``(new_payloads, Fault)``. :func:`inject` does the same from a file
-(or a :class:`~lobreplay.itch.synth.DayTruth`) to a new file.
+(or a :class:`~lobreplay.testing.itch_synth.DayTruth`) to a new file.
 
 ========================  ==================  =========================================================
 function                  expected cause      what changes
@@ -41,7 +41,7 @@ import random
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
-from .writer import ItchWriter, encode, unpack
+from lobreplay.itch.writer import ItchWriter, encode, unpack
 
 __all__ = ["Fault", "FAULTS", "inject", "read_payloads", "write_payloads", "swap_executions",
            "overfill_execution", "drop_add", "crossed_replace", "crossed_add", "drop_final_delete",

@@ -2,7 +2,7 @@
 `lobreplay lobc replay-many` (docs/cluster.md).
 
 One task per input file (an ITCH day, a .lobc capture) runs the single-file
-replay (lobreplay.itch.replay.replay_itch, lobreplay.l2replay.replay_lobc)
+replay (lobreplay.itch.replay.replay_itch, lobreplay.l2.replay.replay_lobc)
 on a worker into a staging directory, splits its reports into hive partitions
 and publishes them. The dataset:
 
@@ -54,9 +54,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import __version__
-from .errors import InputError, LobError
-from .reports import name_part, parquet_options, usable_cpus, write_json
+from lobreplay import __version__
+from lobreplay.errors import InputError, LobError
+from lobreplay.reports.tables import name_part, parquet_options, usable_cpus, write_json
 
 MANIFEST = "_lobreplay.json"
 LOCK = "_lock"
@@ -85,13 +85,13 @@ class Format:
 
 
 def _itch_replay(task: "Task", out_dir: str) -> dict:
-    from .itch.replay import replay_itch
+    from lobreplay.itch.replay import replay_itch
     cfg = dataclasses.replace(task.config, date=task.date, progress=False, part=None)
     return replay_itch(task.path, out_dir, cfg)
 
 
 def _itch_date(path: str) -> str | None:
-    from .itch.replay import session_date
+    from lobreplay.itch.replay import session_date
     d = session_date(path)
     return d.isoformat() if d else None
 
@@ -111,7 +111,7 @@ def _itch_options(cfg) -> dict:
 
 
 def _lobc_replay(task: "Task", out_dir: str) -> dict:
-    from .l2replay import replay_lobc
+    from lobreplay.l2.replay import replay_lobc
     return replay_lobc(task.path, out_dir, task.config)
 
 
@@ -120,7 +120,7 @@ def _lobc_date(path: str) -> str | None:
     d = _itch_date(path)
     if d:
         return d
-    from .lobc import iter_blocks
+    from lobreplay.l2.lobc import iter_blocks
     first = next(iter(iter_blocks(path)), None)
     if first is None:
         return None
@@ -135,7 +135,7 @@ def _lobc_describe(s: dict) -> str:
                  "book unsynced across each")
     torn = s.get("lobc", {}).get("torn")
     if torn:
-        from .lobc import torn_text
+        from lobreplay.l2.lobc import torn_text
         line += "; " + torn_text(torn)
     return line
 
@@ -173,7 +173,7 @@ def _key(text: str) -> str:
 
 def parse_dates(items: list[str] | None) -> dict[str, str]:
     """--date NAME=YYYY-MM-DD (repeated): file name or path -> date."""
-    from .itch.replay import given_date
+    from lobreplay.itch.replay import given_date
     out = {}
     for item in items or []:
         name, sep, day = item.rpartition("=")

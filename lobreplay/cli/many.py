@@ -1,5 +1,5 @@
 """`lobreplay itch replay-many` and `lobreplay lobc replay-many`: many files on
-dask.distributed into one hive-partitioned dataset (lobreplay.many, docs/cluster.md)."""
+dask.distributed into one hive-partitioned dataset (lobreplay.replay.many, docs/cluster.md)."""
 from __future__ import annotations
 
 
@@ -18,8 +18,8 @@ def _cluster_options(p, unit: str) -> None:
 
 
 def _run(fmt: str, args, cfg) -> int:
-    from .errors import refuse_input_as_output
-    from .many import parse_dates, print_report, run_many
+    from lobreplay.errors import refuse_input_as_output
+    from lobreplay.replay.many import parse_dates, print_report, run_many
 
     refuse_input_as_output(args.output, args.files)
     report = run_many(fmt, args.files, args.output, cfg, scheduler=args.scheduler, workers=args.workers,
@@ -28,28 +28,11 @@ def _run(fmt: str, args, cfg) -> int:
     return 1 if report["failed"] else 0
 
 
-def _cmd_itch(args) -> int:
-    from .cli import itch_replay_config
-    return _run("itch", args, itch_replay_config(args))
-
-
-def _cmd_lobc(args) -> int:
-    from .cli_lobc import lobc_replay_config
-    return _run("lobc", args, lobc_replay_config(args))
-
-
-def add_itch_replay_many(itch_subparsers) -> None:
-    from .cli import add_itch_replay_options
-    p = itch_subparsers.add_parser("replay-many", help="replay many ITCH days on dask.distributed into one dataset")
-    _cluster_options(p, "day")
-    add_itch_replay_options(p)
-    p.set_defaults(func=_cmd_itch, stop_note="the days published so far are whole")
-
-
-def add_lobc_replay_many(lobc_subparsers) -> None:
-    from .cli_lobc import replay_options
-    p = lobc_subparsers.add_parser("replay-many",
-                                   help="replay many .lobc captures on dask.distributed into one dataset")
-    _cluster_options(p, "capture")
-    replay_options(p)
-    p.set_defaults(func=_cmd_lobc, stop_note="the days published so far are whole")
+def add_replay_many(subparsers, fmt: str, unit: str, help_text: str, add_options, make_config) -> None:
+    """The `replay-many` verb of a venue: `fmt` names its replay (lobreplay.replay.many), `add_options`
+    adds the replay options it shares with the venue's `replay`, `make_config(args)` reads them."""
+    p = subparsers.add_parser("replay-many", help=help_text)
+    _cluster_options(p, unit)
+    add_options(p)
+    p.set_defaults(func=lambda args: _run(fmt, args, make_config(args)),
+                   stop_note="the days published so far are whole")

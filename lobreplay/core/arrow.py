@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._lazy import Deferred
+from lobreplay._lazy import Deferred
 
 pa = Deferred("pyarrow")
 

@@ -15,7 +15,7 @@ import functools
 import json
 import os
 
-from .errors import InputError, refuse_input_as_output
+from lobreplay.errors import InputError, refuse_input_as_output
 
 SUMMARY = "summary.json"
 TEMP_SUFFIXES = (".partial", ".tmp")  # a writer's name for a file until it is whole (TableWriter, write_json, .hgrm)
@@ -25,9 +25,9 @@ TEMP_SUFFIXES = (".partial", ".tmp")  # a writer's name for a file until it is w
 def report_names() -> frozenset[str]:
     """Every file name a report directory's run may write (an ITCH replay, an ITCH decode,
     a .lobc replay), but the .hgrm files (report_name)."""
-    from .itch.replay import ALL_REPORTS as ITCH_REPORTS, STATUS_TYPES
-    from .itch.spec import LAYOUTS
-    from .l2replay import ALL_REPORTS as L2_REPORTS
+    from lobreplay.itch.replay import ALL_REPORTS as ITCH_REPORTS, STATUS_TYPES
+    from lobreplay.itch.spec import LAYOUTS
+    from lobreplay.l2.replay import ALL_REPORTS as L2_REPORTS
     stems = set(ITCH_REPORTS) | set(L2_REPORTS) | {"latency_histograms"}
     stems |= {f"status_{t}_{LAYOUTS[t].name}" for t in STATUS_TYPES}  # (an ITCH replay's status tables)
     stems |= {f"{t}_{spec.name}" for t, spec in LAYOUTS.items()}      # (an ITCH decode's tables)
@@ -36,7 +36,7 @@ def report_names() -> frozenset[str]:
 
 @functools.cache
 def _hgrm_names() -> frozenset[str]:
-    from .events import Kind
+    from lobreplay.core.events import Kind
     return frozenset(f"latency_{k}.hgrm" for k in [*(k.name for k in Kind), "ALL"])
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from isal.isal_zlib import crc32  # zlib's CRC-32, about 5x faster (ISA-L; a dependency already, for gzip)
 
-from .errors import InputError
+from lobreplay.errors import InputError
 
 __all__ = [
     "RECORD_DTYPE", "BLOCK_DTYPE", "DEFAULT_SCALE", "KIND_NAMES", "GAP_REASONS",
@@ -160,7 +160,7 @@ class LobcWriter:
                  flush_seconds: float = 1.0, extra_meta: dict | None = None):
         """extra_meta: more metadata keys (JSON values), or ones to keep from another file
         (`created_ns`, `tool`); not the keys the arguments above set."""
-        from . import __version__
+        from lobreplay import __version__
         _scale_digits(price_scale)
         _scale_digits(qty_scale)
         symbols = [str(s).upper() for s in symbols]
@@ -242,7 +242,7 @@ class LobcWriter:
             raise ValueError("add_many: expected a numpy array of RECORD_DTYPE")
         self._open_or_raise()
         records = np.ascontiguousarray(records)
-        from ._coreapi import l2_records_check  # (one pass in C: numpy's gathers of two fields took 4x longer)
+        from lobreplay.core._coreapi import l2_records_check  # (one pass in C: numpy's gathers of two fields took 4x longer)
         bad_symbol, bad = l2_records_check(records, self.n_symbols)
         if bad_symbol < len(records):
             raise ValueError(f"add_many: a symbol index is out of range (metadata has {self.n_symbols} symbols)")
@@ -463,8 +463,8 @@ class LobcData:
 def _looks_like(head: bytes) -> str:
     """For a file that is not .lobc: what its first bytes look like, and the command that
     reads that ("" if nothing known). The gzip and pcap magics are the ITCH reader's own."""
-    from .itch.reader import GZIP_MAGIC, PCAP_MAGICS
-    from .itch.spec import LENGTHS
+    from lobreplay.itch.reader import GZIP_MAGIC, PCAP_MAGICS
+    from lobreplay.itch.spec import LENGTHS
     itch = "; it looks like {}: `lobreplay itch replay` reads it"
     if head[:2] == GZIP_MAGIC:
         return ("; it is gzip: an ITCH day (`lobreplay itch replay`) or a recording to convert first "
@@ -932,7 +932,7 @@ def repair(src, dst, *, flush_records: int = 65536) -> dict | None:
     r = ChunkReader(src, past_damage=True).verify()  # (before the header is written)
     if r.torn is None and not r.damage:
         return None
-    from .errors import same_file
+    from lobreplay.errors import same_file
     if same_file(dst, r.path) or same_file(os.fspath(dst) + ".partial", r.path):
         raise ValueError(f"{dst}: the repaired file must not replace its source")
     m = r.meta

@@ -1,9 +1,9 @@
 """Replay a .lobc capture (Binance depth) through the matching core and write
 reports (docs/l2.md).
 
-Pass 1 (lobreplay.l2.scan) sizes one book per symbol from every level price
+Pass 1 (lobreplay.l2.ladder.scan) sizes one book per symbol from every level price
 and the peak number of live levels. Pass 2 feeds the records chunk by chunk to
-lobreplay.l2.L2Replay, which turns level changes into core events and applies
+lobreplay.l2.ladder.L2Replay, which turns level changes into core events and applies
 them in one core call per run of messages, and writes what each chunk produced
 on the report thread: bbo (every change of the top), desyncs (anomalies:
 stale crossing levels, skipped unsynced updates, GAP records, ...), trades,
@@ -24,15 +24,18 @@ from types import SimpleNamespace
 import numpy as np
 import pyarrow as pa
 
-from . import __version__, _arrow, cache, lobc
-from ._ahead import read_ahead
-from .errors import InputError
-from .itch.replay import _NoBar
-from .outdir import prepare_output
-from .l2 import MAX_GRID_LEVELS, MAX_MESSAGE, SEQUENCE_RULES, BookSizing, L2Replay, check_max_message, scan_counts
-from .events import Kind
-from .latency import histogram_table, report_rows
-from .reports import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256, usable_cpus
+from lobreplay import __version__
+from lobreplay.core import arrow as _arrow
+from lobreplay.replay import cache
+from lobreplay.l2 import lobc
+from lobreplay._ahead import read_ahead
+from lobreplay.errors import InputError
+from lobreplay.itch.replay import _NoBar
+from lobreplay.replay.outdir import prepare_output
+from lobreplay.l2.ladder import MAX_GRID_LEVELS, MAX_MESSAGE, SEQUENCE_RULES, BookSizing, L2Replay, check_max_message, scan_counts
+from lobreplay.core.events import Kind
+from lobreplay.reports.latency import histogram_table, report_rows
+from lobreplay.reports.tables import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256, usable_cpus
 
 ALL_REPORTS = ("bbo", "desyncs", "trades", "latency", "ticker_mismatches", "depth")  # depth: with depth_levels
 _TS = pa.timestamp("ns", tz="UTC")
@@ -72,9 +75,9 @@ DEPTH_LIMIT = 100_000  # levels per side in a depth sample: lob_l2_new's limit (
 class L2ReplayConfig:
     symbols: list[str] | None = None      # replay only these (default: all)
     headroom: float = 0.2                 # grid band = price range widened by this fraction
-    price_mode: str = "auto"              # auto | grid | ladder (lobreplay.l2.scan)
+    price_mode: str = "auto"              # auto | grid | ladder (lobreplay.l2.ladder.scan)
     max_grid_levels: int = MAX_GRID_LEVELS
-    max_message: int = MAX_MESSAGE        # records a message may hold between BEGIN and END (lobreplay.l2)
+    max_message: int = MAX_MESSAGE        # records a message may hold between BEGIN and END (lobreplay.l2.ladder)
     reports: tuple[str, ...] = ALL_REPORTS
     timing: bool = True
     chunk_records: int = 1 << 18
@@ -82,14 +85,14 @@ class L2ReplayConfig:
     allow_corrupt: bool = False           # replay across damage inside the file (else an error)
     depth_levels: int = 0                 # > 0: depth.parquet, the N best levels of each book that changed ...
     depth_every_ns: int = 1_000_000_000   # ... at each multiple of this much receive time (0: after every change)
-    cache: bool = True                    # pass 1 from (and into) the sizing cache, lobreplay.cache
+    cache: bool = True                    # pass 1 from (and into) the sizing cache, lobreplay.replay.cache
 
     def __post_init__(self):
-        from .reports import config_names
+        from lobreplay.reports.tables import config_names
         self.symbols = config_names(self.symbols, "symbols")
         self.symbols = list(self.symbols) if self.symbols is not None else None
         self.reports = ALL_REPORTS if self.reports is None else config_names(self.reports, "reports", ALL_REPORTS)
-        # (the command line allows 100 levels, cli.MAX_DEPTH; here the C replay's own limit)
+        # (the command line allows 100 levels, lobreplay.cli.common.MAX_DEPTH; here the C replay's own limit)
         if not 0 <= self.depth_levels <= DEPTH_LIMIT or self.depth_every_ns < 0:
             raise ValueError(f"depth samples: 0 to {DEPTH_LIMIT:,} levels every >= 0 ns (0: after every change), "
                              f"got {self.depth_levels} every {self.depth_every_ns} ns")
@@ -463,7 +466,7 @@ def _filtered(chunks, keep: list[int], where: _RecordMap):
 
 def replay_lobc(path, out_dir: str, cfg: L2ReplayConfig | None = None, *, force: bool = False) -> dict:
     """Replay a .lobc file into out_dir (created; refused if it holds files, unless force:
-    then only an earlier run's files there are replaced, lobreplay.outdir). The input is
+    then only an earlier run's files there are replaced, lobreplay.replay.outdir). The input is
     opened and checked first: one that cannot be read leaves out_dir as it was. Returns
     the summary (also written as summary.json)."""
     cfg = cfg or L2ReplayConfig()

@@ -1,16 +1,16 @@
 """Command line for the book viewer: `lobreplay view REPORT_DIR -o book.html`
-(wired into lobreplay.cli by add_commands; see docs/viewer.md)."""
+(wired into lobreplay.cli.main by add_commands; see docs/viewer.md)."""
 from __future__ import annotations
 
 import os
 
-from .errors import InputError, refuse_input_as_output, refuse_overwrite
+from lobreplay.errors import InputError, refuse_input_as_output, refuse_overwrite
 
 
 def cmd_view(args) -> int:
-    from .viewer import build_view
+    from lobreplay.reports.viewer import build_view
 
-    from .viewer import REPORT_FILES
+    from lobreplay.reports.viewer import REPORT_FILES
     refuse_input_as_output(args.output, [os.path.join(args.report_dir, n) for n in REPORT_FILES])
     refuse_overwrite(args.output, args.force)
     if os.path.isdir(args.output):

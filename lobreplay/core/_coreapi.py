@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from . import errors
+from lobreplay import errors
 
 
 def _load_core():
@@ -18,7 +18,7 @@ def _load_core():
     (the sanitizer build in .ci/run) in place of the installed one."""
     path = os.environ.get("LOBREPLAY_CORE")
     if not path:
-        from . import _core
+        from lobreplay import _core
         return _core
     import importlib.util
     spec = importlib.util.spec_from_file_location("lobreplay._core", path)

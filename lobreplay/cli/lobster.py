@@ -7,7 +7,7 @@ import json
 
 
 def cmd_verify(args) -> int:
-    from .lobster import format_report, verify_lobster
+    from lobreplay.itch.lobster import format_report, verify_lobster
 
     rep = verify_lobster(args.message, args.orderbook, max_differences=args.differences)
     print(json.dumps(rep, indent=2) if args.json else format_report(rep))
@@ -15,8 +15,8 @@ def cmd_verify(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from .cli import _cut_notes, note_sequence
-    from .lobster import export_lobster
+    from lobreplay.cli.common import cut_notes, note_sequence
+    from lobreplay.itch.lobster import export_lobster
 
     read: dict = {}
     # (a stop: main's line names where it was; the exception's note says that nothing was written)
@@ -28,7 +28,7 @@ def cmd_export(args) -> int:
     print(o)
     t = read.get("truncated")
     if t:
-        for line in _cut_notes(t["stream_break"], t["offset"], t["bytes"], done="exported",
+        for line in cut_notes(t["stream_break"], t["offset"], t["bytes"], done="exported",
                                after_end=t["bytes_after_end_marker"]):
             print(line)
     return 0
@@ -57,6 +57,6 @@ def add_itch_lobster(itch_subparsers) -> None:
     p.add_argument("--end-ms", type=int, default=57_600_000, help="window end, ms after midnight (16:00)")
     p.add_argument("--allow-truncated", action="store_true",
                    help="stop at a partial last message or where a gzip stream is cut short, counted")
-    from .cli import ALLOW_GAPS_HELP
+    from lobreplay.cli.common import ALLOW_GAPS_HELP
     p.add_argument("--allow-gaps", action="store_true", help=ALLOW_GAPS_HELP)
     p.set_defaults(func=cmd_export)

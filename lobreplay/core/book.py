@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _coreapi as core
-from .errors import BadEventError
-from .events import (BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Kind, Side, TIF,
+from lobreplay.core import _coreapi as core
+from lobreplay.errors import BadEventError
+from lobreplay.core.events import (BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Kind, Side, TIF,
                      as_side, as_tif)
-from .latency import summarize
+from lobreplay.reports.latency import summarize
 
 __all__ = ["Session", "BookView", "BatchResult", "OrderBook", "Fill"]
 
@@ -301,7 +301,7 @@ class Session:
         return self._s.book_bytes()
 
     def histogram(self, kind: int) -> np.ndarray:
-        """Counts per bucket (see lobreplay.latency) for one event kind (0: unknown kinds); a
+        """Counts per bucket (see lobreplay.reports.latency) for one event kind (0: unknown kinds); a
         Kind, its name ('NEW') or its value."""
         if isinstance(kind, str):
             try:

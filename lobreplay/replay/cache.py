@@ -35,8 +35,8 @@ import time
 
 import numpy as np
 
-from . import __version__
-from .errors import InputError
+from lobreplay import __version__
+from lobreplay.errors import InputError
 
 FORMAT = 4                # bumped whenever an entry's layout, or what a pass 1 records, changes
 ENDS = 64 << 10           # bytes read at each end of the file for its fingerprint
@@ -76,7 +76,7 @@ def core_digest() -> str:
     """SHA-256 of the compiled core in use (once per process)."""
     global _core_digest
     if _core_digest is None:
-        from . import _coreapi
+        from lobreplay.core import _coreapi
         with open(_coreapi._core.__file__, "rb") as f:
             _core_digest = hashlib.file_digest(f, "sha256").hexdigest()
     return _core_digest

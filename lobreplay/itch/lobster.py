@@ -17,10 +17,10 @@ import threading
 
 import numpy as np
 
-from . import _coreapi as core
-from .book import Session
-from .errors import InputError, refuse_input_as_output, refuse_overwrite
-from .events import EVENT_DTYPE, Flag, Kind, Side, TIF
+from lobreplay.core import _coreapi as core
+from lobreplay.core.book import Session
+from lobreplay.errors import InputError, refuse_input_as_output, refuse_overwrite
+from lobreplay.core.events import EVENT_DTYPE, Flag, Kind, Side, TIF
 
 __all__ = ["export_lobster", "verify_lobster", "lobster_names", "read_message", "read_orderbook",
            "format_times", "ASK_EMPTY", "BID_EMPTY"]
@@ -40,7 +40,7 @@ def lobster_names(symbol: str, date, start_ms: int, end_ms: int, levels: int) ->
     """LOBSTER's file names: TICKER_YYYY-MM-DD_start_end_{message|orderbook}_LEVEL.csv. The
     ticker (and a date given as text) escaped as every name from data is (reports.name_part):
     a symbol such as ../../x names a file inside the output directory, not above it."""
-    from .reports import name_part
+    from lobreplay.reports.tables import name_part
     d = date.isoformat() if isinstance(date, dt.date) else name_part(date)
     stem = f"{name_part(symbol)}_{d}_{int(start_ms)}_{int(end_ms)}"
     return f"{stem}_message_{levels}.csv", f"{stem}_orderbook_{levels}.csv"
@@ -181,7 +181,7 @@ class _Orders:
 
 def _find_locate(src, symbol: str):
     """Pass 1: sizing figures and the symbol's stock locate."""
-    from .itch.decode import decode_type
+    from lobreplay.itch.decode import decode_type
     scan = core.ItchScan()
     locate = None
     want = symbol.encode()
@@ -213,10 +213,10 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
     its messages is read all the same (lobreplay.itch.reader); `read`, a dict if given, is
     filled with the messages read, `truncated` (None, or offset, bytes, stream_break and
     bytes_after_end_marker, as in a replay's summary.json) and `moldudp64` (as there)."""
-    from .itch.decode import decode_type
-    from .itch.reader import ItchFile
-    from .itch.prices import PriceMaps
-    from .itch.replay import all_order_prices, given_date, session_date, size_books
+    from lobreplay.itch.decode import decode_type
+    from lobreplay.itch.reader import ItchFile
+    from lobreplay.itch.prices import PriceMaps
+    from lobreplay.itch.replay import all_order_prices, given_date, session_date, size_books
 
     levels = int(levels)
     if levels < 1:

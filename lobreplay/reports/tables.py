@@ -26,8 +26,8 @@ from urllib.parse import quote
 
 import numpy as np
 
-from . import _arrow
-from ._lazy import Deferred
+from lobreplay.core import arrow as _arrow
+from lobreplay._lazy import Deferred
 
 pa = Deferred("pyarrow")
 pq = Deferred("pyarrow.parquet")
@@ -352,7 +352,7 @@ class ReplayRun:
     the closing's included, "failed" with the error (and the exception goes on), and with
     `where` (a callable: how far the replay got, e.g. its pass and the messages done)
     "stopped_at". Then wall time, peak RSS and `files` (every file the run wrote in
-    out_dir: what a later --force there removes, lobreplay.outdir) are added and
+    out_dir: what a later --force there removes, lobreplay.replay.outdir) are added and
     summary.json is written atomically. `stop` (a threading.Event), set when the replay fails before the reports
     close: work that only a whole replay needs stops there (the input's SHA-256, which a
     table waits for when it opens its file: a replay stopped early would wait for the rest
@@ -395,7 +395,7 @@ class ReplayRun:
                     self.summary["stopped_at"] = self.where()
         self.summary["wall_seconds"] = round(time.perf_counter() - self._t0, 3)
         self.summary["peak_rss_bytes"] = peak_rss_bytes()
-        from .outdir import written_since
+        from lobreplay.replay.outdir import written_since
         self.summary["files"] = written_since(self.out_dir, self._before)
         write_json(os.path.join(self.out_dir, "summary.json"), self.summary)
         if exc is None and closing is not None:
@@ -417,7 +417,7 @@ def peak_rss_bytes() -> int:
 
 def error_text(exc: BaseException) -> str:
     """What ended a run, for its summary: a signal by its name, else the exception."""
-    from .errors import Terminated
+    from lobreplay.errors import Terminated
     if isinstance(exc, Terminated):
         return "terminated (SIGTERM)"
     if isinstance(exc, KeyboardInterrupt):
@@ -427,7 +427,7 @@ def error_text(exc: BaseException) -> str:
 
 def parse_symbols(text: str | None) -> list[str] | None:
     """--symbols a,b (None: every symbol); given but naming none (",,,") is an error."""
-    from .errors import InputError
+    from lobreplay.errors import InputError
     if text is None:
         return None
     symbols = [s.strip() for s in text.split(",") if s.strip()]
@@ -440,7 +440,7 @@ def config_names(value, what: str, allowed: tuple[str, ...] | None = None) -> tu
     """A replay configuration's list of names (symbols, reports): None stays None; a string is
     comma-separated ("AAPL,MSFT": not the letters of "AAPL"); names outside `allowed` are an
     InputError naming them."""
-    from .errors import InputError
+    from lobreplay.errors import InputError
     if value is None:
         return None
     items = value.split(",") if isinstance(value, str) else list(value)
@@ -457,7 +457,7 @@ def config_names(value, what: str, allowed: tuple[str, ...] | None = None) -> tu
 
 def parse_report_list(no_reports: bool, text: str | None, allowed: tuple[str, ...]) -> tuple[str, ...]:
     """The reports a replay command was asked for (--no-reports / --reports a,b / all)."""
-    from .errors import InputError
+    from lobreplay.errors import InputError
     if no_reports:
         return ()
     if not text:

@@ -1,12 +1,12 @@
 """Command line for .lobc files: `lobreplay lobc check FILE`, `lobreplay lobc repair FILE -o OUT`,
-`lobreplay lobc replay FILE -o DIR` and `lobreplay lobc replay-many` (lobreplay.cli_many)
-(wired into lobreplay.cli by add_commands)."""
+`lobreplay lobc replay FILE -o DIR` and `lobreplay lobc replay-many` (lobreplay.cli.many)
+(wired into lobreplay.cli.main by add_commands)."""
 from __future__ import annotations
 
 import datetime as dt
 import sys
 
-from .cli import desyncs_text, pass1_text, reports_text
+from lobreplay.cli.common import desyncs_text, pass1_text, reports_text
 
 
 def _utc(ns) -> str:
@@ -16,7 +16,7 @@ def _utc(ns) -> str:
 
 
 def cmd_check(args) -> int:
-    from .lobc import check, torn_text
+    from lobreplay.l2.lobc import check, torn_text
 
     s = check(args.file)
     m = s["meta"]
@@ -51,9 +51,9 @@ def cmd_check(args) -> int:
 
 def lobc_replay_config(args):
     """The L2ReplayConfig of `lobc replay` and `lobc replay-many` (replay_options)."""
-    from .cli import depth_options
-    from .l2replay import ALL_REPORTS, L2ReplayConfig
-    from .reports import parse_report_list, parse_symbols
+    from lobreplay.cli.common import depth_options
+    from lobreplay.l2.replay import ALL_REPORTS, L2ReplayConfig
+    from lobreplay.reports.tables import parse_report_list, parse_symbols
 
     reports = parse_report_list(getattr(args, "no_reports", False), args.reports, ALL_REPORTS)
     reports, depth, every = depth_options(args, reports)
@@ -64,7 +64,7 @@ def lobc_replay_config(args):
 
 
 def cmd_replay(args) -> int:
-    from .l2replay import replay_lobc
+    from lobreplay.l2.replay import replay_lobc
 
     s = replay_lobc(args.file, args.output, lobc_replay_config(args), force=args.force)
     p2 = s["pass2"]
@@ -83,19 +83,19 @@ def cmd_replay(args) -> int:
         rate = f"{bt['match_rate']:.4%}" if bt["match_rate"] is not None else "-"
         print(f"bookTicker: {bt['matches']:,} of {bt['comparable']:,} comparable points match ({rate})"
               + (f"; not comparable: {nc}" if nc else ""))
-    from .lobc import damage_text
+    from lobreplay.l2.lobc import damage_text
     for d in s["lobc"].get("damage", []):
         print(damage_text(d) + ": every book lost sync there (desync gap_damaged) until its next snapshot")
     if s["lobc"]["torn"]:
-        from .lobc import torn_text
+        from lobreplay.l2.lobc import torn_text
         print(torn_text(s["lobc"]["torn"]) + "; the reports hold the records before it")
     print(reports_text(args.output, s.get("report_rows", {}), "summary.json"))
     return 0
 
 
 def cmd_repair(args) -> int:
-    from .errors import refuse_input_as_output, refuse_overwrite
-    from .lobc import damage_text, repair, torn_text
+    from lobreplay.errors import refuse_input_as_output, refuse_overwrite
+    from lobreplay.l2.lobc import damage_text, repair, torn_text
     refuse_input_as_output(args.output, args.file)  # (--force or not: the file to repair is not overwritten)
     refuse_overwrite(args.output, args.force)
     done = repair(args.file, args.output)
@@ -128,8 +128,9 @@ def add_commands(subparsers) -> None:
     _replay_arguments(rp)
     # `lobreplay replay FILE.lobc` is the same command
     _replay_arguments(subparsers.add_parser("replay", help="replay a .lobc capture (= lobc replay)"))
-    from .cli_many import add_lobc_replay_many
-    add_lobc_replay_many(lobc)
+    from lobreplay.cli.many import add_replay_many
+    add_replay_many(lobc, "lobc", "capture", "replay many .lobc captures on dask.distributed into one dataset",
+                    replay_options, lobc_replay_config)
 
 
 def _replay_arguments(rp) -> None:
@@ -139,7 +140,7 @@ def _replay_arguments(rp) -> None:
     rp.add_argument("--no-reports", action="store_true", help="write only summary.json")
     rp.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     rp.add_argument("--force", action="store_true", help="overwrite a report directory that holds files")
-    from .cli import REPORTS_WHOLE
+    from lobreplay.cli.common import REPORTS_WHOLE
     rp.set_defaults(func=cmd_replay, stop_note=REPORTS_WHOLE)
 
 

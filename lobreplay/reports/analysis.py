@@ -1,7 +1,7 @@
 """Load a replay's report directory into pandas and plot it (docs/analysis.md).
 
 `load(dir)` reads what `lobreplay.itch.replay.replay_itch` (`lobreplay itch replay`) or
-`lobreplay.l2replay.replay_lobc` (`lobreplay replay FILE.lobc`) wrote: every Parquet table
+`lobreplay.l2.replay.replay_lobc` (`lobreplay replay FILE.lobc`) wrote: every Parquet table
 present as a typed DataFrame, `summary.json`, and the provenance stored in the Parquet
 schema metadata. Prices stay integers in the feed's units unless `scale_prices=True`.
 
@@ -186,8 +186,8 @@ def busiest_symbol(r: Reports) -> str:
 
 def session_histograms(session) -> dict[str, np.ndarray]:
     """Bucket counts per event kind (and ALL) of a live Session with timing on, for
-    plot_latency(histograms=...); bucket bounds: lobreplay._coreapi.bucket_lows()."""
-    from .events import Kind
+    plot_latency(histograms=...); bucket bounds: lobreplay.core._coreapi.bucket_lows()."""
+    from lobreplay.core.events import Kind
     h = {k.name: np.asarray(session.histogram(k), np.uint64) for k in Kind}
     h = {k: v for k, v in h.items() if v.any()}
     h["ALL"] = sum(h.values()) if h else np.zeros(0, np.uint64)
@@ -238,7 +238,7 @@ def plot_latency(r: Reports, symbol: str | None = None, *, histograms: dict | No
     t = percentile_table(r, symbol)
     if histograms is None and symbol is None and "latency_histograms" in r:
         # the report's own bucket counts (an ITCH replay writes them beside the percentiles)
-        from ._coreapi import bucket_lows, hist_index
+        from lobreplay.core._coreapi import bucket_lows, hist_index
         lh = r.latency_histograms
         histograms = {}
         for kind, g in lh.groupby("kind", sort=False):
@@ -246,7 +246,7 @@ def plot_latency(r: Reports, symbol: str | None = None, *, histograms: dict | No
             counts[[hist_index(int(v)) for v in g["bucket_low_ns"]]] = g["count"].to_numpy()
             histograms[kind] = counts
     if histograms:
-        from ._coreapi import bucket_lows
+        from lobreplay.core._coreapi import bucket_lows
         lows = bucket_lows().astype(np.float64)
         bad = [k for k, c in histograms.items() if np.shape(c) != lows.shape]
         if bad:

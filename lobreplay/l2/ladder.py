@@ -7,7 +7,7 @@ is a NEW (GTC, FEED), one that shrinks a REDUCE (FEED), one that grows a
 REPLACE (same id, same price, FEED), one that goes to zero a CANCEL. A zero
 for a level that is not in the book is normal (Binance says so) and counted.
 
-Records come from .lobc files (lobreplay.lobc). One diff message (DIFF_BEGIN
+Records come from .lobc files (lobreplay.l2.lobc). One diff message (DIFF_BEGIN
 .. DIFF_END) is applied as a unit: its removals and reductions first, then its
 additions, so a message that moves the touch from one side to the other never
 crosses the book half way. A snapshot (SNAPSHOT_BEGIN .. END) is applied as a
@@ -27,10 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import _coreapi as core
-from . import lobc
-from .book import Session
-from .events import Cause, Kind, Side, Status
+from lobreplay.core import _coreapi as core
+from lobreplay.l2 import lobc
+from lobreplay.core.book import Session
+from lobreplay.core.events import Cause, Kind, Side, Status
 
 __all__ = ["BookSizing", "scan", "scan_counts", "L2Replay", "ORDER_SYMBOL_SHIFT", "MAX_GRID_LEVELS"]
 

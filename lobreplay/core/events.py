@@ -1,6 +1,6 @@
 """Event, execution, result and top-of-book record types shared with the C core.
 
-The numpy dtypes are built from the C structs (lobreplay._coreapi.struct_dtype),
+The numpy dtypes are built from the C structs (lobreplay.core._coreapi.struct_dtype),
 so the header csrc/lob.h is the single source of truth for their layout.
 """
 from __future__ import annotations
@@ -9,8 +9,8 @@ import enum
 
 import numpy as np
 
-from ._coreapi import BBO_DTYPE, CONSTANTS, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, STATUS_NAMES
-from .errors import BadEventError
+from lobreplay.core._coreapi import BBO_DTYPE, CONSTANTS, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, STATUS_NAMES
+from lobreplay.errors import BadEventError
 
 __all__ = ["EVENT_DTYPE", "EXEC_DTYPE", "RESULT_DTYPE", "BBO_DTYPE", "DESYNC_DTYPE", "Kind", "Side", "TIF",
            "Status", "Flag", "Cause", "empty_events"]

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import InputError, refuse_input_as_output
+from lobreplay.errors import InputError, refuse_input_as_output
 
 DEFAULT_MAX_FRAMES = 2000
 DEFAULT_TAPE_PER_FRAME = 12

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _arrow
-from ._coreapi import book_bucket_lows, bucket_lows
+from lobreplay.core import arrow as _arrow
+from lobreplay.core._coreapi import book_bucket_lows, bucket_lows
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
 
@@ -80,7 +80,7 @@ def report_rows(session, books) -> dict[str, list]:
     (scope "ALL", from its fine histograms) and for each book (scope = its name, from
     the book's coarse histogram), all books summarised in one pass.
     books: (name, instrument id) pairs."""
-    from .events import Kind
+    from lobreplay.core.events import Kind
 
     kinds = [k.name for k in Kind]
     cols = _columns(["ALL"], [None], kinds, np.stack([session.histogram(k) for k in Kind])[None])

@@ -44,7 +44,7 @@ follows the walk (intraday ranges of about 1-5%).
 
 Command line (benchmark files)::
 
-    python -m lobreplay.itch.synth OUT.itch --messages 5000000 --symbols 1000 --seed 1 \\
+    python -m lobreplay.testing.itch_synth OUT.itch --messages 5000000 --symbols 1000 --seed 1 \\
         --resting-per-symbol 350 [--gzip] [--truth OUT.truth.json]
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ import time
 from bisect import bisect_left, insort
 from dataclasses import asdict, dataclass, field
 
-from .writer import ItchWriter, framed_struct
+from lobreplay.itch.writer import ItchWriter, framed_struct
 
 __all__ = ["DayTruth", "FastDayTruth", "generate_day", "generate_day_fast", "TARGET_MIX", "FEATURES", "PRESETS",
            "FAST_PRESETS", "main"]
@@ -1496,7 +1496,7 @@ def generate_day_fast(path, *, n_messages: int = 270_000_000, n_symbols: int = 9
     """
     import numpy as np
 
-    from .._coreapi import SYNTH_FEATURES, ItchSynth
+    from lobreplay.core._coreapi import SYNTH_FEATURES, ItchSynth
 
     bad = set(features) - set(FEATURES)
     if bad:
@@ -1557,7 +1557,7 @@ def generate_day_fast(path, *, n_messages: int = 270_000_000, n_symbols: int = 9
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lobreplay.itch.synth",
+    ap = argparse.ArgumentParser(prog="python -m lobreplay.testing.itch_synth",
                                  description="Write a seeded synthetic ITCH 5.0 day (BinaryFILE framing).")
     ap.add_argument("output", help="output file (.itch, or .itch.gz with --gzip)")
     ap.add_argument("--messages", type=int, default=None, help="default 200,000 (270M with --preset full-day)")

@@ -1,25 +1,24 @@
 """`lobreplay capture binance ...`: add_commands(subparsers) adds the `capture` verb.
 
-Wire it in lobreplay/cli.py with `binance_cli.add_commands(sub)` where `sub` is the
+Wire it in lobreplay/cli/main.py with `binance_cli.add_commands(sub)` where `sub` is the
 top-level subparsers object; the handler is set with set_defaults(func=...) and returns
-the exit status. Also runnable alone: `python -m lobreplay.binance.cli capture binance ...`.
+the exit status.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import sys
 import time
 
 
 def _cmd_capture_binance(args) -> int:
-    from ..errors import InputError, refuse_input_as_output, refuse_overwrite
+    from lobreplay.errors import InputError, refuse_input_as_output, refuse_overwrite
     if args.selftest:
-        from .capture import selftest
+        from lobreplay.binance.capture import selftest
         return selftest()
     if args.from_jsonl:
-        from .convert import convert
+        from lobreplay.binance.convert import convert
         if not args.out:
             raise InputError("capture binance --from-jsonl: -o OUT.lobc is required")
         refuse_input_as_output(args.out, args.from_jsonl)
@@ -44,7 +43,7 @@ def _cmd_capture_binance(args) -> int:
         raise InputError("capture binance: at least one --symbol")
     if not args.out:
         raise InputError("capture binance: -o OUT.lobc is required")
-    from .capture import CaptureOptions, existing_outputs, run_capture
+    from lobreplay.binance.capture import CaptureOptions, existing_outputs, run_capture
     opts = CaptureOptions(symbols=args.symbol, out=args.out, market=args.market_given or "spot",
                           seconds=args.seconds, depth_speed=args.depth_speed or
                           ("100ms" if (args.market_given or "spot") == "spot" else "100ms"),
@@ -86,7 +85,7 @@ def _cmd_capture_binance(args) -> int:
 
 
 def _check_writable(path: str, what: str) -> None:
-    from ..errors import InputError
+    from lobreplay.errors import InputError
     d = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise InputError(f"capture binance {what}: {path} is a directory")
@@ -97,7 +96,7 @@ def _check_writable(path: str, what: str) -> None:
 
 
 def _rotate_seconds(text: str) -> float:
-    from ..errors import InputError
+    from lobreplay.errors import InputError
     named = {"day": 86400.0, "hour": 3600.0}
     try:
         return named[text] if text in named else float(text)
@@ -148,12 +147,3 @@ def add_commands(subparsers) -> argparse.ArgumentParser:
     b.set_defaults(func=_cmd_capture_binance)
     return cap
 
-
-def main(argv=None) -> int:
-    """`python -m lobreplay.binance.cli capture binance ...` = `lobreplay capture binance ...`."""
-    from ..cli import main as lobreplay_main
-    return lobreplay_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,7 +12,7 @@ count. The session's histograms have exactly HdrHistogram's 3-figure layout (val
 2048 exact, then 1024 buckets per power of two), so every bucket lands in the same
 HdrHistogram bucket and the file's percentiles are those of the core's histogram. HDR
 prints a bucket by its highest equivalent value (e.g. 2049 for the bucket [2048, 2050)),
-whereas `lobreplay.latency.summarize` reports the lowest: the two name the same bucket.
+whereas `lobreplay.reports.latency.summarize` reports the lowest: the two name the same bucket.
 A book's coarse histogram (4 buckets per power of two) is recorded the same way, each count
 at its bucket's lowest value, so the file is as coarse as the histogram.
 
@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._coreapi import book_bucket_lows, bucket_lows
-from .events import Kind
+from lobreplay.core._coreapi import book_bucket_lows, bucket_lows
+from lobreplay.core.events import Kind
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,7 +53,7 @@ def _hdr():
     try:
         from hdrh.histogram import HdrHistogram
     except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("lobreplay.hgrm needs the hdrhistogram package: pip install 'lobreplay[analysis]' "
+        raise ImportError("lobreplay.reports.hgrm needs the hdrhistogram package: pip install 'lobreplay[analysis]' "
                           "(or pip install hdrhistogram)") from e
     return HdrHistogram
 
@@ -163,7 +163,7 @@ def write_hgrm(counts, bucket_lows, path, *, ticks_per_half_distance: int = 5) -
     """Write one histogram as a .hgrm file (values in ns); returns the path.
 
     `counts` and `bucket_lows` go together: `Session.histogram(kind)` with
-    `lobreplay._coreapi.bucket_lows()`, or `Session.book_histogram(...)` with
+    `lobreplay.core._coreapi.bucket_lows()`, or `Session.book_histogram(...)` with
     `book_bucket_lows()`."""
     return _write(path, hgrm_text(counts, bucket_lows, ticks_per_half_distance=ticks_per_half_distance))
 
@@ -221,10 +221,10 @@ def export_report_hgrm(report_dir, out_dir=None, *, prefix: str = "latency") -> 
     A .lobc replay writes the table but not these files (they cost it about 7 ms)."""
     import pyarrow.parquet as pq
 
-    from ._coreapi import hist_index
+    from lobreplay.core._coreapi import hist_index
     src = Path(report_dir) / "latency_histograms.parquet"
     if not src.exists():
-        from .errors import InputError
+        from lobreplay.errors import InputError
         raise InputError(f"{src}: no such file (a replay with timing on writes it)")
     t = pq.read_table(src, columns=["kind", "bucket_low_ns", "count"]).to_pydict()
     lows = bucket_lows()

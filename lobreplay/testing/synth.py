@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .book import Session
-from .events import EVENT_DTYPE, Kind, Side, TIF
+from lobreplay.core.book import Session
+from lobreplay.core.events import EVENT_DTYPE, Kind, Side, TIF
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""The command line: main builds the parser from each venue's commands."""

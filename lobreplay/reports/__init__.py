@@ -1,0 +1,1 @@
+"""Reports: Parquet tables (tables), analysis, the HTML viewer, latency histograms (hgrm, latency)."""

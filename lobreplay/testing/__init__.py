@@ -1,0 +1,1 @@
+"""Tools for tests and benchmarks, not for replays: generated ITCH days, fault injection, a fake Binance."""
