@@ -1,6 +1,6 @@
 """Binance depth capture and conversion to .lobc (docs/binance.md).
 
-sync.py    the per-symbol depth sync state machine (pure: no I/O)
+sync.py    DepthSync, the driver of the depth sync machine (in C: csrc/bnsync.c); no I/O
 detect.py  a recording's format, header, market (what a file is)
 scan.py    a recording's lines -> decoded batches (and the streams, symbols, market they show)
 convert.py decoded batches -> .lobc records through the machine; convert() puts the stages together

@@ -1,4 +1,10 @@
-"""The Binance depth sync procedure as a pure state machine (no I/O).
+"""The Binance depth sync procedure: the driver of the sync machine (no I/O).
+
+The machine itself is in C (csrc/bnsync.c, lobreplay.core._coreapi.BnMachine): it alone holds
+every symbol's sync state and writes the records. DepthSync reads what the C decoder leaves to
+Python (JSON messages, REST snapshots, a --raw file's own lines, malformed input) and hands the
+machine what they say; a batch of lines decoded in C goes to the machine in one call
+(feed_lines). The machine in pure Python is the test reference, tests/reference_sync.py.
 
 One DepthSync holds every symbol of a capture. The driver (live capture or
 file converter) hands it what arrived, in arrival order, each with its local
@@ -10,6 +16,8 @@ receive time:
                                            guess from context, for recordings)
     snapshot_failed(symbol, recv_ns, reason)   e.g. 429/418 -> GAP(rate limit)
     disconnected(recv_ns, reason, symbols)     connection lost / 24-hour cut / serverShutdown
+    feed_lines(lines, levels, pos, name_sym)   a batch decoded in C (lobreplay.core._coreapi.bn_decode)
+    feed_recorded(line, raw)                   one recorded `<recv ns> <message>` line
 
 and takes back:
 
