@@ -511,6 +511,20 @@ int lob_bn_sync_request(lob_bn_machine *m, uint32_t symbol, int requested)
     return LOB_OK;
 }
 
+size_t lob_bn_sync_wanted(const lob_bn_machine *m, uint32_t *out, size_t cap)
+{
+    if (!m) return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < m->n_syms; i++) {
+        const lob_bn_symbol *st = &m->st[i];
+        if (!st->live && st->buffered && !st->has_snapshot && !st->requested) {
+            if (n < cap && out) out[n] = (uint32_t)i;
+            n++;
+        }
+    }
+    return n;
+}
+
 static uint64_t distance(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
 
 int32_t lob_bn_sync_guess(const lob_bn_machine *m, uint64_t L)

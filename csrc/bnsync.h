@@ -121,6 +121,10 @@ int lob_bn_sync_ticker(lob_bn_machine *m, uint32_t symbol, uint64_t u, int64_t e
                        const int64_t *levels);
 /* The driver's mark: a snapshot was asked for symbol (1) or not (0). */
 int lob_bn_sync_request(lob_bn_machine *m, uint32_t symbol, int requested);
+/* The symbols whose buffered events wait for a snapshot nobody asked for yet (not live, some
+ * events buffered, no snapshot held, not marked requested), in index order, into out[0 ..
+ * cap); returns how many there are. */
+size_t lob_bn_sync_wanted(const lob_bn_machine *m, uint32_t *out, size_t cap);
 /* The symbol a snapshot without one (L) is most likely for: the only symbol; else the one
  * waiting for a snapshot, or of several the one whose buffered ids hold L or come nearest.
  * -1: none waits. */

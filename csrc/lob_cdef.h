@@ -556,6 +556,7 @@ int lob_bn_sync_ticker(lob_bn_machine *m, uint32_t symbol, uint64_t u, int64_t e
 
 int lob_bn_sync_request(lob_bn_machine *m, uint32_t symbol, int requested);
 
+size_t lob_bn_sync_wanted(const lob_bn_machine *m, uint32_t *out, size_t cap);
 int32_t lob_bn_sync_guess(const lob_bn_machine *m, uint64_t L);
 
 int lob_bn_sync_lines(lob_bn_machine *m, const lob_bn_line *lines, size_t n_lines, size_t *pos, const int64_t *levels,

@@ -1,6 +1,7 @@
 """The Binance depth sync machine on hand-made sequences, spot and USD-M: the machine (in C,
 driven by lobreplay.binance.sync.DepthSync) and its pure-Python reference
 (tests/reference_sync.py) alike; and the two side by side on random runs."""
+import functools
 import json
 import os
 import random
@@ -21,9 +22,11 @@ from reference_sync import ReferenceDepthSync  # noqa: E402
 E8 = 10**8
 
 
-@pytest.fixture(params=[DepthSync, ReferenceDepthSync], ids=["c", "reference"])
+@pytest.fixture(params=[DepthSync, functools.partial(DepthSync, c_decoder=False), ReferenceDepthSync],
+                ids=["c", "c-python-decoded", "reference"])
 def Machine(request):
-    """Each hand-made sequence runs on the machine and on its reference."""
+    """Each hand-made sequence runs on the machine (its messages decoded in C where the decoder
+    takes them, or all read in Python) and on its reference."""
     return request.param
 
 
@@ -449,7 +452,8 @@ def _apply(x, what, arg, recv):
 @pytest.mark.parametrize("market", [SPOT, USDM])
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("max_buffer", [3, 50_000])
-def test_the_machine_does_what_its_reference_does(market, seed, max_buffer):
+@pytest.mark.parametrize("c_decoder", [True, False])
+def test_the_machine_does_what_its_reference_does(market, seed, max_buffer, c_decoder):
     """Random runs of every kind of call through the machine in C and the pure-Python
     reference: after every call the same records (byte for byte), events, counts, per-symbol
     results and wanted snapshots; the decoded lines taken in one batch (feed_lines) give what
@@ -457,7 +461,7 @@ def test_the_machine_does_what_its_reference_does(market, seed, max_buffer):
     from lobreplay.core._coreapi import bn_decode
     rng = random.Random(seed * 7 + max_buffer)
     syms = ["AAAUSDT", "BBBUSDT", "CCCUSDT"]
-    m = DepthSync(market, syms, max_buffer=max_buffer)
+    m = DepthSync(market, syms, max_buffer=max_buffer, c_decoder=c_decoder)
     ref = ReferenceDepthSync(market, syms, max_buffer=max_buffer)
     last = {s: 1000 for s in syms}
     written = 0

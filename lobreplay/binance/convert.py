@@ -95,7 +95,7 @@ def convert(src, dst, *, market: str | None = None, symbols=None, price_scale: i
         raise InputError(f"{paths[0]}: no symbol found; pass symbols=")
     if market not in (SPOT, USDM):
         raise InputError(f"{paths[0]}: market not found (no depth event or snapshot); pass market='spot'|'usdm'")
-    machine = DepthSync(market, symbols, price_scale=price_scale, qty_scale=qty_scale)
+    machine = DepthSync(market, symbols, price_scale=price_scale, qty_scale=qty_scale, c_decoder=c_decoder)
     digits = dict(usdm=market == USDM, price_digits=machine.levels.dp, qty_digits=machine.levels.dq)
     source = ",".join(str(p) for p in paths)
     lines_n = 0

@@ -239,10 +239,11 @@ class DepthSync:
     the C decoder leaves to Python and hands the machine what they say."""
 
     def __init__(self, market: str, symbols, *, price_scale: int = lobc.DEFAULT_SCALE,
-                 qty_scale: int = lobc.DEFAULT_SCALE, max_buffer: int = 50_000):
+                 qty_scale: int = lobc.DEFAULT_SCALE, max_buffer: int = 50_000, c_decoder: bool = True):
         if market not in MARKETS:
             raise ValueError(f"market must be one of {MARKETS}, got {market!r}")
         self.market = market
+        self.c_decoder = c_decoder  # feed() tries the C decoder first (False: every message read in Python)
         self.spot = market == SPOT
         self.symbols = [str(s).upper() for s in symbols]
         if not self.symbols:
@@ -301,9 +302,8 @@ class DepthSync:
                 "malformed_by_stream": dict(self._malformed_by)}
 
     def snapshot_wanted(self) -> list[str]:
-        sy = self._sym
-        want = (sy["live"] == 0) & (sy["buffered"] > 0) & (sy["has_snapshot"] == 0) & (sy["requested"] == 0)
-        return [self.symbols[i] for i in np.flatnonzero(want).tolist()]
+        # (asked after every message of a capture: one call)
+        return [self.symbols[i] for i in self.core.wanted()]
 
     def mark_requested(self, symbol: str) -> None:
         self.core.request(self._by_name[symbol.upper()], True)
@@ -335,7 +335,19 @@ class DepthSync:
         return -1 if i is None else i
 
     def feed(self, raw, recv_ns: int) -> None:
-        """One websocket message (str/bytes JSON text, or an already decoded dict)."""
+        """One websocket message (str/bytes JSON text, or an already decoded dict). A depth,
+        trade or ticker message in the usual shape is decoded in C (as in a batch; not with
+        c_decoder=False) and goes straight to the machine; any other is read here."""
+        if self.c_decoder and type(raw) is not dict:
+            b = raw.encode() if type(raw) is str else bytes(raw)
+            ln = self.core.decode_message(b, usdm=not self.spot, price_digits=self.levels.dp,
+                                          qty_digits=self.levels.dq)
+            if ln is not None:
+                self.core.take_message(self.symbol_index(
+                    b[ln.sym_start:ln.sym_start + ln.sym_len].decode() if ln.sym_len >= 0 else None,
+                    b[ln.stream_start:ln.stream_start + ln.stream_len].decode() if ln.stream_len >= 0 else None),
+                    recv_ns)
+                return
         self._counts["messages"] += 1
         try:
             if type(raw) is not dict:

@@ -887,6 +887,14 @@ class BnMachine:
         self.totals = np.frombuffer(ffi.buffer(lib.lob_bn_sync_totals(ptr), BN_TOTALS_DTYPE.itemsize),
                                     BN_TOTALS_DTYPE)[0]
         self._n = ffi.new("size_t *")
+        self._wanted = ffi.new("uint32_t[]", n_symbols)
+        # one message decoded on its own (message()): the decoder's output, kept for the next
+        self._one = ffi.new("lob_bn_line[1]")
+        self._one_levels, self._one_cap = ffi.new("int64_t[]", 512), 256
+        self._one_names = ffi.new("uint32_t[]", lib.LOB_BN_NAMES)
+        self._one_sym = ffi.new("int32_t[1]")
+        self._one_out = ffi.new("size_t[4]")
+        self._one_pos = ffi.new("size_t *")
 
     def _check(self, status: int, what: str) -> None:
         if status != lib.LOB_OK:
@@ -935,6 +943,36 @@ class BnMachine:
 
     def request(self, symbol: int, requested: bool) -> None:
         self._check(lib.lob_bn_sync_request(self.ptr, symbol, int(requested)), "a snapshot request")
+
+    def wanted(self) -> list[int]:
+        """The symbols whose buffered events wait for a snapshot nobody asked for yet."""
+        n = lib.lob_bn_sync_wanted(self.ptr, self._wanted, self.n_symbols)
+        return [self._wanted[k] for k in range(n)] if n else []
+
+    def decode_message(self, msg: bytes, *, usdm: bool, price_digits: int, qty_digits: int):
+        """One message (no receive time, no newline) decoded by the C decoder (lob_bn_decode):
+        its line (a cffi lob_bn_line, valid until the next call) if the decoder took it, else
+        None. Then take_message(symbol, recv_ns) runs it through the machine."""
+        n = len(msg)
+        if n // 8 + 16 > self._one_cap:
+            self._one_cap = n // 8 + 16
+            self._one_levels = ffi.new("int64_t[]", 2 * self._one_cap)
+        o = self._one_out
+        st = lib.lob_bn_decode(msg, n, lib.LOB_BN_BARE | (lib.LOB_BN_USDM if usdm else 0), price_digits, qty_digits,
+                               self._one, 1, o, self._one_levels, self._one_cap, o + 1, o + 2, self._one_names, o + 3)
+        if st != lib.LOB_OK or o[0] != 1 or o[2] != n or self._one[0].status == lib.LOB_BN_OTHER:
+            return None
+        return self._one[0]
+
+    def take_message(self, symbol: int, recv_ns: int) -> None:
+        """The message decode_message took, through the machine (symbol -1: none of its symbols)."""
+        ln = self._one[0]
+        ln.recv_ns = recv_ns
+        ln.name_id = 0
+        self._one_sym[0] = symbol
+        self._one_pos[0] = 0
+        self._check(lib.lob_bn_sync_lines(self.ptr, self._one, 1, self._one_pos, self._one_levels,
+                                          self._one_out[1], self._one_sym, 1), "a message")
 
     def guess(self, L: int) -> int:
         """The symbol a snapshot without one most likely is for (-1: none waits)."""
