@@ -84,7 +84,7 @@ static int room_buffer(sym *s, size_t k)
     if (s->head && (s->n == s->cap || s->n_lv + k > s->cap_lv)) {
         size_t n = s->n - s->head, base = s->ev[s->head].lv;
         memmove(s->ev, s->ev + s->head, n * sizeof *s->ev);
-        memmove(s->lv, s->lv + 2 * base, 2 * (s->n_lv - base) * sizeof *s->lv);
+        if (s->n_lv > base) memmove(s->lv, s->lv + 2 * base, 2 * (s->n_lv - base) * sizeof *s->lv);
         for (size_t j = 0; j < n; j++) s->ev[j].lv -= base;
         s->head = 0;
         s->n = n;
@@ -301,7 +301,7 @@ static int depth(lob_bn_machine *m, size_t i, const event *in, const int64_t *lv
     event *e = &s->ev[s->n++];
     *e = *in;
     e->lv = s->n_lv;
-    memcpy(s->lv + 2 * s->n_lv, lv, 2 * k * sizeof *lv);
+    if (k) memcpy(s->lv + 2 * s->n_lv, lv, 2 * k * sizeof *lv);
     s->n_lv += k;
     st->buffered++;
     if (st->buffered > m->max_buffer) pop(m, i);
