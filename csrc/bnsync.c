@@ -354,15 +354,6 @@ const lob_bn_symbol *lob_bn_sync_symbols(const lob_bn_machine *m) { return m ? m
 
 const lob_bn_totals *lob_bn_sync_totals(const lob_bn_machine *m) { return m ? &m->tot : NULL; }
 
-int lob_bn_sync_depth(lob_bn_machine *m, uint32_t symbol, uint64_t U, uint64_t u, uint64_t pu, int64_t exch_ns,
-                      int64_t recv_ns, const int64_t *levels, uint32_t n_bids, uint32_t n_asks)
-{
-    if (!m || symbol >= m->n_syms || ((n_bids || n_asks) && !levels) || (size_t)n_bids + n_asks > SIZE_MAX / 32)
-        return LOB_EARG;
-    event e = {U, u, m->usdm ? pu : 0, exch_ns, recv_ns, 0, n_bids, n_asks};
-    return depth(m, symbol, &e, levels);
-}
-
 int lob_bn_sync_snapshot(lob_bn_machine *m, uint32_t symbol, uint64_t L, int64_t exch_ns, int64_t recv_ns,
                          const int64_t *levels, uint32_t n_bids, uint32_t n_asks)
 {
@@ -483,25 +474,6 @@ static void ticker(lob_bn_machine *m, size_t i, uint64_t u, int64_t exch_ns, int
         r->qty = lv[2 * k + 1];
     }
     m->tot.tickers++;
-}
-
-int lob_bn_sync_trade(lob_bn_machine *m, uint32_t symbol, uint64_t first_id, uint64_t last_id, int64_t exch_ns,
-                      int64_t recv_ns, int64_t price, int64_t qty, int maker, int agg)
-{
-    if (!m || symbol >= m->n_syms) return LOB_EARG;
-    if (!room_out(m, 1)) return LOB_ENOMEM;
-    int64_t pq[2] = {price, qty};
-    trade(m, symbol, first_id, last_id, exch_ns, recv_ns, pq, maker, agg);
-    return LOB_OK;
-}
-
-int lob_bn_sync_ticker(lob_bn_machine *m, uint32_t symbol, uint64_t u, int64_t exch_ns, int64_t recv_ns,
-                       const int64_t *levels)
-{
-    if (!m || symbol >= m->n_syms || !levels) return LOB_EARG;
-    if (!room_out(m, 2)) return LOB_ENOMEM;
-    ticker(m, symbol, u, exch_ns, recv_ns, levels);
-    return LOB_OK;
 }
 
 int lob_bn_sync_request(lob_bn_machine *m, uint32_t symbol, int requested)

@@ -92,11 +92,10 @@ const lob_bn_totals *lob_bn_sync_totals(const lob_bn_machine *m);
 
 /* Every call below returns LOB_OK, LOB_EARG (a symbol out of range, a reason >= 16) or
  * LOB_ENOMEM (the machine is then as it was before the call, but for its counts). Levels are
- * price, qty pairs: n_bids bids then n_asks asks. exch_ns, recv_ns: ns since the epoch. */
+ * price, qty pairs: n_bids bids then n_asks asks. exch_ns, recv_ns: ns since the epoch. Depth
+ * messages, trades and tickers come in as decoded lines (lob_bn_sync_lines), from the C
+ * decoder or read in Python in the same form. */
 
-/* A depth event (U, u; pu: USD-M's previous u, 0 on spot). */
-int lob_bn_sync_depth(lob_bn_machine *m, uint32_t symbol, uint64_t U, uint64_t u, uint64_t pu, int64_t exch_ns,
-                      int64_t recv_ns, const int64_t *levels, uint32_t n_bids, uint32_t n_asks);
 /* A REST snapshot (lastUpdateId L) for symbol: clears its requested mark. */
 int lob_bn_sync_snapshot(lob_bn_machine *m, uint32_t symbol, uint64_t L, int64_t exch_ns, int64_t recv_ns,
                          const int64_t *levels, uint32_t n_bids, uint32_t n_asks);
@@ -114,11 +113,6 @@ int lob_bn_sync_disconnected(lob_bn_machine *m, int64_t recv_ns, uint32_t reason
 /* The capture moves on to its next file: lob_bn_sync_disconnected(GAP_ROTATE) for all, then
  * every symbol starts again as in a new capture (no open gap). */
 int lob_bn_sync_end_file(lob_bn_machine *m, int64_t recv_ns);
-/* A trade (aggregated: flags 1, ids f..l) and a book ticker (bid then ask pair). */
-int lob_bn_sync_trade(lob_bn_machine *m, uint32_t symbol, uint64_t first_id, uint64_t last_id, int64_t exch_ns,
-                      int64_t recv_ns, int64_t price, int64_t qty, int maker, int agg);
-int lob_bn_sync_ticker(lob_bn_machine *m, uint32_t symbol, uint64_t u, int64_t exch_ns, int64_t recv_ns,
-                       const int64_t *levels);
 /* The driver's mark: a snapshot was asked for symbol (1) or not (0). */
 int lob_bn_sync_request(lob_bn_machine *m, uint32_t symbol, int requested);
 /* The symbols whose buffered events wait for a snapshot nobody asked for yet (not live, some

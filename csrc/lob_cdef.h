@@ -533,9 +533,6 @@ void lob_bn_sync_free(lob_bn_machine *m);
 const lob_bn_symbol *lob_bn_sync_symbols(const lob_bn_machine *m);
 const lob_bn_totals *lob_bn_sync_totals(const lob_bn_machine *m);
 
-int lob_bn_sync_depth(lob_bn_machine *m, uint32_t symbol, uint64_t U, uint64_t u, uint64_t pu, int64_t exch_ns,
-                      int64_t recv_ns, const int64_t *levels, uint32_t n_bids, uint32_t n_asks);
-
 int lob_bn_sync_snapshot(lob_bn_machine *m, uint32_t symbol, uint64_t L, int64_t exch_ns, int64_t recv_ns,
                          const int64_t *levels, uint32_t n_bids, uint32_t n_asks);
 
@@ -548,11 +545,6 @@ int lob_bn_sync_snapshot_failed(lob_bn_machine *m, uint32_t symbol, int64_t recv
 int lob_bn_sync_disconnected(lob_bn_machine *m, int64_t recv_ns, uint32_t reason, const uint32_t *symbols, size_t n);
 
 int lob_bn_sync_end_file(lob_bn_machine *m, int64_t recv_ns);
-
-int lob_bn_sync_trade(lob_bn_machine *m, uint32_t symbol, uint64_t first_id, uint64_t last_id, int64_t exch_ns,
-                      int64_t recv_ns, int64_t price, int64_t qty, int maker, int agg);
-int lob_bn_sync_ticker(lob_bn_machine *m, uint32_t symbol, uint64_t u, int64_t exch_ns, int64_t recv_ns,
-                       const int64_t *levels);
 
 int lob_bn_sync_request(lob_bn_machine *m, uint32_t symbol, int requested);
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from lobreplay.l2 import lobc
 from lobreplay.binance import sync as sync_mod
 from lobreplay.binance.convert import convert
-from lobreplay.binance.detect import detect_format, market_of
-from lobreplay.binance.scan import _pieces
+from lobreplay.binance.detect import detect_format
+from lobreplay.binance.scan import _pieces, market_of
 from lobreplay.l2.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, RESYNC, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL,
                             TICKER_ASK, TICKER_BID, TRADE)
 

@@ -1,8 +1,8 @@
 """Binance depth capture and conversion to .lobc (docs/binance.md).
 
 sync.py    DepthSync, the driver of the depth sync machine (in C: csrc/bnsync.c); no I/O
-detect.py  a recording's format, header, market (what a file is)
-scan.py    a recording's lines -> decoded batches (and the streams, symbols, market they show)
+detect.py  a recording's format and header (what a file is)
+scan.py    a recording's content and lines -> decoded batches (and the streams, symbols, market they show)
 convert.py decoded batches -> .lobc records through the machine; convert() puts the stages together
 capture.py the live capture (asyncio + websockets)
 (the fake Binance of the tests and --selftest: lobreplay.testing.fake_binance; the command:

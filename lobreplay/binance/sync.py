@@ -57,7 +57,8 @@ from itertools import chain
 import numpy as np
 
 from lobreplay.l2 import lobc
-from lobreplay.core._coreapi import BN_EV_GAP, BN_EV_RESYNC, BN_EV_SYNCED, BnMachine
+from lobreplay.core._coreapi import (BN_AGGTRADE, BN_DEPTH, BN_EV_GAP, BN_EV_RESYNC, BN_EV_SYNCED, BN_TICKER,
+                                     BN_TRADE, BnMachine)
 from lobreplay.l2.lobc import GAP_DISCONNECT, GAP_RATE_LIMIT, GAP_ROTATE, GAP_SHUTDOWN, RECORD_DTYPE
 
 SPOT, USDM = "spot", "usdm"
@@ -108,6 +109,11 @@ def _int(v, name) -> int:
 
 
 MAX_MS = 9_223_372_036_853  # the last ms whose ns fit int64
+
+
+def _ms_of(v, name) -> int:
+    """A time in ms as a message gives it (-1: none), checked as _ms checks it."""
+    return -1 if v is None else _ms(v, name) // MS
 
 
 def _ms(v, name) -> int:
@@ -231,6 +237,7 @@ _EVENT_NAMES = {BN_EV_GAP: "gap", BN_EV_SYNCED: "synced", BN_EV_RESYNC: "resync"
 _SYMBOL_STATS = ("depth", "applied", "dropped_covered", "duplicates", "gaps", "resyncs", "first_L", "snapshots",
                  "snapshots_stale", "snapshots_unused")
 _NO_LEVELS = np.empty((0, 2), np.int64)
+_UNKNOWN = (-1, BN_DEPTH, 0, 0, 0, -1, _NO_LEVELS, 0, False)  # a message of none of the symbols: counted
 
 
 class DepthSync:
@@ -348,6 +355,16 @@ class DepthSync:
                     b[ln.stream_start:ln.stream_start + ln.stream_len].decode() if ln.stream_len >= 0 else None),
                     recv_ns)
                 return
+        msg = self._read(raw, recv_ns)
+        if msg is not None:
+            self._counts["messages"] -= 1  # (the machine counts the messages it takes)
+            self.core.message(recv_ns, *msg)
+
+    def _read(self, raw, recv_ns: int) -> tuple | None:
+        """A message read in Python: a depth, trade or ticker message in the form the C decoder
+        gives, for the machine (symbol, status, first id, last id, pu, E ms or -1, levels,
+        bids, maker); any other is done with here (a snapshot, serverShutdown, ignored,
+        malformed: None)."""
         self._counts["messages"] += 1
         try:
             if type(raw) is not dict:
@@ -355,8 +372,9 @@ class DepthSync:
                     raw = bytes(raw).decode("utf-8")
                 if raw.startswith('{"stream":"') and "@bookTicker" in raw[:64]:
                     m = _TICKER_RE.fullmatch(raw)
-                    if m is not None and self._fast_ticker(m, recv_ns):
-                        return
+                    got = self._fast_ticker(m) if m is not None else None
+                    if got is not None:
+                        return got
             msg = raw if type(raw) is dict else decode_json(raw)
             if type(msg) is not dict:
                 raise Malformed("not a JSON object")
@@ -369,13 +387,13 @@ class DepthSync:
                 data, stream = msg, None
             e = data.get("e")
             if e == "depthUpdate":
-                self._on_depth(data, stream, recv_ns)
+                return self._on_depth(data, stream, recv_ns)
             elif e == "trade":
-                self._on_trade(data, stream, recv_ns, agg=False)
+                return self._on_trade(data, stream, agg=False)
             elif e == "aggTrade":
-                self._on_trade(data, stream, recv_ns, agg=True)
+                return self._on_trade(data, stream, agg=True)
             elif e == "bookTicker" or (e is None and "A" in data and "u" in data and "b" in data):
-                self._on_ticker(data, stream, recv_ns)
+                return self._on_ticker(data, stream)
             elif e == "serverShutdown":
                 self._counts["shutdowns"] += 1
                 self._drain_events()  # (in the order they happened)
@@ -392,6 +410,7 @@ class DepthSync:
                 self._counts["ignored"] += 1  # kline, partial depth, subscription replies, ...
         except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError) as err:
             self._malformed(raw, recv_ns, err)
+        return None
 
     def feed_depth(self, stream, s, U, u, pu, exch_ms, recv_ns: int, bids: np.ndarray, asks: np.ndarray) -> None:
         """A depthUpdate message that the C decoder (lobreplay.core._coreapi.bn_decode) took: the
@@ -399,13 +418,9 @@ class DepthSync:
         s: its "s" (None: none), pu: 0 on spot, exch_ms: E (-1: none), bids and asks: int64
         (n, 2) arrays of price, qty. The decoder took only well-formed messages (U <= u,
         every field in range, every decimal within the scales)."""
-        self._counts["messages"] += 1
         i = self._symbol_of(s, stream)
-        if i is None:
-            self._counts["unknown_symbol"] += 1
-            return
-        self.core.depth(i, U, u, pu, exch_ms * MS if exch_ms >= 0 else 0, recv_ns,
-                        np.concatenate((bids, asks)) if len(asks) else bids, len(bids))
+        self.core.message(recv_ns, -1 if i is None else i, BN_DEPTH, U, u, pu, exch_ms,
+                          np.concatenate((bids, asks)) if len(asks) else bids, len(bids), False)
 
     def feed_snapshot(self, symbol, body, recv_ns: int) -> None:
         """A REST depth snapshot body (text or dict) for `symbol` (None: the one waiting for it)."""
@@ -561,27 +576,25 @@ class DepthSync:
     def _on_depth(self, data, stream, recv_ns):
         i = self._symbol(data, stream)
         if i is None:
-            self._counts["unknown_symbol"] += 1
-            return
+            return _UNKNOWN
         try:
             U = _int(data["U"], "U")
             u = _int(data["u"], "u")
             if U > u:
                 raise Malformed(f"U {U} > u {u}")
             pu = 0 if self.spot else _int(data["pu"], "pu")
-            exch = _ms(data.get("E"), "E")
+            exch = _ms_of(data.get("E"), "E")
             bids = self._pairs(self.levels.prepare(data["b"]))
             asks = self._pairs(self.levels.prepare(data["a"]))
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
             self._malformed_symbol(i, recv_ns, err)
-            return
-        self.core.depth(i, U, u, pu, exch, recv_ns, np.concatenate((bids, asks)) if len(asks) else bids, len(bids))
+            return None
+        return i, BN_DEPTH, U, u, pu, exch, np.concatenate((bids, asks)) if len(asks) else bids, len(bids), False
 
-    def _on_trade(self, data, stream, recv_ns, agg):
+    def _on_trade(self, data, stream, agg):
         i = self._symbol(data, stream)
         if i is None:
-            self._counts["unknown_symbol"] += 1
-            return
+            return _UNKNOWN
         try:
             if agg:
                 first, last = _int(data["f"], "f"), _int(data["l"], "l")
@@ -590,46 +603,44 @@ class DepthSync:
             m = data["m"]
             if type(m) is not bool:
                 raise Malformed("field m: expected true/false")
-            exch = _ms(data.get("T"), "T")
-            price, qty = self._pair(self.levels.prepare_one(data["p"], data["q"]))
+            exch = _ms_of(data.get("T"), "T")
+            pair = self._pair(self.levels.prepare_one(data["p"], data["q"]))
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
             self.count_malformed("aggTrade" if agg else "trade")  # (the book is not touched: go on)
-            return
-        self.core.trade(i, first, last, exch, recv_ns, price, qty, m, agg)
+            return None
+        return i, BN_AGGTRADE if agg else BN_TRADE, first, last, 0, exch, [pair], 1, m
 
-    def _fast_ticker(self, m, recv_ns) -> bool:
+    def _fast_ticker(self, m):
         """A bookTicker envelope of the usual shape, matched by _TICKER_RE (same result as the
-        JSON path; False: let the JSON path handle it)."""
+        JSON path; None: let the JSON path handle it)."""
         stream, u, _s, b, B, a, A, _T, E = m.groups()
         i = self._by_stream.get(stream)
         if i is None:
-            return False
+            return None
         fast = self.levels._fast_one
         if not (fast(b + "," + B) and fast(a + "," + A)):
-            return False
+            return None
         u = int(u)
         if u > U64_MAX or (E is not None and int(E) > MAX_MS):  # the JSON path refuses them
-            return False
-        exch = int(E) * MS if E is not None else 0
+            return None
         ps, qs = self.levels.price_scale, self.levels.qty_scale
-        self.core.ticker(i, u, exch, recv_ns, lobc.parse_decimal(b, ps), lobc.parse_decimal(B, qs),
-                         lobc.parse_decimal(a, ps), lobc.parse_decimal(A, qs))
-        return True
+        return (i, BN_TICKER, u, 0, 0, int(E) if E is not None else -1,
+                [(lobc.parse_decimal(b, ps), lobc.parse_decimal(B, qs)),
+                 (lobc.parse_decimal(a, ps), lobc.parse_decimal(A, qs))], 1, False)
 
-    def _on_ticker(self, data, stream, recv_ns):
+    def _on_ticker(self, data, stream):
         i = self._symbol(data, stream)
         if i is None:
-            self._counts["unknown_symbol"] += 1
-            return
+            return _UNKNOWN
         try:
             u = _int(data["u"], "u")
-            exch = _ms(data.get("E"), "E")
+            exch = _ms_of(data.get("E"), "E")
             bid = self._pair(self.levels.prepare_one(data["b"], data["B"]))
             ask = self._pair(self.levels.prepare_one(data["a"], data["A"]))
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
             self.count_malformed("bookTicker")  # (the book is not touched: go on)
-            return
-        self.core.ticker(i, u, exch, recv_ns, *bid, *ask)
+            return None
+        return i, BN_TICKER, u, 0, 0, exch, [bid, ask], 1, False
 
     # ------------------------------------------------------------ malformed input
 

@@ -900,12 +900,6 @@ class BnMachine:
         if status != lib.LOB_OK:
             raise_for_status(status, f"sync machine: {what}")
 
-    def depth(self, symbol: int, U: int, u: int, pu: int, exch_ns: int, recv_ns: int, levels: np.ndarray,
-              n_bids: int) -> None:
-        """A depth event; levels: int64 (n, 2) price, qty, its n_bids bids first."""
-        self._check(lib.lob_bn_sync_depth(self.ptr, symbol, U, u, pu, exch_ns, recv_ns, _buf("int64_t[]", levels),
-                                          n_bids, len(levels) - n_bids), "a depth event")
-
     def snapshot(self, symbol: int, L: int, exch_ns: int, recv_ns: int, levels: np.ndarray, n_bids: int) -> None:
         self._check(lib.lob_bn_sync_snapshot(self.ptr, symbol, L, exch_ns, recv_ns, _buf("int64_t[]", levels),
                                              n_bids, len(levels) - n_bids), "a snapshot")
@@ -930,17 +924,6 @@ class BnMachine:
     def end_file(self, recv_ns: int) -> None:
         self._check(lib.lob_bn_sync_end_file(self.ptr, recv_ns), "the end of a file")
 
-    def trade(self, symbol: int, first_id: int, last_id: int, exch_ns: int, recv_ns: int, price: int, qty: int,
-              maker: bool, agg: bool) -> None:
-        self._check(lib.lob_bn_sync_trade(self.ptr, symbol, first_id, last_id, exch_ns, recv_ns, price, qty,
-                                          int(maker), int(agg)), "a trade")
-
-    def ticker(self, symbol: int, u: int, exch_ns: int, recv_ns: int, bid_price: int, bid_qty: int, ask_price: int,
-               ask_qty: int) -> None:
-        self._check(lib.lob_bn_sync_ticker(self.ptr, symbol, u, exch_ns, recv_ns,
-                                           ffi.new("int64_t[4]", [bid_price, bid_qty, ask_price, ask_qty])),
-                    "a ticker")
-
     def request(self, symbol: int, requested: bool) -> None:
         self._check(lib.lob_bn_sync_request(self.ptr, symbol, int(requested)), "a snapshot request")
 
@@ -963,6 +946,23 @@ class BnMachine:
         if st != lib.LOB_OK or o[0] != 1 or o[2] != n or self._one[0].status == lib.LOB_BN_OTHER:
             return None
         return self._one[0]
+
+    def message(self, recv_ns: int, symbol: int, status: int, first_id: int, last_id: int, prev_id: int,
+                exch_ms: int, levels, n_bids: int, maker: bool) -> None:
+        """A message read in Python, in the form the C decoder gives (a lob_bn_line: status
+        BN_DEPTH, BN_TRADE, BN_AGGTRADE or BN_TICKER; exch_ms -1: none; levels: int64 (n, 2)
+        price, qty, n_bids bids first; a ticker's bid then ask), through the machine as
+        take_message takes a decoded one (symbol -1: none of its symbols)."""
+        lv = np.ascontiguousarray(levels, np.int64).reshape(-1, 2)
+        if len(lv) > self._one_cap:
+            self._one_cap = len(lv)
+            self._one_levels = ffi.new("int64_t[]", 2 * self._one_cap)
+        ffi.memmove(self._one_levels, ffi.from_buffer(lv), lv.nbytes)
+        ln = self._one[0]
+        ln.status, ln.first_id, ln.last_id, ln.prev_id, ln.exch_ms = status, first_id, last_id, prev_id, exch_ms
+        ln.level, ln.n_bids, ln.n_asks, ln.maker = 0, n_bids, len(lv) - n_bids, int(maker)
+        self._one_out[1] = len(lv)
+        self.take_message(symbol, recv_ns)
 
     def take_message(self, symbol: int, recv_ns: int) -> None:
         """The message decode_message took, through the machine (symbol -1: none of its symbols)."""
