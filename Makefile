@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 N ?= 100000000
 SEED ?= 1
 
-.PHONY: demo test test-browser dev fuzz asan dist bench-core bench-hdr bench-itch bench-itch-full bench clean
+.PHONY: demo test test-fast test-browser dev fuzz asan dist bench-core bench-hdr bench-itch bench-itch-full bench clean
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -20,14 +20,21 @@ $(STAMP): $(VENV)/bin/python pyproject.toml setup.py csrc/*.c csrc/*.h csrc/buil
 
 dev: $(STAMP)
 
-SHARED_CAPTURE = ../shared/data/itch/nasdaq_20230822_0930_moldudp64.pcap
+# The bundled sample day, then the real 09:30 capture bundled in data/real/itch (data/real/itch/PROVENANCE.md).
+REAL_CAPTURE = data/real/itch/nasdaq_20230822_0930_moldudp64.pcap
 demo: $(STAMP)
 	$(VENV)/bin/lobreplay itch replay data/sample_day.itch.gz -o out/demo --date 2019-12-30 --force --no-progress
-	@if [ -f $(SHARED_CAPTURE) ]; then echo; \
-	  $(VENV)/bin/lobreplay itch replay $(SHARED_CAPTURE) -o out/demo-0930 --force --no-progress; fi
+	@echo
+	$(VENV)/bin/lobreplay itch replay $(REAL_CAPTURE) -o out/demo-0930 --force --no-progress
 
+# Everything but the browser test; prints the ten slowest tests and how long it took.
+# `make test-fast` leaves out the tests marked slow (about a minute).
 test: $(STAMP)
-	$(VPY) -m pytest -q -n 2 -m "not browser"
+	@start=$$(date +%s); $(VPY) -m pytest -q -n 2 -m "not browser" --durations=10; rc=$$?; \
+	  echo "make test: $$(( $$(date +%s) - start )) s of tests, exit $$rc"; exit $$rc
+
+test-fast: $(STAMP)
+	$(VPY) -m pytest -q -n 2 -m "not browser and not slow"
 
 # The HTML viewer loaded in headless Chromium (Debian's chromium; installed here
 # when missing and apt is usable, as in .ci/run).
@@ -50,7 +57,7 @@ asan: $(STAMP)
 	LOBREPLAY_CORE=$$(ls $(ASAN_SO)) \
 	$(VPY) -m pytest -q -p no:cacheprovider tests/test_layout.py tests/test_core.py tests/test_differential.py \
 		tests/test_l2replay.py tests/test_l2_differential.py tests/test_binance_decode.py tests/test_binance_sync.py \
-		-k "(not test_l2replay and not test_l2_differential) or tiny_outputs or long_unfinished or interleaved or full_history"
+		-k "(not test_l2replay and not test_l2_differential) or tiny_outputs or long_unfinished or interleaved or full_history or longer_than_max_message"
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	LOBREPLAY_CORE=$$(ls $(ASAN_SO)) \
@@ -64,6 +71,10 @@ dist: $(STAMP)
 	$(VPY) -c "import sys, zipfile, glob; names = zipfile.ZipFile(glob.glob('dist/*.whl')[0]).namelist(); \
 	  need = ['lobreplay/itch/replay.py', 'lobreplay/binance/sync.py', 'lobreplay/l2/lobc.py']; \
 	  miss = [n for n in need if n not in names]; sys.exit(f'wheel lacks {miss}' if miss else 0)"
+	@# the real fixtures (data/real, ~9 MB) are for the tests: neither the sdist nor the wheel ships them
+	$(VPY) -c "import sys, tarfile, zipfile, glob; \
+	  names = tarfile.open(glob.glob('dist/*.tar.gz')[0]).getnames() + zipfile.ZipFile(glob.glob('dist/*.whl')[0]).namelist(); \
+	  real = [n for n in names if '/data/real/' in '/' + n]; sys.exit(f'dist ships test fixtures: {real[:3]}' if real else 0)"
 
 fuzz: $(STAMP)
 	$(VPY) tests/fuzzgen.py --commands $(N) --seed $(SEED)

@@ -7,7 +7,7 @@ time the capture reports from the start of its run, without start-up and imports
     .venv/bin/python benchmarks/bench_binance.py [--reps 3] [--rate 4000] [--only convert,replay,capture]
     .venv/bin/python benchmarks/bench_binance.py --only long [--copies 10]   # a long file: rate, peak RSS
 
-Uses the real recordings in ../shared/data/binance (hftbacktest). Prints a
+Uses the real recordings in data/real/binance (hftbacktest). Prints a
 Markdown table for benchmarks/RESULTS.md. Speed is never asserted.
 """
 from __future__ import annotations
@@ -30,12 +30,15 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ["LOBREPLAY_CACHE_DIR"] = "off"  # every replay here scans its file: pass 1 is timed, not read from the sizing cache
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest"
-sys.path.insert(0, str(ROOT))  # tests.fake_binance
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # fake_binance, and conftest: where the real recordings are
+
+from conftest import REAL_BINANCE  # noqa: E402
+
+DATA = REAL_BINANCE / "hftbacktest"
 
 import numpy as np  # noqa: E402
 
-from lobreplay.l2 import lobc# noqa: E402
+from lobreplay.l2 import lobc  # noqa: E402
 from lobreplay.binance.convert import convert  # noqa: E402
 from lobreplay.l2.replay import replay_lobc  # noqa: E402
 
@@ -75,7 +78,7 @@ def _takes_force() -> bool:
 
 def bench_capture(market: str, seconds: float, rate: float) -> dict:
     """The capture as a child process against the fake server (in this process)."""
-    from tests.fake_binance import ThreadedFake, recorded_script
+    from fake_binance import ThreadedFake, recorded_script
     with tempfile.TemporaryDirectory() as d, ThreadedFake(market, [recorded_script(market)], rate=rate) as fb:
         out = Path(d) / "cap.lobc"
         stats = Path(d) / "stats.json"

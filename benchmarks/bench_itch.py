@@ -194,15 +194,21 @@ def full_day(args) -> int:
 
 
 SECTION = "### Full-size day (issue 25): 270M messages, 9,000 symbols"
+START, END = "<!-- bench-itch-full:start -->", "<!-- bench-itch-full:end -->"
 
 
 def write_section(results: Path, text: str) -> None:
-    """Put the figures under SECTION in RESULTS.md (the newest run first), nothing else touched."""
+    """Put the figures under SECTION in RESULTS.md, replacing the previous run's (between the
+    markers: RESULTS.md holds current figures only, the earlier ones are in git history)."""
     body = results.read_text()
-    if SECTION not in body:
-        anchor = "### Memory for a full-size day (9,000 symbols), flat with length"
-        body = body.replace(anchor, f"{SECTION}\n\n{anchor}", 1) if anchor in body else body + f"\n{SECTION}\n"
-    body = body.replace(f"{SECTION}\n\n", f"{SECTION}\n\n{text}\n\n", 1)
+    block = f"{START}\n{text.rstrip()}\n\n{END}"
+    if START in body and END in body:
+        pre, rest = body.split(START, 1)
+        body = pre + block + rest.split(END, 1)[1]
+    elif SECTION in body:
+        body = body.replace(f"{SECTION}\n\n", f"{SECTION}\n\n{block}\n\n", 1)
+    else:
+        body = body.rstrip("\n") + f"\n\n{SECTION}\n\n{block}\n"
     results.write_text(body)
 
 

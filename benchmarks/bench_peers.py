@@ -225,9 +225,9 @@ def bbo_from_report(path: Path, day: Day) -> dict:
     """lobreplay's BBO per symbol after message K, at the end, and after MeatPy's prefix."""
     import pyarrow.parquet as pq
 
-    t = pq.read_table(path, columns=["message", "locate", "bid_price", "bid_qty", "ask_price", "ask_qty"])
-    msg = t["message"].to_numpy()
-    loc = t["locate"].to_numpy().astype(np.int64)
+    t = pq.read_table(path, columns=["sequence", "instrument", "bid_price", "bid_qty", "ask_price", "ask_qty"])
+    msg = t["sequence"].to_numpy()
+    loc = t["instrument"].to_numpy().astype(np.int64)
     vals = np.stack([t[c].to_numpy().astype(np.int64) for c in ("bid_price", "bid_qty", "ask_price", "ask_qty")], 1)
     symbols = {int(k): v for k, v in day.info["symbols"].items()}
 
@@ -356,7 +356,7 @@ NOTES = """\
 - **lobreplay**: `.venv/bin/lobreplay itch replay FILE -o DIR --force --no-progress` plus the flags in
   the row, and `--no-cache`: every row scans the day in pass 1, except the one marked as replayed
   before, whose pass 1 comes from the sizing cache (`docs/itch.md`) that one untimed replay of the
-  day filled first. Its `bbo.parquet` (the `message` column says after which message) is the
+  day filled first. Its `bbo.parquet` (the `sequence` column says after which message) is the
   reference.
 - **itch-book** (`benchmarks/peers/run_itchbook.py`): its C++ `Session`, the object
   `itch_book.open(...).batches()` drives (without that reader thread), fed 8 MiB reads; with
@@ -499,7 +499,9 @@ def report(days: list[Day], cfgs: list[dict], results: dict, status: dict, prep:
             else:
                 L.append(f"hftbacktest's conversion FAILED: {tail(p['log'])}")
         L.append("")
-    L.append(NOTES)
+    # (the notes stay here, not in RESULTS.md, which holds current figures only)
+    L.append("How each tool is run (columns, page cache, each peer's driver, the fairness check): `NOTES` in "
+             "`benchmarks/bench_peers.py`.")
     return "\n".join(L)
 
 

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from lobreplay.l2 import lobc# noqa: E402
+from lobreplay.l2 import lobc  # noqa: E402
 from lobreplay.core.book import Session  # noqa: E402
 from lobreplay.core.events import Status  # noqa: E402
 from lobreplay.l2.ladder import L2Replay, scan_counts  # noqa: E402

@@ -1118,15 +1118,19 @@ static void lose_sync(ctx *x, uint16_t s)
 /* ---- depth samples ---- */
 
 /* The last record of the unit that starts at rec[i] (l2.h, lob_l2_depth), as the walk
- * below takes it: a whole message, a BEGIN with the levels after it (no END), a
- * TICKER_BID with its TICKER_ASK, else the record alone. */
+ * below takes it: a whole message, a BEGIN with the records after it up to the one that
+ * makes it incomplete (the last before the record that is not its END, or its record
+ * max_message + 1: a longer message is incomplete there, and its records after that are
+ * units alone, as they are when the caller's chunks hand them over later), a TICKER_BID
+ * with its TICKER_ASK, else the record alone. */
 static size_t unit_end(const lob_l2 *r, const lob_l2_record *rec, size_t n, size_t i, size_t *stop)
 {
     const lob_l2_record *y = &rec[i];
     if (y->symbol >= r->nsym) return i;
     if (y->kind == LOB_L2_SNAPSHOT_BEGIN || y->kind == LOB_L2_DIFF_BEGIN) {
         size_t j = *stop = group_stop(rec, n, i, r->nsym);
-        return group_complete(rec, n, i, j, r->max_message) ? j : j - 1;
+        if (group_complete(rec, n, i, j, r->max_message)) return j;
+        return j - i - 1 > r->max_message ? i + r->max_message + 1 : j - 1;
     }
     size_t j = y->kind == LOB_L2_TICKER_BID ? ticker_pair(rec, n, i, r->nsym) : 0;
     return j ? j : i;

@@ -220,7 +220,9 @@ typedef struct lob_l2_mismatch {
  * sample holds the records before the first unit of records whose receive time
  * (the latest so far: a time that goes back counts as the one before it) reaches T,
  * where a unit is a whole message (BEGIN .. END), a BEGIN with the levels after it
- * when its END is missing, a TICKER_BID with its TICKER_ASK, or any other record.
+ * when its END is missing (up to its record max_message + 1 after the BEGIN, where a
+ * longer message is found incomplete: the records after that are units alone), a
+ * TICKER_BID with its TICKER_ASK, or any other record.
  * Its levels go to depth_book[row * 4 * L ..]: L bid prices, L bid quantities, L ask
  * prices, L ask quantities (feed units, best first, 0 past a side's last level). */
 typedef struct lob_l2_depth {

@@ -1203,7 +1203,8 @@ typedef struct ext_io {
 
 struct lob_session {
     uint32_t max_instrument;
-    int timing;
+    uint32_t timing;     /* 0 off; N: every Nth event timed (lob_session_set_timing) */
+    uint32_t timing_left; /* events to go before the next timed one (0: the next is timed) */
     int clock;           /* LOB_CLOCK_*: what timing reads (chosen when timing is turned on) */
     uint64_t tsc_mult;   /* LOB_CLOCK_TSC: ns = ticks * tsc_mult >> 32 */
     int prefetch;        /* -1: decide from book_bytes; 0 off; 1 on */
@@ -1431,8 +1432,10 @@ void lob_hist_lows(uint64_t *lows)
     for (uint32_t i = 0; i < LOB_HIST_BUCKETS; i++) lows[i] = lob_hist_lowest(i);
 }
 
-int lob_session_set_timing(lob_session *s, int on)
+int lob_session_set_timing(lob_session *s, int every)
 {
+    if (every < 0) return LOB_EARG;
+    int on = every != 0;
     if (on) /* per-book histograms, allocated here and never during apply */
         for (uint64_t i = 0; i <= s->max_instrument; i++) {
             lob_book *b = s->books[i];
@@ -1446,7 +1449,8 @@ int lob_session_set_timing(lob_session *s, int on)
         s->clock = mult ? LOB_CLOCK_TSC : LOB_CLOCK_MONOTONIC;
         s->tsc_mult = mult;
     }
-    s->timing = on != 0;
+    s->timing = (uint32_t)every;
+    s->timing_left = 0;
     return LOB_OK;
 }
 
@@ -1996,15 +2000,28 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
     size_t nb = 0; /* bbo rows written, with bbo_event */
     /* Read once: the calls in the loop could change *out and *s for all the compiler knows. */
     const uint32_t depth_levels = out->depth_levels;
-    const int timing = s->timing;
+    const uint32_t every = s->timing;
+    uint32_t left = s->timing_left, left_i = left; /* left_i: before event i (an event not done keeps its turn) */
     const books_t bk = {s->books, s->max_instrument};
-    /* With timing on, one clock reading ends an event and starts the next. */
-    uint64_t t_prev = timing ? clock_ticks(s->clock) : 0;
+    /* Timing every event: one clock reading ends an event and starts the next. Every Nth
+     * (N > 1): a reading before the timed event and one after it. */
+    uint64_t t_prev = every == 1 ? clock_ticks(s->clock) : 0;
     /* Prefetch only where the books outgrow the caches: on books that fit, it
      * costs more than it saves (benchmarks/RESULTS.md). */
     int pf = s->prefetch < 0 ? s->book_bytes > PF_AUTO_BYTES : s->prefetch;
     for (i = 0; i < n; i++) {
         const lob_event *e = &events[i];
+        int timed = 0;
+        left_i = left;
+        if (every) {
+            if (left == 0) {
+                timed = 1;
+                left = every - 1;
+                if (every > 1) t_prev = clock_ticks(s->clock);
+            } else {
+                left--;
+            }
+        }
         if (pf) {
             if (i + PF_SLOT < n) prefetch_slot(bk, &events[i + PF_SLOT]);
             if (i + PF_ORDER < n) prefetch_order(bk, &events[i + PF_ORDER]);
@@ -2163,7 +2180,7 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
             if (bbo_event && after.changed) bbo_event[nb++] = (uint32_t)i;
         }
         results[i] = r;
-        if (timing) {
+        if (timed) {
             uint64_t t = clock_ticks(s->clock), dt = t - t_prev;
             t_prev = t;
             int k = (e->kind >= 1 && e->kind < HIST_KINDS) ? e->kind : 0;
@@ -2172,6 +2189,7 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
             if (b && b->hist) b->hist[(size_t)k * BOOK_HIST + lob_book_hist_index(v)]++;
         }
     }
+    s->timing_left = i < n ? left_i : left;
     out->n_done = i;
     out->n_exec = sk.n_exec;
     out->n_desync = sk.n_desync;

@@ -375,14 +375,15 @@ enum { LOB_BOOK_HIST_BUCKETS = 160 };
  * index 0 for events of an unknown kind. */
 enum { LOB_HIST_KINDS = 7 };
 
-/* Turn per-event timing on or off for a session (off at creation). When on,
- * each event is timed (one clock reading per event: see lob_session_clock) and counted
+/* Turn per-event timing on or off for a session (off at creation): every = 0 off, 1 every
+ * event (one clock reading per event: see lob_session_clock), N every Nth event of the
+ * session (counted across calls; two readings per timed event). A timed event is counted
  * in the session's histogram of its kind (index = kind, 1..6; 0 for unknown
  * kinds) and in its book's coarse one. Turning it on allocates the books'
  * histograms (the only allocation after creation, never inside apply);
  * returns LOB_OK or LOB_ENOMEM (timing then stays off). Books added later
  * get theirs at the next call. */
-int lob_session_set_timing(lob_session *s, int on);
+int lob_session_set_timing(lob_session *s, int every); /* LOB_EARG if every < 0 */
 /* Copy one book's coarse histogram of one kind into counts[LOB_BOOK_HIST_BUCKETS]
  * (zeros if timing was never on). LOB_OK, LOB_EARG or LOB_EINSTRUMENT. */
 int lob_session_book_histogram(const lob_session *s, uint32_t instrument, int kind, uint32_t *counts);

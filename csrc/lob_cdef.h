@@ -153,7 +153,7 @@ typedef struct lob_outputs {
 
 int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out);
 
-int lob_session_set_timing(lob_session *s, int on);
+int lob_session_set_timing(lob_session *s, int every);
 int lob_session_book_histogram(const lob_session *s, uint32_t instrument, int kind, uint32_t *counts);
 int lob_session_book_histograms(const lob_session *s, const uint32_t *instruments, size_t n, uint32_t *counts);
 uint32_t lob_book_hist_index(uint64_t value_ns);

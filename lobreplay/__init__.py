@@ -1,5 +1,12 @@
 """lobreplay: market-data replay on a C price-time priority matching core.
 
+    import lobreplay as lr
+    r = lr.open_itch("day.itch.gz", symbols=["AAPL"])   # or lr.open_lobc("x.lobc")
+    r.run_until("10:00")
+    r.book("AAPL").depth("B", 10)
+    for c in r.chunks(until="10:05"): ...
+    r.to_parquet("out/")
+
 The public names below are imported on first use (PEP 562), so that the
 command line can start, and set up its environment, before numpy loads.
 """
@@ -16,10 +23,17 @@ _FROM = {
                 "UnknownOrderError"),
     ".core.events": ("BBO_DTYPE", "DESYNC_DTYPE", "EVENT_DTYPE", "EXEC_DTYPE", "RESULT_DTYPE", "TIF", "Cause", "Flag",
                 "Kind", "Side", "Status"),
+    ".replay.api": ("open_itch", "open_lobc", "replay_itch", "replay_lobc"),
+    ".replay.engine": ("BookAt", "Chunk"),
+    ".itch.replay": ("ReplayConfig",),
+    ".l2.replay": ("L2ReplayConfig",),
+    ".itch.tools": ("ItchStats", "itch_stats", "decode_itch"),
 }
 _WHERE = {name: module for module, names in _FROM.items() for name in names}
 
 __all__ = [
+    "open_itch", "open_lobc", "replay_itch", "replay_lobc", "ReplayConfig", "L2ReplayConfig", "BookAt", "Chunk",
+    "itch_stats", "decode_itch", "ItchStats",
     "Session", "OrderBook", "BookView", "BatchResult", "Fill",
     "EVENT_DTYPE", "EXEC_DTYPE", "RESULT_DTYPE", "BBO_DTYPE", "DESYNC_DTYPE", "Kind", "Side", "TIF", "Status",
     "Flag", "Cause",

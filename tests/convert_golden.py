@@ -1,5 +1,5 @@
 """Golden digests of the JSONL -> .lobc conversion (lobreplay.binance.convert) of every real
-Binance recording in the shared data folder.
+Binance recording bundled in data/real/binance.
 
     .venv/bin/python tests/convert_golden.py --write   # regenerate tests/golden/convert.json
     .venv/bin/python tests/convert_golden.py           # compare the current code against it
@@ -24,7 +24,7 @@ sys.path[:0] = [str(ROOT), str(HERE)]
 
 import golden_common  # noqa: E402
 from golden_common import RECORDINGS  # noqa: E402
-from lobreplay.l2 import lobc# noqa: E402
+from lobreplay.l2 import lobc  # noqa: E402
 from lobreplay.binance.convert import convert  # noqa: E402
 
 GOLDEN = HERE / "golden" / "convert.json"
@@ -36,8 +36,8 @@ def digest(path: Path, stats: dict) -> dict:
     meta = {k: v for k, v in data.meta.items() if k != "created_ns"}
     meta["source"] = ",".join(Path(p).name for p in str(meta.get("source", "")).split(","))
     st = {k: v for k, v in stats.items() if k not in TIMING}
-    # the header holds the source paths as given (where the checkout and the shared data
-    # are), padded to 64-byte units: the bytes written must be the file's, and the golden
+    # the header holds the source paths as given (where the checkout
+    # is), padded to 64-byte units: the bytes written must be the file's, and the golden
     # figure is the bytes after the header (a longer path once added a unit)
     assert stats["bytes"] == data.size, (stats["bytes"], data.size)
     st["bytes"] = stats["bytes"] - lobc._open(path)[2]

@@ -2,7 +2,7 @@
 
 The server itself is lobreplay/testing/fake_binance.py (so `capture binance --selftest` has it in an
 installed package too); this module feeds it the REAL recorded messages of the hftbacktest
-files in ../shared/data/binance (stream messages from the recorded snapshot on, and that
+files in data/real/binance (stream messages from the recorded snapshot on, and that
 snapshot), runs it in a thread for subprocess tests, and builds the naive reference books
 the tests compare against.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import threading
-from pathlib import Path
 
 from lobreplay.testing.fake_binance import SPOT, USDM, Fault, FakeBinance, Script, script_from_lines, synthetic_script
 from lobreplay.l2.lobc import DIFF_LEVEL, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL, parse_decimal
@@ -19,7 +18,7 @@ from lobreplay.l2.lobc import DIFF_LEVEL, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL, parse_
 __all__ = ["SPOT", "USDM", "Fault", "FakeBinance", "Script", "recorded_script", "synthetic_script", "ThreadedFake",
            "replay_books", "true_book", "BINANCE_DATA"]
 
-BINANCE_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "binance"
+from conftest import REAL_BINANCE as BINANCE_DATA  # noqa: E402
 RECORDED = {SPOT: BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240808.gz",
             USDM: BINANCE_DATA / "hftbacktest" / "usdm" / "btcusdt_20240808.gz"}
 _cache = {}

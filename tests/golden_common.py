@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-BINANCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "binance"
+from conftest import REAL_BINANCE as BINANCE  # noqa: E402  (the golden scripts put tests/ on sys.path)
 HFT = BINANCE / "hftbacktest"
 # name -> the recording(s) converted as one
 RECORDINGS = {

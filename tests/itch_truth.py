@@ -164,7 +164,7 @@ def replay_bbo_changes(bbo) -> dict:
     each (message, locate), kept where it differs from the locate's state before the message
     (a message can change the book and put it back, as a replace at the same place does)."""
     out, last = {}, {}
-    rows = bbo[["message", "locate", *_COLS]].to_numpy()
+    rows = bbo[["sequence", "instrument", *_COLS]].to_numpy()
     n = len(rows)
     for k in range(n):
         msg, loc = int(rows[k][0]), int(rows[k][1])
@@ -201,7 +201,7 @@ def compare_replay(out_dir, messages, *, locates=None) -> list[str]:
                          f"truth {truth.get(k, 'unchanged')} replay {got.get(k, 'unchanged')}")
     des = pd.read_parquet(os.path.join(out_dir, "desyncs.parquet"))
     res = des[des.cause == "residual_order"]
-    got_res = {(int(r.order_ref), int(r.locate), int(r.found_qty), int(r.found_price))
+    got_res = {(int(r.order_ref), int(r.instrument), int(r.found_qty), int(r.found_price))
                for r in res.itertuples()}
     want_res = {(ref, o[0], o[3], o[2]) for ref, o in book.orders.items()
                 if locates is None or o[0] in set(locates)}

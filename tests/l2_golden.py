@@ -5,7 +5,7 @@
 
 The file was first written by the Python implementation of the replay (before the
 per-record work moved into C, csrc/l2.c); tests/test_l2_differential.py compares every
-replay against it. Inputs: every real Binance recording in the shared data folder
+replay against it. Inputs: every real Binance recording in data/real/binance
 (converted by lobreplay.binance.convert) and generated .lobc files (the seeded streams of
 tests/test_l2replay.py: stale crossing levels, gaps, resyncs, skipped updates, bookTicker
 errors, malformed structure, a torn file), replayed whole and in small chunks, in both
@@ -18,7 +18,9 @@ skips (X is unsynced after its GAP). The replay checks update ids (the market's 
 to apply, and a sequence break of its own: its entries were rewritten whole by the C replay
 (`--write`, then only those entries kept; tests/test_l2_differential.py checks the same stream
 against the Python reference, by both markets' rules). The torn file's `lobc` entries gained
-`corrupt` and `next_block`. Every other figure is the first file's.
+`corrupt` and `next_block`. The report columns were renamed since (one vocabulary for both
+venues, docs/reports.md): the digests are keyed by the names of the first file, each new name
+mapped back through lobreplay.reports.schemas.RENAMES. Every other figure is the first file's.
 
 What is compared: every report table row for row (a SHA-256 of each column, the row
 count), the summary's counters (not its times), and the latency table's (scope, kind,
@@ -42,8 +44,9 @@ ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
 import golden_common  # noqa: E402
-from lobreplay.l2 import lobc# noqa: E402
+from lobreplay.l2 import lobc  # noqa: E402
 from lobreplay.l2.replay import ALL_REPORTS, L2ReplayConfig, replay_lobc  # noqa: E402
+from lobreplay.reports import schemas  # noqa: E402
 
 GOLDEN = HERE / "golden" / "l2_reports.json"
 REAL = golden_common.RECORDINGS  # name -> the recording(s) converted as one
@@ -224,7 +227,11 @@ def digest(out_dir: Path, summary: dict) -> dict:
             df = t.select(["scope", "kind", "count"]).to_pylist()
             res["latency_counts"] = [[r["scope"], r["kind"], r["count"]] for r in df]
             continue
-        res["tables"][name] = {"rows": t.num_rows, "columns": {c: _column_digest(t[c]) for c in t.column_names}}
+        # (under the column names the golden file was written with: the report vocabulary's
+        # renames mapped back, lobreplay.reports.schemas.RENAMES)
+        back = {new: old for old, new in schemas.renamed("lobc", name).items()}
+        res["tables"][name] = {"rows": t.num_rows,
+                               "columns": {back.get(c, c): _column_digest(t[c]) for c in t.column_names}}
     return json.loads(json.dumps(res, default=int))
 
 
@@ -233,7 +240,7 @@ def run_all(files: dict[str, Path], runs, d: Path) -> dict:
     for name, path in files.items():
         for label, chunk, mode in runs:
             o = d / f"out_{name}_{label}"
-            s = replay_lobc(path, str(o), L2ReplayConfig(chunk_records=chunk, price_mode=mode), force=True)
+            s = replay_lobc(path, str(o), L2ReplayConfig(chunk_records=chunk, price_mode=mode, timing_every=1), force=True)
             out[f"{name}/{label}"] = digest(o, s)
     return out
 

@@ -89,7 +89,7 @@ def test_load_itch_tables_types_and_provenance(itch_dir):
     # prices stay integers by default; symbols are categorical; ts is a UTC timestamp
     assert r.bbo["bid_price"].dtype == np.int64 and r.executions["order_ref"].dtype == np.uint64
     assert isinstance(r.bbo["symbol"].dtype, pd.CategoricalDtype)
-    assert str(r.bbo["ts"].dtype) == "datetime64[ns, UTC]"
+    assert str(r.bbo["event_ts"].dtype) == "datetime64[ns, UTC]"
     assert r.symbols["peak_live"].dtype == np.uint32
     with pytest.raises(AttributeError, match="no report 'trades'"):
         r.trades
@@ -187,7 +187,7 @@ def test_plots_itch(itch_dir):
     assert "top of book only" in f.axes[0].get_title()
     mesh = next(c for c in _artists(f)["collections"] if isinstance(c, QuadMesh))
     b = r.bbo[r.bbo["symbol"] == sym]
-    t = b["time_ns"].to_numpy() / 3.6e12
+    t = b["event_ns"].to_numpy() / 3.6e12
     dur = np.diff(t, append=t[-1])
     total = ((b["bid_qty"].to_numpy() * (b["bid_price"].to_numpy() > 0) * dur).sum()
              + (b["ask_qty"].to_numpy() * (b["ask_price"].to_numpy() > 0) * dur).sum())
@@ -201,8 +201,8 @@ def test_plots_itch(itch_dir):
     # an E's price is the level price of the order the core matched for the same message
     ex = r.executions
     e = ex[(ex["source"] == "feed") & (ex["msg_type"] == "E")].iloc[0]
-    core = ex[(ex["source"] == "core") & (ex["message"] == e["message"])]
-    assert A.tape(r).query("message == @e.message")["price"].iloc[0] == core["price"].iloc[0]
+    core = ex[(ex["source"] == "core") & (ex["sequence"] == e["sequence"])]
+    assert A.tape(r).query("sequence == @e.sequence")["price"].iloc[0] == core["price"].iloc[0]
     with pytest.raises(KeyError):
         A.plot_bbo(r, "NOSUCH")
     with pytest.raises(ValueError, match="time_bins: expected a number of bins >= 1, got 0"):
@@ -248,7 +248,7 @@ def test_lobc_depth_samples_load_scaled_and_make_the_heatmap(tmp_path):
     f = A.plot_depth_heatmap(r, "AAA")
     assert "2 levels per side" in f.axes[0].get_title()
     mesh = next(c for c in _artists(f)["collections"] if isinstance(c, QuadMesh))
-    t = (d["recv_ns"].to_numpy() - d["recv_ns"].iloc[0]) / 1e9
+    t = (d["receive_ns"].to_numpy() - d["receive_ns"].iloc[0]) / 1e9
     dur = np.diff(t, append=t[-1] + 0.002)
     total = sum((d[f"{side}_qty_{i}"].to_numpy() * dur).sum() for side in ("bid", "ask") for i in (1, 2))
     assert np.isclose(np.nansum(mesh.get_array()), total)
@@ -454,9 +454,9 @@ def test_tape_of_a_replay_that_starts_mid_day_keeps_integer_prices(tmp_path):
     (the core never had them) have no price. They are <NA> in an Int64 column (it was float64 NaN for the whole
     column); the others are the order's price level; the plot draws the priced ones."""
     from lobreplay.itch.replay import ReplayConfig, replay_itch
-    from tests.conftest import SHARED_ITCH
+    from tests.conftest import REAL_ITCH
 
-    replay_itch(str(SHARED_ITCH / "nasdaq_20230822_0930.itch"), str(tmp_path / "r"), ReplayConfig(date="2023-08-22"))
+    replay_itch(str(REAL_ITCH / "nasdaq_20230822_0930.itch"), str(tmp_path / "r"), ReplayConfig(date="2023-08-22"))
     r = A.load(tmp_path / "r")
     t = A.tape(r)
     assert str(t["price"].dtype) == "Int64" and t["price"].isna().any()

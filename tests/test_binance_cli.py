@@ -45,10 +45,24 @@ def test_from_jsonl(tmp_path, capsys):
 
 
 def test_selftest_offline_with_synthetic_streams(monkeypatch, capsys):
-    monkeypatch.setattr(capture_mod, "_shared_recording", lambda: None)
+    monkeypatch.setattr(capture_mod, "_recorded_sample", lambda: None)
     assert run(["capture", "binance", "--selftest"]) == 0
     out = capsys.readouterr().out
     assert "playing synthetic" in out and "selftest: OK" in out
+
+
+def test_selftest_finds_the_bundled_recording(monkeypatch, tmp_path):
+    """In a checkout the selftest plays the spot recording in data/real/binance (it looked for
+    a shared folder beside the checkout); $LOBREPLAY_BINANCE_DATA names another folder, and
+    a folder without it means the synthetic stream."""
+    monkeypatch.delenv("LOBREPLAY_BINANCE_DATA", raising=False)
+    spot = BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240808.gz"
+    assert capture_mod._recorded_sample() == str(spot.resolve())
+    monkeypatch.setenv("LOBREPLAY_BINANCE_DATA", str(tmp_path))
+    assert capture_mod._recorded_sample() == str(spot.resolve())   # (not there: the checkout's)
+    (tmp_path / "hftbacktest" / "spot").mkdir(parents=True)
+    (tmp_path / "hftbacktest" / "spot" / "btcusdt_20240808.gz").write_bytes(spot.read_bytes())
+    assert capture_mod._recorded_sample() == str(tmp_path / "hftbacktest" / "spot" / "btcusdt_20240808.gz")
 
 
 def test_from_jsonl_of_a_cut_or_corrupt_gzip_names_the_file(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Conversion of every real Binance recording in ../shared/data/binance to .lobc: it syncs,
+"""Conversion of every real Binance recording in data/real/binance to .lobc: it syncs,
 the counts agree with PROVENANCE.md, the values are exact, and the replayed top of book
 agrees with the recorded bookTicker stream as PROVENANCE.md says it does."""
 import bisect

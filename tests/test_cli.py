@@ -43,8 +43,8 @@ def test_subprocess_exit_codes_and_streams():
 
 
 def test_itch_verbs(tmp_path, capsys):
-    from tests.conftest import SHARED_ITCH
-    cap = str(SHARED_ITCH / "nasdaq_20230822_0930_moldudp64.pcap")
+    from tests.conftest import REAL_ITCH
+    cap = str(REAL_ITCH / "nasdaq_20230822_0930_moldudp64.pcap")
     assert main(["itch", "stats", cap]) == 0
     out = capsys.readouterr().out
     assert "269 messages" in out and "'A'  add_order" in out and "0 sequence gap(s)" in out
@@ -221,7 +221,7 @@ def test_sigint_mid_replay_says_where_it_stopped(tmp_path):
     s = json.loads((out / "summary.json").read_text())
     assert s["status"] == "failed" and s["error"] == "interrupted (SIGINT)"
     _where_stopped(s, p.stderr, "interrupted")
-    last = pq.read_table(out / "bbo.parquet", columns=["message"])["message"].to_numpy()
+    last = pq.read_table(out / "bbo.parquet", columns=["sequence"])["sequence"].to_numpy()
     assert len(last) and last.max() < s["stopped_at"]["messages_done"]
 
 
@@ -405,8 +405,8 @@ def test_sigterm_line_claims_whole_reports_only_for_commands_that_write_them(tmp
     """The SIGTERM line's ending is the command's own: a conversion (written beside its output
     and renamed at the end) leaves no file and does not claim "the reports written so far are
     whole", as every command once did."""
-    root = pathlib.Path(__file__).resolve().parent.parent
-    src = root.parent / "shared" / "data" / "binance" / "hftbacktest" / "usdm" / "btcusdt_20240808.gz"
+    from tests.conftest import REAL_BINANCE
+    src = REAL_BINANCE / "hftbacktest" / "usdm" / "btcusdt_20240808.gz"
     out = tmp_path / "u.lobc"
     p = _main_with(
         "from lobreplay.binance import convert as c\n"
@@ -496,3 +496,29 @@ def test_force_removes_only_an_earlier_runs_files_after_opening_the_input(tmp_pa
     assert main(verb + [str(out / table), "-o", str(out), "--force"] + opts) == 1
     assert "the output is an input of this command" in capsys.readouterr().err
     assert (out / table).read_bytes() == pathlib.Path(SAMPLE_DAY).read_bytes()
+
+
+def test_timing_every_sets_the_sample_of_timed_events(tmp_path, capsys):
+    """--timing-every N: every Nth event is timed (the latency table's count), and the summary
+    says N; 1 times every event; the help names the default, TIMING_EVERY; 0 is refused."""
+    from lobreplay.reports.latency import TIMING_EVERY
+
+    day = SAMPLE_DAY
+    counts = {}
+    for every in (None, 1, 5):
+        out = tmp_path / f"o{every}"
+        argv = ["itch", "replay", day, "-o", str(out), "--no-progress", "--reports", "latency"]
+        assert main(argv + (["--timing-every", str(every)] if every else [])) == 0
+        s = json.loads((out / "summary.json").read_text())
+        assert s["pass2"]["timing_every"] == (every or TIMING_EVERY)
+        lat = pq.read_table(out / "latency.parquet").to_pandas()
+        counts[every] = int(lat[(lat.scope == "ALL") & (lat.kind == "ALL")]["count"].iloc[0])
+        events = s["events"]
+    assert counts[1] == events
+    assert counts[5] == -(-events // 5) and counts[None] == -(-events // TIMING_EVERY)
+    capsys.readouterr()
+    assert main(["itch", "replay", day, "-o", str(tmp_path / "bad"), "--timing-every", "0"]) == 1
+    assert "timing_every: expected a whole number >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["itch", "replay", "--help"])
+    assert f"default {TIMING_EVERY}:" in " ".join(capsys.readouterr().out.split())

@@ -757,6 +757,35 @@ def test_timing_counts_every_event_by_kind():
     assert s.histogram(L.Kind.NEW).sum() == 0
 
 
+@pytest.mark.parametrize("every", [2, 16, 1000])
+def test_timing_every_nth_event_across_calls(every):
+    """set_timing(every=N): the 1st, (N+1)th, ... event of the session is timed, however the
+    events are cut into calls (the count runs on across them), per kind in the session's
+    histograms and per book in the coarse ones."""
+    flow = generate_flow(3000, n_instruments=3, seed=9, resting=100)
+    ev = flow.events
+    timed = np.zeros(len(ev), bool)
+    timed[::every] = True
+    cuts = [0, 1, 7, 500, 501, 1999, len(ev)]
+    s = flow.session()
+    s.set_timing(True, every=every)
+    for lo, hi in zip(cuts, cuts[1:]):
+        s.apply(ev[lo:hi])
+    for k in L.Kind:
+        assert s.histogram(k).sum() == ((ev["kind"] == k) & timed).sum()
+    got = s.book_histograms(s.instruments())
+    for j, i in enumerate(s.instruments()):
+        assert got[j].sum() == ((ev["instrument"] == i) & timed).sum()
+    assert s.latency()["ALL"]["count"] == -(-len(ev) // every)
+
+
+@pytest.mark.parametrize("every", [0, -1, 1.5, True])
+def test_timing_every_must_be_a_whole_number(every):
+    s = L.Session(4)
+    with pytest.raises(L.BadEventError, match="every must be a whole number >= 1"):
+        s.set_timing(True, every=every)
+
+
 def test_book_histograms_in_one_call():
     """Session.book_histograms: every kind of many books in one core call, the same counts as
     book_histogram one book and kind at a time; zeros before timing; a missing book named."""

@@ -13,7 +13,7 @@
   with EXEC/FEED rules and flags; and the interactive OrderBook API, which has
   no EXEC but takes FEED, STP and NOTIONAL flags), comparing after every step.
 
-Hypothesis effort is chosen with HYPOTHESIS_PROFILE=moderate (default) | ci | expensive.
+Hypothesis effort is chosen with HYPOTHESIS_PROFILE=dev (default) | ci | expensive (tests/conftest.py).
 """
 
 import os
@@ -522,18 +522,12 @@ def test_cli_runs_as_module_and_script():
 # ---------------------------------------------------------------------------
 # hypothesis state machines
 
-PROFILES = {
-    "moderate": settings(max_examples=100, stateful_step_count=50, deadline=None,
-                         suppress_health_check=[HealthCheck.too_slow]),
-    "ci": settings(max_examples=150, stateful_step_count=50, deadline=None, derandomize=True,
-                   database=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]),
-    "expensive": settings(max_examples=3000, stateful_step_count=120, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow]),
-}
-PROFILE_NAME = os.environ.get("HYPOTHESIS_PROFILE", "moderate")
-if PROFILE_NAME not in PROFILES:
-    raise RuntimeError(f"HYPOTHESIS_PROFILE must be one of {sorted(PROFILES)}, got {PROFILE_NAME!r}")
-PROFILE = PROFILES[PROFILE_NAME]
+# The state machines' run sizes by hypothesis profile (tests/conftest.py loads the profile: its
+# derandomize and database settings apply here too).
+SIZES = {"dev": (100, 50), "ci": (150, 50), "expensive": (3000, 120)}
+_examples, _steps = SIZES[os.environ.get("HYPOTHESIS_PROFILE", "dev")]
+PROFILE = settings(settings.default, max_examples=_examples, stateful_step_count=_steps,
+                   suppress_health_check=[HealthCheck.too_slow])
 
 # instrument 0: 7 levels, capacity 6; instrument 2: 11 levels, capacity 3; 1 has no book
 SM_BOOKS = {0: (100, 160, 10, 6), 2: (-20, 20, 4, 3)}

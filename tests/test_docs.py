@@ -5,7 +5,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_readme_python_example_runs():
+def test_readme_python_example_runs(monkeypatch):
+    monkeypatch.chdir(ROOT)  # (the examples name the bundled sample day from the repository's root)
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert blocks, "README has no python example"

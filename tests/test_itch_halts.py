@@ -102,7 +102,7 @@ def planted(summary):
 def assert_follows_truth(out, feed):
     """The bbo rows are the truth's changes, message by message, with the state."""
     t = pq.read_table(os.path.join(out, "bbo.parquet")).to_pydict()
-    got = list(zip(t["message"], t["bid_price"], t["bid_qty"], t["bid_count"], t["ask_price"], t["ask_qty"],
+    got = list(zip(t["sequence"], t["bid_price"], t["bid_qty"], t["bid_count"], t["ask_price"], t["ask_qty"],
                    t["ask_count"], t["trading_state"]))
     want, prev = [], None
     for i, top in enumerate(feed.truth):

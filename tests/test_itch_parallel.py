@@ -29,7 +29,9 @@ def test_jobs_give_the_same_reports_as_one_process(synthetic_day, tmp_path, jobs
     monkeypatch.setattr(parallel, "usable_cpus", lambda: 4)  # (--jobs is capped at the CPUs: 3 parts here too)
     day = tmp_path / "20191230.fault.itch"
     inject("drop_final_delete", synthetic_day, day, seed=2)  # some desync and residual rows too
-    cfg = ReplayConfig(depth_levels=3, depth_every_ns=60 * 10**9)
+    # every event timed: a sample of every 16th is taken per process, so the parts' latency counts
+    # would differ from one process's
+    cfg = ReplayConfig(depth_levels=3, depth_every_ns=60 * 10**9, timing_every=1)
     one = replay_itch_jobs(str(day), str(tmp_path / "one"), cfg, 1)
     many = replay_itch_jobs(str(day), str(tmp_path / "many"), cfg, jobs)
     names = sorted(p.name for p in (tmp_path / "one").glob("*.parquet"))
@@ -60,10 +62,12 @@ def test_jobs_without_a_date_or_with_symbols_give_the_same_reports(synthetic_day
     """Two cases that went wrong: a file with no date in its name whose orders are still live at
     its end (the residual rows' null `ts` was a ValueError traceback in the merge), and
     --symbols (every part wrote the system-wide rows, locate 0: each S event N times)."""
-    from tests.conftest import SHARED_ITCH
+    from tests.conftest import REAL_ITCH
     mid = tmp_path / "mid.itch"
-    mid.write_bytes((SHARED_ITCH / "nasdaq_20230822_0930.itch").read_bytes())
-    for src, cfg in [(mid, ReplayConfig()), (synthetic_day.path, ReplayConfig(symbols=[synthetic_day.symbols[2], synthetic_day.symbols[7]]))]:
+    mid.write_bytes((REAL_ITCH / "nasdaq_20230822_0930.itch").read_bytes())
+    for src, cfg in [(mid, ReplayConfig(timing_every=1)),
+                     (synthetic_day.path, ReplayConfig(symbols=[synthetic_day.symbols[2], synthetic_day.symbols[7]],
+                                                       timing_every=1))]:
         one = replay_itch_jobs(str(src), str(tmp_path / "one"), cfg, 1, force=True)
         many = replay_itch_jobs(str(src), str(tmp_path / "many"), cfg, 2, force=True)
         assert many["status"] == "ok" and one["residual_orders"] == many["residual_orders"]
@@ -78,7 +82,7 @@ def _same_tables(one, many, names):
     for name in names:
         a, b = _frame(one / name), _frame(many / name)
         if name == "latency.parquet":
-            keep = ["scope", "locate", "kind", "count"]
+            keep = ["scope", "instrument", "kind", "count"]
             a, b = a[keep], b[keep]
         if name == "latency_histograms.parquet":  # times differ run to run; the counts per kind do not
             a, b = a.groupby("kind")["count"].sum(), b.groupby("kind")["count"].sum()
@@ -93,8 +97,8 @@ def test_jobs_on_a_tiny_file_print_their_summary(tmp_path, capsys, name):
     so the core rate is None) or without a single order event: exit 0 and the pass line with
     n/a for that rate (it once failed with a TypeError traceback while printing it)."""
     from lobreplay.cli.main import main
-    from tests.conftest import SHARED_ITCH
-    assert main(["itch", "replay", str(SHARED_ITCH / name), "-o", str(tmp_path / "o"), "--jobs", "2",
+    from tests.conftest import REAL_ITCH
+    assert main(["itch", "replay", str(REAL_ITCH / name), "-o", str(tmp_path / "o"), "--jobs", "2",
                  "--no-progress", "--allow-truncated"]) == 0
     out = capsys.readouterr().out
     line = [ln for ln in out.splitlines() if ln.startswith("pass 1 ")]
@@ -125,12 +129,12 @@ def test_jobs_are_capped_at_the_cpus_and_the_books(tmp_path, capsys, monkeypatch
     from lobreplay.reports import tables as reports
     from lobreplay.cli.main import main
     from lobreplay.itch import parallel
-    from tests.conftest import SHARED_ITCH
+    from tests.conftest import REAL_ITCH
     started = []
     monkeypatch.setattr(parallel, "usable_cpus", lambda: cpus)
     monkeypatch.setattr(reports, "usable_cpus", lambda: cpus)
     monkeypatch.setattr(parallel, "split_locates", lambda m, jobs: (started.append(jobs), split_locates(m, jobs))[1])
-    cap = str(SHARED_ITCH / "nasdaq_20230822_0930_moldudp64.pcap")
+    cap = str(REAL_ITCH / "nasdaq_20230822_0930_moldudp64.pcap")
     out = tmp_path / "o"
     assert main(["itch", "replay", cap, "-o", str(out), "--jobs", "5", "--no-progress"]
                 + (["--symbols", symbols] if symbols else [])) == 0

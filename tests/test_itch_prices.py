@@ -120,7 +120,7 @@ def check_against_truth(day: Day, path, out_dir, **cfg) -> dict:
     s = replay_itch(day.write(path), str(out_dir), ReplayConfig(**cfg))
     tops, live = truth(day.msgs)
     bbo = pd.read_parquet(out_dir / "bbo.parquet")
-    got = {int(r.message): (int(r.locate), (r.bid_price, r.bid_qty, r.bid_count, r.ask_price, r.ask_qty,
+    got = {int(r.sequence): (int(r.instrument), (r.bid_price, r.bid_qty, r.bid_count, r.ask_price, r.ask_qty,
                                             r.ask_count)) for r in bbo.itertuples()}
     want, last = {}, {}
     for i, (loc, top) in enumerate(tops):
@@ -137,7 +137,7 @@ def check_against_truth(day: Day, path, out_dir, **cfg) -> dict:
 
 
 def symbols_row(out_dir, loc):
-    return pd.read_parquet(out_dir / "symbols.parquet").set_index("locate").loc[loc]
+    return pd.read_parquet(out_dir / "symbols.parquet").set_index("instrument").loc[loc]
 
 
 def far_order_day() -> Day:

@@ -228,7 +228,7 @@ def test_replay_equals_the_truth_after_every_message(day, request, tmp_path):
         bbo = pd.read_parquet(tmp_path / "o" / "bbo.parquet")
         crossed = bbo[(bbo.bid_price > 0) & (bbo.ask_price > 0) & (bbo.bid_price >= bbo.ask_price)]
         assert len(crossed) > 0 and (crossed.trading_state != "T").all()
-        assert set(crossed.locate) == {h["locate"] for h in truth.halts if h["kind"] != "operational"}
+        assert set(crossed.instrument) == {h["locate"] for h in truth.halts if h["kind"] != "operational"}
 
 
 def test_truth_compare_finds_residual_orders(tmp_path):

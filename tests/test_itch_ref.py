@@ -1,5 +1,5 @@
 """The struct.unpack reference decoder (tests/itch_ref.py) on every real ITCH
-fixture in shared/data/itch, checked against the facts recorded in that
+fixture in data/real/itch, checked against the facts recorded in that
 folder's PROVENANCE.md and against what is known of the trading days.
 
 These tests pin the reference itself, so that it can serve as the oracle for
@@ -9,7 +9,6 @@ import os
 import struct
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import itch_ref  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "data" / "itch"
+from conftest import REAL_ITCH as FIXTURES  # noqa: E402
 
 # Messages by type, as PROVENANCE.md records them (complete messages only).
 COUNTS = {

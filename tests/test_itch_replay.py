@@ -16,7 +16,7 @@ import pytest
 from lobreplay.errors import InputError
 from lobreplay.testing.itch_faults import FAULTS, inject
 from lobreplay.itch.replay import ReplayConfig, replay_itch, session_date, size_books
-from tests.conftest import SHARED_ITCH, real_itch_files
+from tests.conftest import REAL_ITCH, real_itch_files
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +34,12 @@ def test_ground_truth_day_has_no_desync_and_ends_empty(clean):
     assert s["session_complete"]
     assert s["books"] == len({loc for loc in truth.price_min})
     desyncs = pd.read_parquet(out / "desyncs.parquet")
-    assert len(desyncs) == 0 and list(desyncs.columns)[:4] == ["time_ns", "ts", "message", "locate"]
+    assert len(desyncs) == 0 and list(desyncs.columns)[:4] == ["event_ns", "event_ts", "sequence", "instrument"]
 
 
 def test_sizing_matches_the_truth(clean):
     truth, out, _ = clean
-    sym = pd.read_parquet(out / "symbols.parquet").set_index("locate")
+    sym = pd.read_parquet(out / "symbols.parquet").set_index("instrument")
     for loc, peak in truth.peak_live.items():
         row = sym.loc[loc]
         assert row["capacity"] == peak, loc          # exact: the pass-1 peak of live orders
@@ -58,8 +58,8 @@ def test_core_fills_agree_with_the_feed(clean):
     # one expected fill per checked execution (E, and C printable Y), same order, same orders
     checked = ex[(ex.source == "feed") & ((ex.msg_type == "E") | ((ex.msg_type == "C") & (ex.printable == "Y")))]
     assert len(core) == len(checked) > 100
-    np.testing.assert_array_equal(core.sort_values("message").order_ref.to_numpy(),
-                                  checked.sort_values("message").order_ref.to_numpy())
+    np.testing.assert_array_equal(core.sort_values("sequence").order_ref.to_numpy(),
+                                  checked.sort_values("sequence").order_ref.to_numpy())
     assert feed.qty.sum() > 0
     groups = sum(len(g[3]) for g in truth.aggressor_groups)
     assert len(checked) == groups
@@ -71,7 +71,7 @@ def test_bbo_report_follows_the_book(clean):
     assert len(bbo) > 1000
     both = bbo[(bbo.bid_price > 0) & (bbo.ask_price > 0)]
     assert (both.bid_price < both.ask_price).all()  # never crossed
-    assert (bbo.groupby("locate").time_ns.apply(lambda t: t.is_monotonic_increasing)).all()
+    assert (bbo.groupby("instrument").event_ns.apply(lambda t: t.is_monotonic_increasing)).all()
 
 
 @pytest.mark.parametrize("group", [False, True])
@@ -114,8 +114,8 @@ def test_reports_carry_provenance_and_schemas(clean):
     assert set(lat.kind) >= {"NEW", "CANCEL", "EXEC", "ALL"}
     assert (lat.p50_ns <= lat.p99_ns).all() and (lat.p99_ns <= lat.max_ns).all()
     bbo = pd.read_parquet(out / "bbo.parquet")
-    assert str(bbo.ts.dtype) == "datetime64[ns, UTC]"
-    assert bbo.ts.iloc[0].tz_convert("America/New_York").date().isoformat() == "2019-12-30"
+    assert str(bbo.event_ts.dtype) == "datetime64[ns, UTC]"
+    assert bbo.event_ts.iloc[0].tz_convert("America/New_York").date().isoformat() == "2019-12-30"
     summary = json.loads((out / "summary.json").read_text())
     assert summary == json.loads(json.dumps(s, default=int))
 
@@ -132,15 +132,15 @@ def test_each_injected_fault_is_found_with_its_cause(synthetic_day, tmp_path, ki
     if fault.cause == "residual_order":
         assert fault.order_ref in set(hit.order_ref)
     else:
-        assert fault.index in set(hit.message), (kind, hit.message.tolist(), fault)
+        assert fault.index in set(hit.sequence), (kind, hit.sequence.tolist(), fault)
     # the book was brought back to the feed's state: the fault does not cascade
     others = d[d.cause != fault.cause]
     if fault.cause.startswith("crossed"):
         # the feed said the new order rests, so the orders it met were stale and are gone:
         # later messages about them, and only them, name unknown references
-        removed = set(hit[hit.message == fault.index].order_ref)
+        removed = set(hit[hit.sequence == fault.index].order_ref)
         assert set(others.cause) <= {"unknown_reference"}
-        for row in others.sort_values("message").itertuples():
+        for row in others.sort_values("sequence").itertuples():
             assert row.order_ref in removed, row
             if row.other_ref:  # a replace of a removed order: its new reference is unknown too
                 removed.add(row.other_ref)
@@ -218,7 +218,7 @@ def test_events_regrouped_by_book_replay_the_same(synthetic_day, tmp_path, kind)
 
 def test_events_regrouped_by_book_replay_the_same_on_real_data(tmp_path):
     """The same on the real capture (a mid-day start: unknown references on many books)."""
-    s = _same_replay(SHARED_ITCH / "nasdaq_20230822_0930.itch", tmp_path)
+    s = _same_replay(REAL_ITCH / "nasdaq_20230822_0930.itch", tmp_path)
     assert s["desyncs"] > 0 and s["books"] > 1
 
 
@@ -229,7 +229,7 @@ def test_every_real_fixture_replays(tmp_path, name):
     message (the 2016, 2019 and 2019-12-30 samples hold only directory and status messages)
     replay to zero events: a chunk without events once failed with a traceback
     (UnboundLocalError), as the first chunk of every one of those files did."""
-    s = _same_replay(SHARED_ITCH / name, tmp_path, allow_truncated=True, depth_levels=2, depth_every_ns=0)
+    s = _same_replay(REAL_ITCH / name, tmp_path, allow_truncated=True, depth_levels=2, depth_every_ns=0)
     assert s["status"] == "ok" and s["messages"] > 0
     if name.startswith(("nasdaq_2016", "nasdaq_2019")):
         assert s["events"] == 0 and s["books"] == 0 and s["report_rows"]["bbo"] == 0
@@ -237,7 +237,7 @@ def test_every_real_fixture_replays(tmp_path, name):
 
 def test_mid_day_capture_counts_unknown_references():
     s_dir = None
-    path = SHARED_ITCH / "nasdaq_20230822_0930.itch"
+    path = REAL_ITCH / "nasdaq_20230822_0930.itch"
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         s = replay_itch(str(path), d)
@@ -390,7 +390,7 @@ def test_a_replay_with_every_report_does_not_import_pandas(synthetic_day, tmp_pa
     replay needs pandas. Nor does one process need pyarrow.compute (60-75 ms to import): report
     columns are built without casts or takes, and desyncs sorted in numpy (the real capture
     has 244; a --jobs merge sorts with a take, which loads it)."""
-    path = synthetic_day.path if args != ["real"] else str(SHARED_ITCH / "nasdaq_20230822_0930.itch")
+    path = synthetic_day.path if args != ["real"] else str(REAL_ITCH / "nasdaq_20230822_0930.itch")
     args = [] if args == ["real"] else args
     code = ("import sys; from lobreplay.cli.main import main; "
             f"rc = main(['itch', 'replay', {path!r}, '-o', {str(tmp_path / 'o')!r}, '--no-progress', "
@@ -404,7 +404,7 @@ def test_a_replay_with_every_report_does_not_import_pandas(synthetic_day, tmp_pa
     if path != synthetic_day.path:  # (the real capture's desyncs in file order, then the residual orders)
         import pyarrow.parquet as pq
         t = pq.read_table(tmp_path / "o" / "desyncs.parquet")
-        msg, cause = t.column("message").to_numpy(), t.column("cause").to_pylist()
+        msg, cause = t.column("sequence").to_numpy(), t.column("cause").to_pylist()
         replayed = msg >= 0
         assert replayed.sum() > 100 and (np.diff(msg[replayed]) >= 0).all() and replayed[:replayed.sum()].all()
         assert all(c == "residual_order" for c, r in zip(cause, replayed) if not r)
@@ -429,7 +429,8 @@ def test_a_failed_replay_does_not_wait_for_the_hash(synthetic_day, tmp_path, mon
         done.append(1)
         return real(self, *a, **k)
 
-    monkeypatch.setattr(R, "file_sha256", hash_that_waits)
+    from lobreplay.replay import engine
+    monkeypatch.setattr(engine, "file_sha256", hash_that_waits)  # (the engine computes every replay's)
     monkeypatch.setattr(R.ItchReplay, "_chunk_reports", fails_after_one)
     with pytest.raises(KeyboardInterrupt):
         R.replay_itch(synthetic_day.path, str(tmp_path / "o"), R.ReplayConfig(chunk_bytes=1 << 20))
@@ -473,18 +474,18 @@ def test_depth_samples_agree_with_the_top_of_book(synthetic_day, tmp_path):
                                                            reports=("bbo", "depth")))
     depth = pd.read_parquet(out / "depth.parquet")
     bbo = pd.read_parquet(out / "bbo.parquet")
-    assert len(depth) > 100 and (depth.time_ns % (30 * 10**9) == 0).all()
+    assert len(depth) > 100 and (depth.event_ns % (30 * 10**9) == 0).all()
     assert {f"ask_qty_{i}" for i in (1, 2, 3)} <= set(depth.columns)
     checked = 0
-    for loc, g in depth.groupby("locate"):
-        b = bbo[bbo.locate == loc]
+    for loc, g in depth.groupby("instrument"):
+        b = bbo[bbo.instrument == loc]
         for row in g.itertuples():
-            before = b[b.time_ns < row.time_ns]  # the sample holds every event before its time
+            before = b[b.event_ns < row.event_ns]  # the sample holds every event before its time
             if len(before) == 0:
                 continue
             last = before.iloc[-1]
             assert (row.bid_price_1, row.bid_qty_1, row.ask_price_1, row.ask_qty_1) == \
-                (last.bid_price, last.bid_qty, last.ask_price, last.ask_qty), (loc, row.time_ns)
+                (last.bid_price, last.bid_qty, last.ask_price, last.ask_qty), (loc, row.event_ns)
             # deeper levels are worse prices
             if row.bid_price_2:
                 assert row.bid_price_2 < row.bid_price_1
@@ -494,10 +495,10 @@ def test_depth_samples_agree_with_the_top_of_book(synthetic_day, tmp_path):
     assert checked > 100
     # the last sample of each book is the book as the feed left it (the last partial interval
     # is sampled at the boundary after the file's last message): its final top of book
-    end = depth.time_ns.max()
-    assert end % (30 * 10**9) == 0 and end > bbo.time_ns.max()
-    final = bbo.groupby("locate").tail(1).set_index("locate")
-    last = depth.groupby("locate").tail(1).set_index("locate")
+    end = depth.event_ns.max()
+    assert end % (30 * 10**9) == 0 and end > bbo.event_ns.max()
+    final = bbo.groupby("instrument").tail(1).set_index("instrument")
+    last = depth.groupby("instrument").tail(1).set_index("instrument")
     assert len(last) == len(final) > 10
     for loc, row in last.iterrows():
         f = final.loc[loc]
@@ -552,8 +553,8 @@ def test_depth_after_every_change(synthetic_day, tmp_path):
     bbo = pd.read_parquet(out / "bbo.parquet")
     top = ["bid_price", "bid_qty", "ask_price", "ask_qty"]
     assert len(depth) >= len(bbo) > 1000
-    for loc, b in bbo.groupby("locate"):
-        d = depth[depth.locate == loc]
+    for loc, b in bbo.groupby("instrument"):
+        d = depth[depth.instrument == loc]
         dtop = set(map(tuple, d[[f"{c}_1" for c in top]].to_numpy().tolist()))
         assert set(map(tuple, b[top].to_numpy().tolist())) <= dtop, loc   # every top-of-book state is there
         assert tuple(d[[f"{c}_1" for c in top]].iloc[-1]) == tuple(b[top].iloc[-1]), loc

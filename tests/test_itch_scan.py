@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from lobreplay.core import _coreapi as core
 from lobreplay.testing.itch_faults import FAULTS, inject
 from lobreplay.itch.reader import ItchFile
-from tests.conftest import SHARED_ITCH
+from tests.conftest import REAL_ITCH
 from tests.itch_ref import read_messages
 
 FIELDS = ("min_price", "max_price", "price_gcd", "messages", "adds", "deletes", "replaces", "executions",
@@ -143,7 +143,7 @@ def test_scan_agrees_with_repeated_and_odd_prices(tmp_path):
 @pytest.mark.parametrize("name", ["nasdaq_20191230_first1000.itch", "nasdaq_20230822_0930.itch",
                                   "nasdaq_20230822_by_type.itch"])
 def test_scan_agrees_on_real_samples(name):
-    assert check(str(SHARED_ITCH / name))[0] > 0
+    assert check(str(REAL_ITCH / name))[0] > 0
 
 
 @pytest.mark.parametrize("parts", [2, 3])

@@ -11,7 +11,6 @@ import io
 import os
 import struct
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -22,7 +21,7 @@ import itch_ref  # noqa: E402
 from lobreplay.itch.spec import LAYOUTS  # noqa: E402
 from lobreplay.itch.writer import ItchWriter, encode, frame, framed_struct, unpack  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "data" / "itch"
+from conftest import REAL_ITCH as FIXTURES  # noqa: E402
 U64 = 2**64 - 1
 TS = 57_600_000_000_001  # 16:00:00.000000001
 

@@ -15,7 +15,7 @@ import l2_golden
 import l2_reference as ref
 from lobreplay.l2 import lobc
 from lobreplay.l2.ladder import MAX_MESSAGE, L2Replay, scan
-from test_l2replay import sorted_rows, synth_stream
+from test_l2replay import _depth_oracle, feed_in_batches, sorted_rows, synth_stream
 
 # ---------------------------------------------------------------- helpers
 
@@ -421,6 +421,33 @@ def test_any_records_in_any_chunks_give_the_same_replay(pieces, sizes, mode, mar
     assert_same_state(parts, whole, "batches")
     for rp in (whole, parts, new):
         assert not [c for c in rp.counters.desyncs if c.startswith(("rejected_", "core_"))], rp.counters.desyncs
+
+
+@pytest.mark.parametrize("every", [2, 3, 4, 5])
+@pytest.mark.parametrize("levels", [2, 4])
+def test_depth_samples_of_a_message_longer_than_max_message_whatever_the_chunks(levels, every):
+    """A snapshot longer than max_message with an unknown symbol's record inside (found by
+    test_any_records_in_any_chunks_give_the_same_replay): once its record max_message + 1 after
+    the BEGIN has come, the message is incomplete and its later levels are records alone, fed
+    in chunks as in one batch; so the unit a depth sample may not cut ends there (csrc/l2.c,
+    unit_end), not at its last level. Before, a sample whose time a later level reached went
+    before the BEGIN in one batch (`record` 1) and after that level record by record (4). The
+    same rows as the definition computed afresh with the reference replay, whole, record by
+    record and with one-row outputs."""
+    recs = _stream([("snapshot", 0, [], []),
+                    ("snapshot", 0, [(ord("B"), 100, 0)] * levels, [(0, 2, lobc.TRADE)])])
+    syms = ["AAA", "BBB"]
+    for max_message in (1, 2):
+        want = _depth_oracle(recs, syms, every, 2, max_message=max_message)
+        assert len(want["record"]) >= 1
+        for sizes, tiny in (([len(recs)], False), ([1] * len(recs), False), ([len(recs)], True)):
+            rp = L2Replay(scan(recs, syms, max_message=max_message), syms, depth_levels=2, depth_every_ns=every,
+                          max_message=max_message)
+            got = feed_in_batches(rp, recs, sizes, tiny)["depth"]
+            assert sorted(got) == sorted(want)
+            for k in want:
+                assert got[k].tolist() == want[k].tolist(), (max_message, sizes[:2], tiny, k)
+            assert rp.counters.desyncs["incomplete_message"] == 1
 
 
 # ---------------------------------------------------------------- the real recordings

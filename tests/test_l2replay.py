@@ -14,11 +14,13 @@ import pytest
 
 from lobreplay.l2 import lobc
 from lobreplay.errors import InputError
-from lobreplay.l2.ladder import L2Replay, scan
+from lobreplay.l2.ladder import MAX_MESSAGE, L2Replay, scan
 
 ROOT = Path(__file__).resolve().parent.parent
-SPOT = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest" / "spot"
-USDM = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest" / "usdm"
+from conftest import REAL_BINANCE  # noqa: E402
+
+SPOT = REAL_BINANCE / "hftbacktest" / "spot"
+USDM = REAL_BINANCE / "hftbacktest" / "usdm"
 
 
 # ---------------------------------------------------------------- the naive book
@@ -649,7 +651,7 @@ def test_diff_messages_must_follow_by_the_markets_update_id_rule(tmp_path, marke
             assert brk.empty and s["messages_applied"] == 5
             continue
         begins = np.flatnonzero(arr["kind"] == lobc.DIFF_BEGIN)
-        assert brk["record"].tolist() == [begins[2], begins[4]]
+        assert brk["sequence"].tolist() == [begins[2], begins[4]]
         assert brk[["first_id", "last_id"]].values.tolist() == ([[16, 17], [31, 32]] if spot else [[15, 16], [30, 31]])
         assert s["messages_applied"] == 2 and s["messages_skipped"] == {"sequence_break": 2,
                                                                        "unsynced_update_skipped": 1}
@@ -718,16 +720,18 @@ def test_replay_writes_valid_parquet_with_provenance(tmp_path):
     assert tr.num_rows == int((recs["kind"] == lobc.TRADE).sum())
     lat = pq.read_table(out / "latency.parquet").to_pandas()
     assert set(lat["scope"]) == {"ALL", "AAA", "BBB", "CCC"}
-    # every event applied is timed
-    assert lat[(lat.scope == "ALL") & (lat.kind == "ALL")]["count"].iloc[0] == s["pass2"]["core_events"]
+    # every 16th event applied is timed (the first of each 16), and the summary says so
+    every = s["pass2"]["timing_every"]
+    assert every == 16
+    assert lat[(lat.scope == "ALL") & (lat.kind == "ALL")]["count"].iloc[0] == -(-s["pass2"]["core_events"] // every)
     assert s["pass2"]["core_events"] == sum(s["events_by_kind"].values())
     # and the histograms themselves beside the percentiles, as an ITCH replay writes them
     hist = pq.read_table(out / "latency_histograms.parquet").to_pandas()
     assert len(hist) == s["report_rows"]["latency_histograms"] > 0
     per_kind = hist.groupby("kind")["count"].sum()
-    assert per_kind["ALL"] == s["pass2"]["core_events"]
-    assert {k: per_kind[k] for k in s["events_by_kind"] if s["events_by_kind"][k]} == \
-        {k: v for k, v in s["events_by_kind"].items() if v}
+    assert per_kind["ALL"] == -(-s["pass2"]["core_events"] // every)
+    assert per_kind["ALL"] == sum(per_kind[k] for k in per_kind.index if k != "ALL")
+    assert all(per_kind[k] <= s["events_by_kind"][k] for k in per_kind.index if k != "ALL")
     assert not list(out.glob("*.hgrm"))  # (made from the table on request: hgrm.export_report_hgrm)
     # an event that meets stale levels removes one or more of them (one crossed row each)
     assert 0 < s["crossing_events"] <= sum(v for k, v in s["desyncs_by_cause"].items() if k.startswith("crossed"))
@@ -908,7 +912,7 @@ def test_malformed_structure_is_reported_not_applied():
 
 def test_the_viewer_shows_a_lobc_replay_without_depth_from_its_bbo_rows(tmp_path):
     """`lobreplay view` on a .lobc replay without --depth: one level a side from bbo.parquet
-    (it was a one-line refusal; before that a KeyError on the missing time_ns column). A
+    (it was a one-line refusal; before that a KeyError on the missing ITCH time column). A
     table with neither time column is still one line naming it."""
     from lobreplay.l2.replay import replay_lobc
     from lobreplay.reports.viewer import build_view
@@ -920,9 +924,9 @@ def test_the_viewer_shows_a_lobc_replay_without_depth_from_its_bbo_rows(tmp_path
     bbo = pq.read_table(tmp_path / "out" / "bbo.parquet").to_pandas()
     assert s["source"] == "bbo" and s["levels"] == 1 and s["feed"] == "lobc"
     assert s["frames"] == (bbo["symbol"] == "BBB").sum() and s["tape_rows_available"] > 0
-    t = pq.read_table(tmp_path / "out" / "bbo.parquet").drop(["recv_ns"])
+    t = pq.read_table(tmp_path / "out" / "bbo.parquet").drop(["receive_ns", "event_ns"])
     pq.write_table(t, tmp_path / "out" / "bbo.parquet")
-    with pytest.raises(InputError, match=r"out: bbo\.parquet has neither time_ns nor recv_ns"):
+    with pytest.raises(InputError, match=r"out: bbo\.parquet has neither event_ns nor receive_ns"):
         build_view(tmp_path / "out", tmp_path / "w.html")
     assert not (tmp_path / "w.html").exists()
 
@@ -996,7 +1000,7 @@ def test_an_interrupted_replay_says_where_it_stopped(tmp_path, monkeypatch):
     assert s["stopped_at"] == {"pass": 2, "records_done": done, "records": len(recs)} and done == calls[2] > 1000
     assert info.value.__notes__ == [f"{tmp_path / 'a.lobc'}: in pass 2, after {done:,} of {len(recs):,} records"]
     bbo = pq.read_table(tmp_path / "o" / "bbo.parquet")
-    assert 0 < bbo.num_rows and max(bbo.column("record").to_pylist()) < done
+    assert 0 < bbo.num_rows and max(bbo.column("sequence").to_pylist()) < done
 
 
 def _hash_that_waits(path, stop=None, *, background=False, size=None):
@@ -1012,12 +1016,12 @@ def test_an_interrupted_replay_does_not_wait_for_the_hash(tmp_path, monkeypatch)
     of the hash took seconds after the stop. The tables are whole, their source_sha256
     empty; a whole replay still waits for it."""
     from lobreplay.l2 import ladder as l2
-    from lobreplay.l2 import replay as l2replay
     from lobreplay.l2.replay import L2ReplayConfig, replay_lobc
+    from lobreplay.replay import engine
 
     recs, _ = synth_stream(97, n_messages=800, n_symbols=2)
     write_lobc(tmp_path / "a.lobc", recs)
-    monkeypatch.setattr(l2replay, "file_sha256", _hash_that_waits)
+    monkeypatch.setattr(engine, "file_sha256", _hash_that_waits)  # (the engine computes every replay's)
     real = l2.L2Replay._process
 
     def interrupted(self, rec, first):
@@ -1200,9 +1204,9 @@ def test_chosen_symbols_keep_the_file_record_index(tmp_path, chunk):
         b = pq.read_table(tmp_path / "two" / f"{name}.parquet").to_pandas()
         a = a[a["symbol"].astype(str).isin(["AAA", "CCC"])].reset_index(drop=True)
         if name == "desyncs":  # (per message: a selection does not change which messages)
-            a, b = a[["record", "symbol", "cause"]], b[["record", "symbol", "cause"]]
-        assert len(b) and (b["record"].to_numpy() == a["record"].to_numpy()).all(), name
-        assert (recs["symbol"][b["record"].to_numpy()] != 1).all()  # none of them BBB's
+            a, b = a[["sequence", "symbol", "cause"]], b[["sequence", "symbol", "cause"]]
+        assert len(b) and (b["sequence"].to_numpy() == a["sequence"].to_numpy()).all(), name
+        assert (recs["symbol"][b["sequence"].to_numpy()] != 1).all()  # none of them BBB's
         b["symbol"] = b["symbol"].astype(str)
         a["symbol"] = a["symbol"].astype(str)
         assert a.equals(b), name
@@ -1210,32 +1214,51 @@ def test_chosen_symbols_keep_the_file_record_index(tmp_path, chunk):
 
 # ---------------------------------------------------------------- depth samples
 
-def _depth_oracle(recs: np.ndarray, syms: list[str], every: int, n: int) -> dict[str, np.ndarray]:
+def _unit_end(recs: np.ndarray, p: int, nsym: int, max_message: int) -> int:
+    """The last record of the unit that starts at the BEGIN or TICKER_BID recs[p] (csrc/l2.h,
+    lob_l2_depth): its END if the message is whole; else its records up to the one that makes
+    it incomplete (the first other record of a known symbol, or its record max_message + 1
+    after the BEGIN); a TICKER_BID's TICKER_ASK if they pair, else the TICKER_BID alone."""
+    k, sym = recs["kind"], recs["symbol"]
+    if k[p] == lobc.TICKER_BID:
+        j = p + 1 + int(np.argmax(np.append(sym[p + 1:] < nsym, True)))  # the next record of a known symbol
+        paired = j < len(recs) and k[j] == lobc.TICKER_ASK and sym[j] == sym[p] and \
+            recs["first_id"][j] == recs["first_id"][p]
+        return j if paired else p
+    inside = (sym[p + 1:] >= nsym) | (k[p + 1:] == k[p] + 1)
+    j = p + 1 + int(np.argmax(np.append(~inside, True)))  # the first record after it not inside
+    whole = j < len(recs) and k[j] == k[p] + 2 and sym[j] == sym[p] and j - p - 1 <= max_message
+    return j if whole else min(j - 1, p + max_message + 1)
+
+
+def _depth_oracle(recs: np.ndarray, syms: list[str], every: int, n: int,
+                  max_message: int = MAX_MESSAGE) -> dict[str, np.ndarray]:
     """The depth rows of docs/l2.md "Depth samples", from their definition, with the Python
     reference replay (tests/l2_reference.py) fed each sample's records whole, afresh: sample
     times are the multiples of `every` that follow a record's receive time (times that go
     back count as the latest before them); the sample at T holds every record before the
-    first that arrives at T or later, less a message (or a TICKER_BID) that it cuts; a row
-    for each symbol whose count of applied messages changed since the sample before, or whose
-    `synced` is not that of its last row (false before one)."""
+    first that arrives at T or later, less a message (or a TICKER_BID) that it cuts: one whose
+    unit (_unit_end) goes on past that record; a row for each symbol whose count of applied
+    messages changed since the sample before, or whose `synced` is not that of its last row
+    (false before one)."""
     import l2_reference as ref
 
     t = np.maximum.accumulate(recs["recv_ns"])
     kinds = recs["kind"]
+    # the records that may start a unit of several: a BEGIN or TICKER_BID of a known symbol
+    starts = np.flatnonzero((recs["symbol"] < len(syms)) & ~np.isin(kinds, [lobc.DIFF_LEVEL, lobc.SNAPSHOT_LEVEL]))
     rows, before = [], None
     shown_synced = np.zeros(len(syms), bool)
     times = np.unique((t // every + 1) * every)
     for T in times.tolist():
         at = int(np.searchsorted(t, T, side="left"))
         cut = at
-        marks = np.flatnonzero(np.isin(kinds[:at], [lobc.SNAPSHOT_BEGIN, lobc.SNAPSHOT_END, lobc.DIFF_BEGIN,
-                                                       lobc.DIFF_END]))
-        if len(marks) and kinds[marks[-1]] in (lobc.SNAPSHOT_BEGIN, lobc.DIFF_BEGIN) and \
-                (kinds[marks[-1] + 1:at] == kinds[marks[-1]] + 1).all():
-            cut = int(marks[-1])  # a message still open at the cut: after the sample
-        elif at and kinds[at - 1] == lobc.TICKER_BID:
-            cut = at - 1
-        rp = ref.L2Replay(ref.scan(recs, syms), syms)
+        b = int(np.searchsorted(starts, at)) - 1  # the last of them before the record at `at`
+        p = int(starts[b]) if b >= 0 else -1
+        if p >= 0 and kinds[p] in (lobc.SNAPSHOT_BEGIN, lobc.DIFF_BEGIN, lobc.TICKER_BID) and \
+                _unit_end(recs, p, len(syms), max_message) >= at:
+            cut = p  # a message (or a ticker) still open at the cut: after the sample
+        rp = ref.L2Replay(ref.scan(recs, syms, max_message=max_message), syms, max_message=max_message)
         rp.feed(recs[:cut])
         if at == len(recs):
             rp.finish()
@@ -1305,8 +1328,8 @@ def test_depth_samples_of_a_real_recording_agree_with_its_bbo_rows(converted, tm
     d = pq.read_table(tmp_path / "a" / "depth.parquet").to_pandas()
     b = pq.read_table(tmp_path / "a" / "bbo.parquet").to_pandas()
     assert s["report_rows"]["depth"] == len(d) > 100 and d["synced"].all()
-    assert (d["recv_ns"] % 1_000_000_000 == 0).all() and d["recv_ns"].is_monotonic_increasing
-    j = np.searchsorted(b["record"].to_numpy(), d["record"].to_numpy(), side="right") - 1
+    assert (d["receive_ns"] % 1_000_000_000 == 0).all() and d["receive_ns"].is_monotonic_increasing
+    j = np.searchsorted(b["sequence"].to_numpy(), d["sequence"].to_numpy(), side="right") - 1
     assert (j >= 0).all()
     for k in ("bid_price", "bid_qty", "ask_price", "ask_qty"):
         assert (d[f"{k}_1"].to_numpy() == b[k].to_numpy()[j]).all(), k
@@ -1340,7 +1363,7 @@ def test_depth_options_of_the_command_line(tmp_path, capsys):
     assert main(["replay", str(src), "-o", str(tmp_path / "c"), "--depth", "2", "--every", "change",
                  "--reports", "depth"]) == 0
     c = pq.read_table(tmp_path / "c" / "depth.parquet").to_pandas()
-    assert len(c) > 10 and not (c.drop(columns=["recv_ns", "ts", "record", "update_id"])
+    assert len(c) > 10 and not (c.drop(columns=["receive_ns", "receive_ts", "sequence", "update_id"])
                                 .groupby("symbol", observed=True).diff().dropna().eq(0).all(axis=1).any())
     assert main(["replay", str(src), "-o", str(tmp_path / "o"), "--depth", "2", "--every", "10us",
                  "--reports", "depth"]) == 0

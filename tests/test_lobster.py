@@ -1,6 +1,7 @@
 """LOBSTER export and verify: the three real pairs, and the round trip of a generated ITCH day."""
 import argparse
 import glob
+import gzip
 import os
 import re
 
@@ -13,7 +14,9 @@ from lobreplay.testing.itch_synth import generate_day
 from lobreplay.itch.lobster import (ASK_EMPTY, BID_EMPTY, export_lobster, format_times, read_message,
                                read_orderbook, verify_lobster)
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "lobster")
+from conftest import REAL_LOBSTER
+
+DATA = str(REAL_LOBSTER)  # the real pairs, stored as .csv.gz (data/real/lobster/PROVENANCE.md)
 REAL = {  # ticker: (rows, levels, type counts)
     "AMZN": (57_515, 1, {1: 27_845, 2: 16, 3: 18_235, 4: 8_974, 5: 2_445}),
     "GOOG": (49_482, 1, {1: 24_368, 2: 7, 3: 13_429, 4: 7_765, 5: 3_913}),
@@ -23,10 +26,22 @@ NAME = re.compile(r"^[A-Z]+_\d{4}-\d{2}-\d{2}_\d+_\d+_(message|orderbook)_\d+\.c
 
 
 def pair(ticker):
-    m = glob.glob(os.path.join(DATA, f"{ticker}_*_message_*.csv"))
-    o = glob.glob(os.path.join(DATA, f"{ticker}_*_orderbook_*.csv"))
+    m = glob.glob(os.path.join(DATA, f"{ticker}_*_message_*.csv.gz"))
+    o = glob.glob(os.path.join(DATA, f"{ticker}_*_orderbook_*.csv.gz"))
     assert len(m) == 1 and len(o) == 1, f"real LOBSTER pair {ticker} missing under {DATA}"
     return m[0], o[0]
+
+
+def text(path):
+    """A LOBSTER file's text, through gzip for the bundled .csv.gz."""
+    return gzip.open(path, "rt").read() if path.endswith(".gz") else open(path).read()
+
+
+def plain(tmp_path, path, lines):
+    """`lines` written as the plain .csv of `path` (a .csv.gz of the real pairs) under tmp_path."""
+    out = tmp_path / os.path.basename(path).removesuffix(".gz")
+    out.write_text("\n".join(lines) + "\n")
+    return out
 
 
 @pytest.mark.parametrize("ticker", sorted(REAL))
@@ -42,12 +57,11 @@ def test_verify_real_pairs(ticker):
 
 def test_verify_finds_a_corrupted_row(tmp_path):
     m, o = pair("MSFT")
-    lines = open(o).read().splitlines()
+    lines = text(o).splitlines()
     f = lines[500].split(",")
     f[5] = str(int(f[5]) + 7)  # ask size of level 2
     lines[500] = ",".join(f)
-    bad = tmp_path / os.path.basename(o)
-    bad.write_text("\n".join(lines) + "\n")
+    bad = plain(tmp_path, o, lines)
     rep = verify_lobster(m, str(bad))
     # the corrupted row and the next are not derivable (the naive check sees it); the core disagrees there
     assert rep["derivable"] == 998 and rep["differ"] >= 1 and rep["differ_derivable"] == 0
@@ -61,7 +75,7 @@ def swap_ids(tmp_path):
     order (at another price); the aggregate check cannot see it, the core must."""
     m, o = pair("MSFT")
     msg = read_message(m)
-    lines = open(m).read().splitlines()
+    lines = text(m).splitlines()
     adds = {int(i): k for k, i in enumerate(msg["id"]) if msg["type"][k] == 1}
     for j in range(1, len(lines)):
         if msg["type"][j] == 3 and int(msg["id"][j]) in adds and adds[int(msg["id"][j])] < j:
@@ -71,9 +85,7 @@ def swap_ids(tmp_path):
                     f = lines[j].split(",")
                     f[2] = str(oid)
                     lines[j] = ",".join(f)
-                    bad = tmp_path / os.path.basename(m)
-                    bad.write_text("\n".join(lines) + "\n")
-                    return str(bad), o, j
+                    return str(plain(tmp_path, m, lines)), o, j
     raise AssertionError("no row to corrupt")
 
 
@@ -96,6 +108,49 @@ def test_verify_says_which_file_is_not_lobster(tmp_path, which, body, says):
     args = (str(bad), o) if which == "message" else (m, str(bad))
     with pytest.raises(InputError, match=f"bad_{which}.csv: not a LOBSTER {which} file: .*{says}"):
         verify_lobster(*args)
+
+
+def test_gzip_reads_as_the_plain_file(tmp_path):
+    """The bundled pairs are .csv.gz: read through gzip they give the same columns, book and
+    report as the plain .csv (here decompressed beside them), and the two mix in one call."""
+    m, o = pair("MSFT")
+    pm, po = plain(tmp_path, m, text(m).splitlines()), plain(tmp_path, o, text(o).splitlines())
+    a, b = read_message(m), read_message(str(pm))
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert np.array_equal(read_orderbook(o), read_orderbook(str(po)))
+    def figures(rep):  # (the report names its files)
+        return {k: v for k, v in rep.items() if k not in ("message_file", "orderbook_file")}
+    whole = verify_lobster(m, o)
+    assert whole["message_file"] == os.path.basename(m) and whole["orderbook_file"] == os.path.basename(o)
+    assert figures(verify_lobster(str(pm), str(po))) == figures(whole) == figures(verify_lobster(str(pm), o))
+    assert whole["rows"] == 1_000 and whole["ok"]
+
+
+def _cut(raw):
+    return raw[:len(raw) // 2]
+
+
+def _crc(raw):
+    raw = bytearray(raw)
+    raw[-6] ^= 0xFF  # inside the trailer's CRC-32
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("damage, says", [(_cut, "end-of-stream marker"), (_crc, "CRC check failed"),
+                                          (lambda raw: b"not gzip at all\n", "Not a gzipped file")])
+def test_a_damaged_gzip_is_one_error(tmp_path, capsys, damage, says):
+    """A .csv.gz cut short, with a bad CRC or not gzip at all: one line naming the file and what
+    was expected (it was an EOFError or BadGzipFile traceback)."""
+    from lobreplay.cli.main import main
+    m, o = pair("MSFT")
+    bad = tmp_path / os.path.basename(o)
+    bad.write_bytes(damage(open(o, "rb").read()))
+    with pytest.raises(InputError, match=rf"{re.escape(str(bad))}: not a whole gzip file \(.*{says}.*\); "
+                                         r"expected a gzip of a LOBSTER orderbook file"):
+        verify_lobster(m, str(bad))
+    assert main(["lobster", "verify", m, str(bad)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and str(bad) in err, err
 
 
 def test_verify_finds_inconsistent_order_ids(tmp_path):
@@ -140,7 +195,7 @@ def day(tmp_path_factory):
 def real_formats():
     """Column formats of the real files: time decimals, integer columns."""
     m, o = pair("AMZN")
-    return open(m).readline().strip(), open(o).readline().strip()
+    return text(m).split("\n", 1)[0], text(o).split("\n", 1)[0]
 
 
 MSG_LINE = re.compile(r"^\d+(\.\d{1,9})?,[1-7],\d+,\d+,-?\d+,(-1|1)$")

@@ -97,7 +97,7 @@ def assert_same_rows(dataset: Path, single: dict[str, Path], by_symbol) -> dict[
         want = want.sort_values(keys, kind="stable", na_position="last").reset_index(drop=True)
         got = got.sort_values(keys, kind="stable", na_position="last").reset_index(drop=True)[list(want.columns)]
         if kind == "latency":  # the times differ run to run; the counts do not
-            want, got = (x[["date", "scope", "locate", "kind", "count"]] for x in (want, got))
+            want, got = (x[["date", "scope", "instrument", "kind", "count"]] for x in (want, got))
         if kind == "latency_histograms":
             want, got = (x.groupby(["date", "kind"])["count"].sum() for x in (want, got))
             pd.testing.assert_series_equal(got, want, obj=kind)
@@ -251,7 +251,7 @@ def test_lobc_captures_equal_the_single_replays(scheduler, tmp_path, capsys):
         assert replay_lobc(src / f"{name}.lobc", str(single), cfg)["status"] == "ok"
         for kind in ("bbo", "desyncs", "trades", "ticker_mismatches", "latency", "depth"):
             want = pd.read_parquet(single / f"{kind}.parquet")
-            want["date"] = (_utc_dates(want["recv_ns"]) if kind in by_symbol and len(want) else date)
+            want["date"] = (_utc_dates(want["receive_ns"]) if kind in by_symbol and len(want) else date)
             want = _norm(want)
             got = _rows_of(out / kind, name)
             if not len(want):
@@ -297,7 +297,7 @@ def test_a_capture_past_midnight_puts_each_row_under_its_own_date(tmp_path):
         want = pd.read_parquet(single / f"{kind}.parquet")
         got = _rows_of(out / kind, "cap")
         assert len(got) == len(want) > 10
-        assert got["date"].tolist() == _utc_dates(got["recv_ns"])
+        assert got["date"].tolist() == _utc_dates(got["receive_ns"])
         assert sorted(set(got["date"])) == ["2023-11-14", "2023-11-15"]
     success = json.loads((out / "_days" / "cap" / "_SUCCESS").read_text())
     assert success["date"] == "2023-11-14" and success["dates"] == ["2023-11-14", "2023-11-15"]

@@ -55,12 +55,12 @@ def make_reports(d: Path, n_depth=5000, levels=3, with_depth=True):
     d.mkdir(parents=True, exist_ok=True)
     t0 = 34_200 * 10**9
     if with_depth:
-        rows = {"time_ns": [], "locate": [], "symbol": []}
+        rows = {"event_ns": [], "instrument": [], "symbol": []}
         cols = {f"{s}_{f}_{i}": [] for i in range(1, levels + 1) for s in ("bid", "ask") for f in ("price", "qty", "count")}
         for sym, loc, n in (("AAA", 1, n_depth), ("BBB", 2, 10)):
             for k in range(n):
-                rows["time_ns"].append(t0 + k * 10**9)
-                rows["locate"].append(loc)
+                rows["event_ns"].append(t0 + k * 10**9)
+                rows["instrument"].append(loc)
                 rows["symbol"].append(sym)
                 for i in range(1, levels + 1):
                     live = i <= 2
@@ -69,22 +69,22 @@ def make_reports(d: Path, n_depth=5000, levels=3, with_depth=True):
                     for s in ("bid", "ask"):
                         cols[f"{s}_qty_{i}"].append(100 * i + k % 7 if live else 0)
                         cols[f"{s}_count_{i}"].append(i if live else 0)
-        _write(d / "depth.parquet", {"time_ns": pa.array(rows["time_ns"], pa.int64()),
-                                     "locate": pa.array(rows["locate"], pa.uint16()),
+        _write(d / "depth.parquet", {"event_ns": pa.array(rows["event_ns"], pa.int64()),
+                                     "instrument": pa.array(rows["instrument"], pa.uint16()),
                                      "symbol": _sym(rows["symbol"]),
                                      **{c: pa.array(v, pa.int64()) for c, v in cols.items()}})
     # bbo: AAA changes every 3 s, BBB once
     bt = [t0 + k * 3 * 10**9 for k in range(n_depth // 3)] + [t0]
     bs = ["AAA"] * (n_depth // 3) + ["BBB"]
     bp = [1_000_000 + 300 * k for k in range(n_depth // 3)] + [50_000]
-    _write(d / "bbo.parquet", {"time_ns": pa.array(bt, pa.int64()), "message": pa.array(range(len(bt)), pa.uint64()),
-                               "locate": pa.array([1] * (len(bt) - 1) + [2], pa.uint16()), "symbol": _sym(bs),
+    _write(d / "bbo.parquet", {"event_ns": pa.array(bt, pa.int64()), "sequence": pa.array(range(len(bt)), pa.uint64()),
+                               "instrument": pa.array([1] * (len(bt) - 1) + [2], pa.uint16()), "symbol": _sym(bs),
                                "bid_price": pa.array(bp, pa.int64()), "bid_qty": pa.array([300] * len(bt), pa.int64()),
                                "bid_count": pa.array([2] * len(bt), pa.int64()),
                                "ask_price": pa.array([p + 100 for p in bp], pa.int64()),
                                "ask_qty": pa.array([400] * len(bt), pa.int64()),
                                "ask_count": pa.array([3] * len(bt), pa.int64())})
-    ex = {"time_ns": [], "message": [], "symbol": [], "source": [], "msg_type": [], "qty": [], "price": []}
+    ex = {"event_ns": [], "sequence": [], "symbol": [], "source": [], "msg_type": [], "qty": [], "price": []}
 
     def add(t, m, src, ty, q, p):
         for k, v in zip(ex, (t, m, "AAA", src, ty, q, p)):
@@ -93,8 +93,8 @@ def make_reports(d: Path, n_depth=5000, levels=3, with_depth=True):
         add(t0 + k * 10**9 + 500, 10_000 + k, "feed", "E", 100, 0)
         add(t0 + k * 10**9 + 500, 10_000 + k, "core", "", 100, 1_000_000 + k * 100)
     add(t0 + 5 * 10**9, 99, "feed", "P", 50, 1_000_050)
-    _write(d / "executions.parquet", {"time_ns": pa.array(ex["time_ns"], pa.int64()),
-                                      "message": pa.array(ex["message"], pa.uint64()), "symbol": _sym(ex["symbol"]),
+    _write(d / "executions.parquet", {"event_ns": pa.array(ex["event_ns"], pa.int64()),
+                                      "sequence": pa.array(ex["sequence"], pa.uint64()), "symbol": _sym(ex["symbol"]),
                                       "source": pa.array(ex["source"]), "msg_type": pa.array(ex["msg_type"]),
                                       "qty": pa.array(ex["qty"], pa.int64()), "price": pa.array(ex["price"], pa.int64())})
     lat = []
@@ -377,17 +377,17 @@ def test_view_in_chromium(depth_day, tmp_path):
     s = build_view(depth_day, out)
     assert s["source"] == "depth" and s["levels"] == 10 and s["bytes"] < SIZE_LIMIT
     sym, scale, dec = s["symbol"], s["price_scale"], s["decimals"]
-    n_rows = pq.read_table(depth_day / "depth.parquet", columns=["time_ns"], filters=[("symbol", "=", sym)]).num_rows
+    n_rows = pq.read_table(depth_day / "depth.parquet", columns=["event_ns"], filters=[("symbol", "=", sym)]).num_rows
     assert s["frames"] == min(2000, n_rows)
     d = embedded(out)
     # the depth rows of the frames checked below (the time filter skips the other row groups)
     # a frame with a full tape: the first whose time is after the 12th feed execution
     ex = pd.read_parquet(depth_day / "executions.parquet")
-    feed = ex[(ex["symbol"] == sym) & (ex["source"] == "feed")].sort_values(["time_ns", "message"], kind="stable")
+    feed = ex[(ex["symbol"] == sym) & (ex["source"] == "feed")].sort_values(["event_ns", "sequence"], kind="stable")
     assert len(feed) >= 12
-    k = next(i for i, t in enumerate(d["frames"]["t"]) if (feed["time_ns"] < t).sum() >= 12)
+    k = next(i for i, t in enumerate(d["frames"]["t"]) if (feed["event_ns"] < t).sum() >= 12)
     mine = pq.read_table(depth_day / "depth.parquet", filters=[("symbol", "=", sym), (
-        "time_ns", "in", [d["frames"]["t"][0], d["frames"]["t"][k]])]).to_pandas()
+        "event_ns", "in", [d["frames"]["t"][0], d["frames"]["t"][k]])]).to_pandas()
 
     for frame in (0, k):
         dom = _chromium(["--dump-dom"], f"{out.as_uri()}#paused&frame={frame}").stdout
@@ -396,7 +396,7 @@ def test_view_in_chromium(depth_day, tmp_path):
         assert body["data-frame"] == str(frame) and body["data-playing"] == "0"
         assert re.search(rf'<h1 id="symbol">{sym}</h1>', dom)
         t = d["frames"]["t"][frame]
-        row = mine[mine["time_ns"] == t].iloc[0]
+        row = mine[mine["event_ns"] == t].iloc[0]
         assert re.search(rf'<span id="time" data-time-ns="{t}">{fmt_time(t)} ET</span>', dom)
         assert f"frame {frame + 1} / {s['frames']}" in dom
         # the ladder: every non-empty level of the depth row, with its price in dollars
@@ -420,8 +420,8 @@ def test_view_in_chromium(depth_day, tmp_path):
         assert levels_seen, f"{sym} frame {frame}: an empty book in depth.parquet"
         # the tape: the last 12 feed executions before the frame's time, newest first
         trades = [_attrs(m) for m in re.findall(r'<tr class="trade[^"]*"[^>]*>', dom)]
-        before = feed[feed["time_ns"] < t].tail(12).iloc[::-1]
-        assert [int(a["data-message"]) for a in trades] == before["message"].astype(int).tolist()
+        before = feed[feed["event_ns"] < t].tail(12).iloc[::-1]
+        assert [int(a["data-message"]) for a in trades] == before["sequence"].astype(int).tolist()
         assert [int(a["data-qty"]) for a in trades] == before["qty"].astype(int).tolist()
         if frame == k:
             assert len(trades) == 12
@@ -471,7 +471,9 @@ def test_data_cannot_break_the_page_in_chromium(tmp_path):
 
 # ---------------------------------------------------------------- a .lobc replay's reports
 
-USDM = ROOT.parent / "shared" / "data" / "binance" / "hftbacktest" / "usdm" / "btcusdt_20240808.gz"
+from conftest import REAL_BINANCE  # noqa: E402
+
+USDM = REAL_BINANCE / "hftbacktest" / "usdm" / "btcusdt_20240808.gz"
 
 
 @pytest.fixture(scope="module")
@@ -500,23 +502,23 @@ def test_build_view_of_a_lobc_replay(lobc_day, tmp_path):
     s = build_view(lobc_day, tmp_path / "book.html", max_frames=300)
     d = embedded(tmp_path / "book.html")
     depth = pd.read_parquet(lobc_day / "depth.parquet")
-    trades = pd.read_parquet(lobc_day / "trades.parquet").sort_values(["recv_ns", "record"], kind="stable")
+    trades = pd.read_parquet(lobc_day / "trades.parquet").sort_values(["receive_ns", "sequence"], kind="stable")
     assert s["symbol"] == d["symbol"] == "BTCUSDT" and s["feed"] == "lobc" and s["levels"] == 10
     assert (d["tz"], d["qscale"], d["counts"], d["date"]) == ("UTC", 10**8, False, "2024-08-08")
     assert s["frames_available"] == len(depth) and s["frames"] == 300 and s["decimals"] == 2
     day0 = np.datetime64("2024-08-08", "ns").astype(np.int64)
-    picked = depth.set_index("recv_ns").loc[[t + day0 for t in d["frames"]["t"]]]
+    picked = depth.set_index("receive_ns").loc[[t + day0 for t in d["frames"]["t"]]]
     assert d["frames"]["bp"] == [[int(x) for x in r if x] for r in picked[[f"bid_price_{i}" for i in range(1, 11)]]
                                  .to_numpy()]
     assert d["frames"]["aq"] == [[int(x) for x in r if x] or [] for r in picked[[f"ask_qty_{i}" for i in range(1, 11)]]
                                  .to_numpy()]
     k = 150
     t = d["frames"]["t"][k] + day0
-    before = trades[trades["recv_ns"] < t].tail(s["tape_per_frame"])
+    before = trades[trades["receive_ns"] < t].tail(s["tape_per_frame"])
     end = d["tapeEnd"][k]
-    assert d["tape"]["m"][end - len(before):end] == before["record"].tolist()
+    assert d["tape"]["m"][end - len(before):end] == before["sequence"].tolist()
     assert d["tape"]["ty"][end - 1] == {"B": "buy", "S": "sell"}[before["side"].iloc[-1]]
-    assert d["tape"]["t"][end - 1] == int(before["recv_ns"].iloc[-1]) - day0
+    assert d["tape"]["t"][end - 1] == int(before["receive_ns"].iloc[-1]) - day0
 
 
 @pytest.mark.browser

@@ -624,10 +624,12 @@ def _fake_book_scaled(book, scale=10**8):
             {parse_decimal(p, scale): parse_decimal(q, scale) for p, q in book.asks.items()})
 
 
-def _shared_recording():
+def _recorded_sample():
+    """The recorded spot BTCUSDT the selftest plays: $LOBREPLAY_BINANCE_DATA if set, else the
+    checkout's data/real/binance (not in an installed package: then None, a synthetic stream)."""
     env = os.environ.get("LOBREPLAY_BINANCE_DATA")
     here = os.path.dirname(os.path.abspath(__file__))
-    cands = ([env] if env else []) + [os.path.join(here, "..", "..", "..", "shared", "data", "binance")]
+    cands = ([env] if env else []) + [os.path.join(here, "..", "..", "data", "real", "binance")]
     for c in cands:
         p = os.path.join(c, "hftbacktest", "spot", "btcusdt_20240808.gz")
         if os.path.isfile(p):
@@ -646,7 +648,7 @@ async def _quiet(cap, every: float = 0.3) -> None:
 async def _selftest_async(workdir: str, seconds_cap: float = 30.0) -> dict:
     from lobreplay.l2.lobc import check, read
     from lobreplay.testing.fake_binance import Fault, FakeBinance, script_from_lines, synthetic_script
-    rec = _shared_recording()
+    rec = _recorded_sample()
     if rec:
         with gzip.open(rec, "rt") as f:
             btc = script_from_lines(f, "BTCUSDT", SPOT, max_items=4000)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import sys
 import time
 
-from lobreplay import __version__
 from lobreplay.cli.common import (ALLOW_GAPS_HELP, MAX_CHUNK_MB, REPORTS_WHOLE, cut_notes, depth_options,
                                   desyncs_text, fmt_time, m_per_s, note_gzip_jobs, note_non_ascii, note_sequence,
                                   pass1_text, reports_text)
@@ -12,39 +11,21 @@ from lobreplay.errors import InputError
 
 
 def _cmd_itch_stats(args) -> int:
-    import numpy as np
-
-    from lobreplay.itch.decode import as_text, decode_type, non_ascii_bytes, timestamps
-    from lobreplay.itch.reader import ItchFile
     from lobreplay.itch.spec import LAYOUTS
+    from lobreplay.itch.tools import itch_stats
 
-    t0 = time.perf_counter()
-    ascii0 = non_ascii_bytes()
-    f = ItchFile(args.file, allow_truncated=args.allow_truncated, allow_gaps=True)  # (it reports them)
-    first = last = None
-    symbols: set[str] = set()
-    locates: set[int] = set()
-    for chunk in f.chunks():
-        ts = timestamps(chunk, np.array([0, chunk.n - 1]))
-        first = int(ts[0]) if first is None else first
-        last = int(ts[1])
-        if chunk.has("R"):
-            symbols.update(as_text(decode_type(chunk, "R")["stock"]).tolist())
-        loc = ((chunk.buf[chunk.offsets.astype(np.int64) + 1].astype(np.int64) << 8)
-               | chunk.buf[chunk.offsets.astype(np.int64) + 2])
-        locates.update(np.unique(loc).tolist())
-    st = f.stats
-    took = time.perf_counter() - t0
-    print(f"{f.path}: {st.messages:,} messages, {st.bytes:,} bytes"
-          f"{' (gzip, ' + format(f.size, ',') + ' bytes on disk)' if f.compressed else ''}, {f.framing}")
-    if first is not None:
-        print(f"time span: {fmt_time(first)} .. {fmt_time(last)} (exchange local time)")
-    print(f"symbols in the directory (R): {len(symbols):,}; stock locates seen: {len(locates - {0}):,}")
+    s = itch_stats(args.file, allow_truncated=args.allow_truncated)
+    st = s.read
+    print(f"{s.path}: {s.messages:,} messages, {s.bytes:,} bytes"
+          f"{' (gzip, ' + format(s.size, ',') + ' bytes on disk)' if s.compressed else ''}, {s.framing}")
+    if s.first_ns is not None:
+        print(f"time span: {fmt_time(s.first_ns)} .. {fmt_time(s.last_ns)} (exchange local time)")
+    print(f"symbols in the directory (R): {s.symbols:,}; stock locates seen: {s.locates:,}")
     print(f"  {'type':4} {'name':30} {'count':>14} {'share':>8}")
-    for t, c in sorted(st.by_type.items(), key=lambda kv: -kv[1]):
+    for t, c in sorted(s.by_type.items(), key=lambda kv: -kv[1]):
         name = LAYOUTS[t].name if t in LAYOUTS else "(unknown type: skipped by length)"
-        print(f"  {t!r:4} {name:30} {c:14,} {100 * c / st.messages:7.2f}%")
-    if st.end_marker:
+        print(f"  {t!r:4} {name:30} {c:14,} {100 * c / s.messages:7.2f}%")
+    if s.end_marker:
         print("the session ended with a zero-length frame (end-of-session marker)")
     for line in cut_notes(st.stream_break, st.truncated_offset, st.truncated_bytes,
                            after_end=st.trailing_after_end):
@@ -56,75 +37,37 @@ def _cmd_itch_stats(args) -> int:
               f"sequence number dropped; session(s) {', '.join(st.mold_sessions)}"
               + (f"; {st.mold_other_frames:,} other frame(s) skipped" if st.mold_other_frames else ""))
     note_sequence(st.moldudp64())
-    note_non_ascii(non_ascii_bytes() - ascii0)
-    print(f"read in {took:.2f} s ({st.messages / took / 1e6:.2f} M messages/s)")
+    note_non_ascii(s.non_ascii)
+    print(f"read in {s.seconds:.2f} s ({s.messages / s.seconds / 1e6:.2f} M messages/s)")
     return 0
 
 
 def _cmd_itch_decode(args) -> int:
     import os
 
-    from lobreplay.itch.decode import decode, non_ascii_bytes, to_arrow
-    from lobreplay.itch.reader import ItchFile
-    from lobreplay.replay.outdir import prepare_output
-    from lobreplay.itch.spec import LAYOUTS, price_metadata
-    from lobreplay.reports.tables import ReplayRun, ReportSet
+    from lobreplay.itch.tools import decode_itch, parse_types
 
-    types = None
-    if args.types:
-        types = [t.strip() for t in args.types.split(",") if t.strip()]
-        bad = [t for t in types if t not in LAYOUTS]
-        if bad:
-            raise InputError(f"--types: unknown message type(s) {', '.join(bad)}; "
-                             f"ITCH 5.0 types are {''.join(sorted(LAYOUTS))}")
-    f = ItchFile(args.file, allow_truncated=args.allow_truncated,  # (before the output: a file that
-                 allow_gaps=args.allow_gaps)                     # cannot be opened leaves it as it was)
-    prepare_output(args.output, args.force, inputs=[args.file])
-    meta = {"source_file": os.path.basename(f.path), "source_size": str(f.size),
-            "lobreplay_version": __version__}  # (each table says its own prices' scale: spec.price_metadata)
-    done = [0]  # messages decoded (whole chunks: every table holds their rows, none past them)
-
-    def where() -> dict:
-        return {"messages_done": done[0], "file_bytes_read": f.raw_position, "file_bytes": f.size}
-
+    types = parse_types([t.strip() for t in args.types.split(",")], "--types") if args.types else None
     t0 = time.perf_counter()
-    ascii0 = non_ascii_bytes()
-    try:
-        # like a replay's: the tables written so far are closed whole however it ends, and
-        # summary.json says ok, or failed with the error and where it stopped
-        with ReplayRun(args.output, meta, where=where) as run:
-            rs = run.reports = ReportSet(args.output, [], meta)
-            for chunk in f.chunks():
-                for t, cols in decode(chunk, "".join(types) if types else None).items():  # (one pass over the chunk)
-                    rs.write_table(f"{t}_{LAYOUTS[t].name}", to_arrow(cols, t), price_metadata(t))
-                done[0] = chunk.first_message + chunk.n
-            st = f.stats
-            run.summary.update({
-                "types": types, "messages": st.messages, "messages_by_type": dict(sorted(st.by_type.items())),
-                "unknown_types": st.unknown_types(), "bytes": st.bytes, "end_of_session_marker": st.end_marker,
-                "truncated": st.truncation(), "moldudp64": st.moldudp64(),
-                "text_bytes_outside_ascii": non_ascii_bytes() - ascii0})
-    except KeyboardInterrupt as e:  # (Ctrl-C, and SIGTERM)
-        w = where()
-        e.add_note(f"{f.path}: after {w['messages_done']:,} messages decoded "
-                   f"({w['file_bytes_read']:,} of {w['file_bytes']:,} bytes read; summary.json says failed)")
-        raise
+    s = decode_itch(args.file, args.output, types, force=args.force, allow_truncated=args.allow_truncated, allow_gaps=args.allow_gaps)
     took = time.perf_counter() - t0
-    note_sequence(f.stats.moldudp64())
-    for name, w in sorted(rs.extra.items()):
-        print(f"{w.path}: {w.rows:,} rows")
+    note_sequence(s["moldudp64"])
+    for name, rows in sorted(s["report_rows"].items()):
+        print(f"{os.path.join(args.output, name + '.parquet')}: {rows:,} rows")
     print(f"{os.path.join(args.output, 'summary.json')}: status ok")
-    print(f"{f.stats.messages:,} messages decoded in {took:.2f} s")
-    note_non_ascii(run.summary["text_bytes_outside_ascii"])
-    if f.stats.end_marker:
+    print(f"{s['messages']:,} messages decoded in {took:.2f} s")
+    note_non_ascii(s["text_bytes_outside_ascii"])
+    if s["end_of_session_marker"]:
         print("the session ended with a zero-length frame (end-of-session marker)")
-    unknown = f.stats.unknown_types()
+    unknown = s["unknown_types"]
     if unknown:
         print(f"unknown message types skipped by their length: "
               f"{', '.join(f'{t!r} {n:,}' for t, n in sorted(unknown.items()))}")
-    for line in cut_notes(f.stats.stream_break, f.stats.truncated_offset, f.stats.truncated_bytes,
-                           after_end=f.stats.trailing_after_end):
-        print(line)
+    t = s["truncated"]
+    if t:
+        for line in cut_notes(t.get("stream_break"), t["offset"], t["bytes"],
+                               after_end=t.get("bytes_after_end_marker", 0)):
+            print(line)
     return 0
 
 
@@ -144,7 +87,7 @@ def itch_replay_config(args):
                         depth_every_ns=every,
                         headroom=args.headroom, allow_truncated=args.allow_truncated,
                         allow_gaps=args.allow_gaps, reports=reports,
-                        status_tables=bool(reports), timing=not args.no_timing,
+                        status_tables=bool(reports), timing=not args.no_timing, timing_every=args.timing_every,
                         progress=not getattr(args, "no_progress", True) and sys.stderr.isatty(),
                         date=getattr(args, "date", None), chunk_bytes=args.chunk_mb << 20, hash=not args.no_hash,
                         cache=not args.no_cache)
@@ -193,6 +136,8 @@ def add_itch_replay_options(rp) -> None:
     rp.add_argument("--reports", help="comma-separated: desyncs,executions,bbo,latency,symbols,depth (default: all; "
                                       "depth with --depth N)")
     rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
+    rp.add_argument("--timing-every", type=int, metavar="N",
+                    help="time every Nth event inside the core (default 16: lobreplay.reports.latency.TIMING_EVERY; 1: every event)")
     rp.add_argument("--chunk-mb", type=int, default=8, help="bytes per chunk, in MiB (default 8, at most 1024)")
     rp.add_argument("--depth", type=int, default=0, metavar="N",
                     help="also sample the N best levels (at most 100) of every active book (depth.parquet)")

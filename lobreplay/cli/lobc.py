@@ -57,7 +57,7 @@ def lobc_replay_config(args):
 
     reports = parse_report_list(getattr(args, "no_reports", False), args.reports, ALL_REPORTS)
     reports, depth, every = depth_options(args, reports)
-    return L2ReplayConfig(symbols=parse_symbols(args.symbols), reports=reports, timing=not args.no_timing,
+    return L2ReplayConfig(symbols=parse_symbols(args.symbols), reports=reports, timing=not args.no_timing, timing_every=args.timing_every,
                           price_mode=args.price_mode, allow_corrupt=args.allow_corrupt, depth_levels=depth,
                           depth_every_ns=every, cache=not args.no_cache,
                           progress=not getattr(args, "no_progress", True) and sys.stderr.isatty())
@@ -154,6 +154,8 @@ def replay_options(rp) -> None:
     rp.add_argument("--every", default="1s",
                     help="depth sample interval of receive time (100ms, 1s, 5m), or 'change': after every change")
     rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
+    rp.add_argument("--timing-every", type=int, metavar="N",
+                    help="time every Nth event inside the core (default 16: lobreplay.reports.latency.TIMING_EVERY; 1: every event)")
     rp.add_argument("--price-mode", choices=("auto", "grid", "ladder"), default="auto",
                     help="core prices: the feed's on a tick grid, or ranks of the prices seen (default auto)")
     rp.add_argument("--allow-corrupt", action="store_true",

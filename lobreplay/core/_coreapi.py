@@ -272,8 +272,9 @@ class CoreSession:
         r = res[0]
         return r.status, r.filled, r.resting, execs, desyncs
 
-    def set_timing(self, on: bool) -> None:
-        raise_for_status(lib.lob_session_set_timing(self.ptr, 1 if on else 0), "turning timing on")
+    def set_timing(self, every: int) -> None:
+        """0: off; N: every Nth event timed (1: all of them)."""
+        raise_for_status(lib.lob_session_set_timing(self.ptr, int(every)), "turning timing on")
 
     def clock(self, iterations: int = 200_000) -> dict:
         """The clock timing reads, probed: source, ns per tick, cost of one reading, smallest step."""

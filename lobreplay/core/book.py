@@ -278,10 +278,14 @@ class Session:
             self._scratch_z = z
         return z
 
-    def set_timing(self, on: bool = True) -> None:
-        """Time every event inside the core (one clock reading per event: see clock()), per
-        kind for the session (3 significant figures) and per book (coarse)."""
-        self._s.set_timing(on)
+    def set_timing(self, on: bool = True, every: int = 1) -> None:
+        """Time events inside the core, per kind for the session (3 significant figures) and
+        per book (coarse): every event (every=1: one clock reading per event, see clock()), or
+        every Nth event of the session (every=N: two readings per timed event; a histogram
+        needs thousands of samples, not millions). on=False turns timing off."""
+        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+            raise BadEventError(f"set_timing: every must be a whole number >= 1, got {every!r}")
+        self._s.set_timing(every if on else 0)
 
     def clock(self, iterations: int = 200_000) -> dict:
         """The clock timing reads (chosen when timing is turned on): "source" TSC (the

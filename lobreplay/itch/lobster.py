@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import gzip
 import os
 import signal
 import threading
+import zlib
 
 import numpy as np
 
@@ -84,7 +86,8 @@ def orderbook_lines(book: np.ndarray) -> list[str]:
 
 
 def _load(path: str, what: str, dtype) -> np.ndarray:
-    """A comma-separated file of `what` as a 2-D array, or an InputError naming the file."""
+    """A comma-separated file of `what` as a 2-D array, or an InputError naming the file. A
+    name ending in .gz is read through gzip (numpy inflates it; data/real/lobster/ holds them so)."""
     try:
         return np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
     except (ValueError, UnicodeDecodeError) as e:  # (numpy's text: which row or value)
@@ -92,6 +95,8 @@ def _load(path: str, what: str, dtype) -> np.ndarray:
         if "number of columns changed" in why:
             why += " (a row cut short?)"
         raise InputError(f"{path}: not a LOBSTER {what} file: {why}") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:  # a .gz cut short, damaged, or not gzip at all
+        raise InputError(f"{path}: not a whole gzip file ({e}); expected a gzip of a LOBSTER {what} file") from None
 
 
 def read_message(path: str) -> dict[str, np.ndarray]:

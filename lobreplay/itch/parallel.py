@@ -206,31 +206,31 @@ def _merge_table(files: list[str], out_dir: str, stem: str, hists: dict, summari
         t = _merge_symbols(t.combine_chunks())
     elif stem == "latency":
         t = _merge_latency(t.combine_chunks(), hists, out_dir, tables[0].schema.with_metadata(meta))
-    elif "message" in t.column_names:
+    elif "sequence" in t.column_names or "message" in t.column_names:  # (message: a status table's)
         # file order: each part's rows are in it already, and rows of one message come from
         # one part, so a stable sort by message merges them (numpy's timsort: runs); residual
-        # rows (message -1) last, by locate, as in one process
-        m = _arrow.to_numpy(t["message"])
-        loc = _arrow.to_numpy(t["locate"]).astype(np.int64) if "locate" in t.column_names else 0
+        # rows (sequence -1) last, by instrument, as in one process
+        m = _arrow.to_numpy(t["sequence" if "sequence" in t.column_names else "message"])
+        loc = _arrow.to_numpy(t["instrument"]).astype(np.int64) if "instrument" in t.column_names else 0
         key = np.where(m < 0, (1 << 62) + loc, m)
         t = t.take(_arrow.array(np.argsort(key, kind="stable")))
         if stem == "desyncs" and last_event_ns is not None:
             t = _residual_time(t, last_event_ns)
     elif stem == "depth":
-        t = t.take(pc.sort_indices(t, [("time_ns", "ascending"), ("locate", "ascending")]))
+        t = t.take(pc.sort_indices(t, [("event_ns", "ascending"), ("instrument", "ascending")]))
     pq.write_table(t.replace_schema_metadata(meta), report_path(out_dir, stem), **parquet_options(t.schema))
 
 
 def _residual_time(t: pa.Table, when: int) -> pa.Table:
-    """Residual rows (message -1) at the time of the whole replay's last event: each part
+    """Residual rows (sequence -1) at the time of the whole replay's last event: each part
     wrote its own last event's. (numpy on the buffers: pyarrow's scalars import pandas.)"""
-    resid = _arrow.to_numpy(t["message"]) < 0
+    resid = _arrow.to_numpy(t["sequence"]) < 0
     if not resid.any():
         return t
-    old = _arrow.to_numpy(t["time_ns"])
-    cols = {"time_ns": np.where(resid, when, old)}
-    if t["ts"].null_count < len(t):  # (no session date: ts is null throughout, and stays so)
-        cols["ts"] = _arrow.to_numpy(t["ts"]) + np.where(resid, when - old, 0)  # the same shift
+    old = _arrow.to_numpy(t["event_ns"])
+    cols = {"event_ns": np.where(resid, when, old)}
+    if t["event_ts"].null_count < len(t):  # (no session date: event_ts is null throughout, and stays so)
+        cols["event_ts"] = _arrow.to_numpy(t["event_ts"]) + np.where(resid, when - old, 0)  # the same shift
     for name, col in cols.items():
         field = t.schema.field(name)
         t = t.set_column(t.column_names.index(name), field, _arrow.array(col, field.type))
@@ -240,7 +240,7 @@ def _residual_time(t: pa.Table, when: int) -> pa.Table:
 def _merge_symbols(t: pa.Table) -> pa.Table:
     """One row per locate, by locate: the part that replayed it, else part 0's (the parts'
     rows come in part order)."""
-    loc = _arrow.to_numpy(t["locate"])
+    loc = _arrow.to_numpy(t["instrument"])
     replayed = _arrow.to_numpy(t["replayed"], fill=False)
     order = np.lexsort((~replayed, loc))  # stable: by locate, the replaying part first, then part order
     first = np.ones(len(order), bool)
@@ -286,7 +286,7 @@ def _merge_latency(t: pa.Table, hists: dict, out_dir: str, schema: pa.Schema) ->
     # (columns built with lobreplay.core.arrow: pyarrow's scalars and pylist tables import pandas)
     head = pa.Table.from_arrays([_arrow.array([r.get(f.name) for r in rows], f.type) for f in schema], schema=schema)
     per = t.filter(_arrow.array(np.array(t["scope"].to_pylist(), object) != "ALL"))
-    order = np.argsort(_arrow.to_numpy(per["locate"], fill=0), kind="stable")
+    order = np.argsort(_arrow.to_numpy(per["instrument"], fill=0), kind="stable")
     return pa.concat_tables([head, per.take(_arrow.array(order))])
 
 

@@ -17,13 +17,10 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
-import json
 import os
 import re
-import sys
-import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
@@ -36,20 +33,20 @@ from lobreplay.core import _coreapi as core
 from lobreplay.core.book import Session, _touched
 from lobreplay.errors import InputError, LobError
 from lobreplay.core.events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
-from lobreplay.reports.latency import histogram_table, report_rows
-from lobreplay.reports import tables as reports
+from lobreplay.reports.latency import check_timing_every, histogram_table, report_rows
+from lobreplay.reports import schemas
 from lobreplay._ahead import read_ahead
 from lobreplay._lazy import Deferred, load
+from lobreplay.replay.engine import BookAt, Engine, NoBar, Piece, progress_bar
 from lobreplay.replay.outdir import prepare_output  # noqa: F401  (lobreplay.itch.replay.prepare_output, as before)
-from lobreplay.reports.tables import ReplayRun, ReportSet, TableWriter, file_sha256, report_path, usable_cpus
-from lobreplay.itch.decode import decode_type, non_ascii_bytes, positions_of, to_arrow
+from lobreplay.reports.tables import ReplayRun, ReportSet, TableWriter, report_path, usable_cpus
+from lobreplay.itch.decode import decode_type, non_ascii_bytes, positions_of, timestamps, to_arrow
 from lobreplay.itch.prices import (CORE_LEVELS, MAP_SAVING, MAX_LEVELS, PriceMap, PriceMaps, choose_map, map_candidate, padded,
                      worth_mapping)
 from lobreplay.itch.reader import ItchFile
 from lobreplay.itch.spec import LAYOUTS, PRICE4_SCALE, price_metadata
 
-ALL_REPORTS = ("desyncs", "executions", "bbo", "latency", "symbols", "depth")  # depth: with depth_levels
-STATUS_TYPES = "SHYLVWKJhINOB"  # tables of their own (R is the symbols table)
+from lobreplay.itch.spec import ALL_REPORTS, STATUS_TYPES  # noqa: E402,F401  (the report names: one place)
 
 # Rejected events, as desync causes.
 REJECT_CAUSE = {
@@ -76,6 +73,7 @@ class ReplayConfig:
     reports: tuple[str, ...] = ALL_REPORTS
     status_tables: bool = True
     timing: bool = True
+    timing_every: int | None = None      # with timing: every Nth event timed (1: all; None: TIMING_EVERY)
     progress: bool = False
     date: str | None = None              # YYYY-MM-DD; default: from the file name
     depth_levels: int = 0                # N-level book samples (depth.parquet); 0: none
@@ -97,6 +95,7 @@ class ReplayConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
                 raise InputError(f"{name}: expected a whole number >= 0, got {v!r}")
+        self.timing_every = check_timing_every(self.timing_every)
 
 
 # The books' memory from which a replay regroups each chunk's events by book
@@ -275,31 +274,26 @@ def all_order_prices(path: str, locates: list[int], *, chunk_bytes: int = 8 << 2
     return {x: px[loc == x] for x in locates}
 
 
-class _NoBar(contextlib.nullcontext):
-    """What a replay without a progress bar updates instead of one."""
-    n = 0
-
-    def __init__(self):
-        super().__init__(self)
-
-    def update(self, k: int) -> None:
-        self.n += k
+_NoBar = NoBar  # (lobreplay.replay.engine's)
 
 
-class ItchReplay:
-    """One replay of one file into one report directory (see replay_itch)."""
+class ItchReplay(Engine):
+    """The ITCH 5.0 source of the replay engine (lobreplay.replay.engine.Engine): one replay of
+    one file into one report directory (see replay_itch; lobreplay.open_itch drives it step by
+    step). What is ITCH's own: pass 1 (ItchScan, the directory, the price maps), turning each
+    chunk's messages into core events (lob_itch_events, on the reader's thread), and the
+    report rows of what the core did."""
 
-    def __init__(self, path: str, out_dir: str, cfg: ReplayConfig, *, pass1=None, hash_file: bool = True):
+    def __init__(self, path: str, out_dir: str | None, cfg: ReplayConfig, *, pass1=None, hash_file: bool = True):
         """pass1 (a part of a parallel replay): (the whole file's pass 1, the locate -> part
         split), done by the parent; this replay then starts at pass 2.
         hash_file=False: no SHA-256 of the file (a parallel replay's parent computes it)."""
-        self.path, self.out_dir, self.cfg = path, out_dir, cfg
+        super().__init__(path, out_dir, cfg)
+        self.path = path
         self._given_pass1 = pass1
         self.src = ItchFile(path, chunk_bytes=cfg.chunk_bytes, allow_truncated=cfg.allow_truncated,
                             allow_gaps=cfg.allow_gaps)
         self.hash_file = hash_file and cfg.hash
-        self._sha256: Future | None = None  # the file's SHA-256, computed beside both passes
-        self._stop_hash = threading.Event()  # a failed replay does not wait for it
         if cfg.part is not None and pass1 is None:
             raise ValueError("a part of a parallel replay starts from the parent's pass 1 (pass1=)")
         self.owner = None if pass1 is None else pass1[1]  # the part each locate belongs to (parallel replays)
@@ -313,10 +307,10 @@ class ItchReplay:
         self.session = None        # the core session of pass 2
         self._next_sample = None   # depth sampling: the next sample time (ns since midnight)
         self.grouped = False       # pass 2's events regrouped by book (cfg.group_books)
-        self._done = (0, 0)        # (pass, messages done in it): where an interrupted replay was
         self._dirty: set[int] = set()
         self._samples: list = []   # depth samples waiting to be written
-        self.notes: list[str] = []  # for the summary's notes (the sizing cache's troubles)
+        self._cur = None           # pass 2: the chunk being applied (a step may stop inside it)
+        self._last_time = -1       # pass 2: the time of the last message applied
         self._entry: cache.Entry | None = None  # this file's sizing cache entry (sizing_pass)
         # trading states (H, h): lob_itch_events' per-locate state, kept by the reader's thread
         # from chunk to chunk, and the letter ('T', 'H', 'P', 'Q', 'h') the reports show, as it
@@ -330,10 +324,14 @@ class ItchReplay:
     # ---- helpers ----
 
     def _bar(self, desc: str):
-        if not self.cfg.progress:  # (tqdm's import alone is about 20 ms of a replay's start-up)
-            return _NoBar()
-        from tqdm import tqdm
-        return tqdm(total=self.src.size, unit="B", unit_scale=True, desc=desc, file=sys.stderr, leave=False)
+        return progress_bar(self.cfg.progress, desc, self.src.size)
+
+    def open(self) -> "ItchReplay":
+        """The input is opened (and its start checked) by the constructor."""
+        return self
+
+    def run_source(self) -> dict:
+        return self.src_meta()
 
     def _utc(self, time_ns: np.ndarray):
         if self.midnight_utc_ns is None:
@@ -436,15 +434,6 @@ class ItchReplay:
 
     # ---- pass 2 ----
 
-    def run(self) -> dict:
-        try:
-            return self._run()
-        except KeyboardInterrupt as e:  # (Ctrl-C, and SIGTERM from the command line)
-            e.add_note(self.where_text())
-            raise
-        finally:
-            self._stop_hash.set()  # a replay that failed does not wait for the hash
-
     def where(self) -> dict:
         """How far the replay got: its pass (0: before the first), the messages done in it
         (whole chunks: in pass 2, replayed by the core; no report holds a row past them), and
@@ -459,45 +448,45 @@ class ItchReplay:
         return (f"{self.path}: in pass {w['pass']}, after {w['messages_done']:,} messages "
                 f"({w['file_bytes_read']:,} of {w['file_bytes']:,} bytes read)")
 
-    def _run(self) -> dict:
+    def _begin(self, run: ReplayRun) -> None:
+        """Pass 1 (or the parent's, or the sizing cache's), the books sized, the reports opened,
+        pass 2 set up."""
         cfg = self.cfg
-        ascii0 = non_ascii_bytes()
-        with ReplayRun(self.out_dir, self.src_meta(), where=self.where, stop=self._stop_hash) as run:
-            if self.hash_file:
-                # on its own thread and its own reads, off the critical path: the report
-                # writers wait for it only when they open their files (sha256_later), at their
-                # first row group or close; at the lowest priority, so that pass 1's reader
-                # thread has the other core first
-                pool = ThreadPoolExecutor(1, thread_name_prefix="sha256")
-                self._sha256 = pool.submit(file_sha256, self.path, self._stop_hash, background=True,
-                                           size=self.src.size)
-                pool.shutdown(wait=False)
-            p1 = self.sizing_pass() if self._given_pass1 is None else self._given_pass1[0]
-            if cfg.reports:
-                load()  # pyarrow (a thread importing it during pass 1 gained nothing: RESULTS.md)
-            meta = self.src_meta(sha256_later=True)
-            locates = self._select(p1)
-            sizing, notes = size_books(p1.stats, cfg.headroom, locates, prices=p1.prices, all_prices=self._all_prices,
-                                       prices_from="from the sizing cache entry" if p1.cached else
-                                       "read again from the file")
-            # a part of a parallel replay writes streams, which the merge reads back once
-            run.reports = ReportSet(self.out_dir, [r for r in cfg.reports if r not in ("symbols", "depth")], meta,
+        self._ascii0 = non_ascii_bytes()
+        if self.hash_file:
+            self.start_hash(self.src.size)
+        p1 = self.sizing_pass() if self._given_pass1 is None else self._given_pass1[0]
+        if cfg.reports:
+            load()  # pyarrow (a thread importing it during pass 1 gained nothing: RESULTS.md)
+        meta = self.src_meta(sha256_later=True)
+        locates = self._select(p1)
+        sizing, notes = size_books(p1.stats, cfg.headroom, locates, prices=p1.prices, all_prices=self._all_prices,
+                                   prices_from="from the sizing cache entry" if p1.cached else
+                                   "read again from the file")
+        # a part of a parallel replay writes streams, which the merge reads back once
+        run.reports = self._reports([r for r in cfg.reports if r not in ("symbols", "depth")], meta,
                                     stream=cfg.part is not None)
-            if cfg.depth_levels and "depth" in cfg.reports:
-                run.reports.extra_names.add("depth")
-            run.summary.update(self._pass2(p1, sizing, run.reports))
-            run.summary["source"] = self.src_meta()  # with the file's SHA-256
-            if self._given_pass1 is None:
-                self.keep_pass1(run.summary["source"]["source_sha256"])
-            run.summary["notes"] = notes + self.notes + ([] if cfg.hash else
-                                                         ["no SHA-256 of the input (--no-hash): source_sha256 is empty"])
-            # (bytes outside ASCII in text fields, written as "?": counted each time a field is
-            # decoded, so a damaged S or C message read by both passes counts twice; pass 1's
-            # count comes with it from the sizing cache)
-            from_cache = p1.non_ascii if p1.cached and self._given_pass1 is None else 0  # (a part: the parent's)
-            run.summary["text_bytes_outside_ascii"] = non_ascii_bytes() - ascii0 + from_cache
-            run.summary["pass1"] = pass1_summary(p1)
-        return run.summary
+        if cfg.depth_levels and "depth" in cfg.reports:
+            run.reports.extra_names.add("depth")
+        self._p1, self._sizing, self._size_notes = p1, sizing, notes
+        self._pass2(p1, sizing, run.reports)
+
+    def _end(self, run: ReplayRun) -> None:
+        """After the last chunk: the reports of the end (residual orders, latency, symbols) and
+        the summary."""
+        cfg, p1 = self.cfg, self._p1
+        run.summary.update(self._pass2_end(p1, self._sizing, run.reports))
+        run.summary["source"] = self.src_meta()  # with the file's SHA-256
+        if self._given_pass1 is None:
+            self.keep_pass1(run.summary["source"]["source_sha256"])
+        run.summary["notes"] = self._size_notes + self.notes + ([] if cfg.hash else
+                                                                ["no SHA-256 of the input (--no-hash): source_sha256 is empty"])
+        # (bytes outside ASCII in text fields, written as "?": counted each time a field is
+        # decoded, so a damaged S or C message read by both passes counts twice; pass 1's
+        # count comes with it from the sizing cache)
+        from_cache = p1.non_ascii if p1.cached and self._given_pass1 is None else 0  # (a part: the parent's)
+        run.summary["text_bytes_outside_ascii"] = non_ascii_bytes() - self._ascii0 + from_cache
+        run.summary["pass1"] = pass1_summary(p1)
 
     def _share(self, mask: np.ndarray) -> np.ndarray:
         """This replay's share of the locates (all, or those self.owner gives to this part)."""
@@ -537,7 +526,10 @@ class ItchReplay:
                 raise InputError(f"{self.path}: {symbols.get(z.locate, '?')} (locate {z.locate}): its book "
                                  f"({z.levels:,} levels, {z.capacity:,} orders): {e}") from None
 
-    def _pass2(self, p1: _Pass1, sizing: list[Sizing], reports: ReportSet) -> dict:
+    def _pass2(self, p1: _Pass1, sizing: list[Sizing], reports: ReportSet) -> None:
+        """Pass 2 set up: the session and its books, the reader (a thread turning each chunk
+        into core events while the core applies the one before), the core's output arrays.
+        _step applies the chunks, _pass2_end ends it."""
         cfg = self.cfg
         sess = Session(65535)
         self.session = sess
@@ -545,7 +537,7 @@ class ItchReplay:
         pm = PriceMaps({z.locate: z.pmap for z in sizing if z.pmap is not None})
         pm = pm if len(pm) else None
         self.price_maps = pm
-        sess.set_timing(cfg.timing)
+        sess.set_timing(cfg.timing, every=cfg.timing_every)
         select = np.zeros(65536, np.uint8)
         select[[z.locate for z in sizing]] = 1
         # feed rows (executions, status) of every locate, unless the replay is restricted to
@@ -559,10 +551,10 @@ class ItchReplay:
         # (pyarrow: not without reports)
         symtab = _symbol_table(p1.symbols) if cfg.reports else None
         want_bbo = "bbo" in reports
-        desync_per_locate = np.zeros(65536, np.int64)
-        n_events = 0
-        last_ts = 0
-        t0 = time.perf_counter()
+        self._desync_per_locate = np.zeros(65536, np.int64)
+        self._n_events = 0
+        self._last_ts = 0
+        self._t0 = time.perf_counter()
         self._core_s = 0.0  # in the core's calls (_apply_chunk)
         slots: list[tuple[np.ndarray, ...] | None] = [None, None]
 
@@ -599,24 +591,132 @@ class ItchReplay:
         scratch = (prep(np.empty(PIECE, RESULT_DTYPE)), prep(np.empty(PIECE, BBO_DTYPE)) if want_bbo else None,
                    prep(np.empty(PIECE, np.uint32)) if want_bbo else None)
         change_depth = cfg.depth_levels if cfg.depth_levels and "depth" in reports and not sampling else 0
+        self._pass2_state = (sess, pm, select, symtab, scratch, change_depth, sampling, group, reports)
         self._done = (2, 0)
-        with self._bar("pass 2") as bar:
-            for chunk, (ev, ts, mi, real) in read_ahead(self.src, events_of, slots=len(slots),
-                                                        thread=self._spare_core()):
-                k = len(ev)
-                out, rejects = self._apply_chunk(sess, ev, ts, scratch, change_depth, sampling)
-                if pm is not None:
-                    self._real_prices(pm, out, ev, real)
-                if change_depth:
-                    self._depth_changes(out.depth, ev, ts, mi, symtab, reports)
-                elif sampling:
-                    self._flush_samples(symtab, reports)
-                n_events += k
-                if k:  # the chunk's last event in file order
-                    last_ts = int(ts[int(np.argmax(mi))] if group else ts[k - 1])
-                self._done = (2, chunk.first_message + chunk.n)  # (replayed; its rows come next)
-                self._chunk_reports(chunk, ev, ts, mi, out, rejects, symtab, select, reports, desync_per_locate)
-                bar.update(self.src.raw_position - bar.n)
+        self._bar2 = self._bar("pass 2")
+        self._bar2.__enter__()
+        self._chunks = read_ahead(self.src, events_of, slots=len(slots), thread=self._spare_core())
+
+    def _step(self, target=None, capture: bool = False) -> Piece | None:
+        """Apply the rest of the current chunk (the next one's, once it is done), or, with a
+        target, its part before the first message at or past it (None: reached, or the end
+        of the file). One core call per piece of at most PIECE events, and the piece's rows."""
+        sess, pm, select, symtab, scratch, change_depth, sampling, group, reports = self._pass2_state
+        if self._cur is None:
+            item = next(self._chunks, None)
+            if item is None:
+                self._ended = True
+                return None
+            self._cur = item
+            self._lo = (0, 0)  # (the first event, the first message position) not yet applied
+        chunk, (ev, ts, mi, real) = self._cur
+        elo, plo = self._lo
+        phi, ehi = chunk.n, len(ev)
+        if target is not None:
+            cut = self._cut(chunk, plo, target)
+            if cut <= plo:
+                return None
+            if cut < chunk.n:
+                if group:
+                    raise InputError("a replay that stops inside a chunk keeps its events in file order "
+                                     "(group_books=False)")
+                phi, ehi = cut, elo + int(np.searchsorted(mi[elo:], cut))
+        if elo or ehi < len(ev):
+            ev, ts, mi = ev[elo:ehi], ts[elo:ehi], mi[elo:ehi]
+            real = real[elo:ehi] if real is not None else None
+        k = len(ev)
+        out, rejects = self._apply_chunk(sess, ev, ts, scratch, change_depth, sampling)
+        if pm is not None:
+            self._real_prices(pm, out, ev, real)
+        if change_depth:
+            self._depth_changes(out.depth, ev, ts, mi, symtab, reports)
+        elif sampling:
+            self._flush_samples(symtab, reports)
+        self._n_events += k
+        if k:  # the piece's last event in file order
+            self._last_ts = int(ts[int(np.argmax(mi))] if group else ts[k - 1])
+        self._done = (2, chunk.first_message + phi)  # (replayed; its rows come next)
+        self._last_time = int(timestamps(chunk, np.array([phi - 1]))[0])
+        span = None if plo == 0 and phi == chunk.n else (plo, phi)
+        self._chunk_reports(chunk, ev, ts, mi, out, rejects, symtab, select, reports, self._desync_per_locate,
+                            span=span)
+        self._bar2.update(self.src.raw_position - self._bar2.n)
+        piece = Piece(chunk.first_message + plo, chunk.first_message + phi)
+        if capture:
+            piece.events = self._events_table(ev, ts, mi, chunk.first_message, symtab)
+        if phi == chunk.n:
+            self._cur = None
+        else:
+            self._lo = (ehi, phi)
+        return piece
+
+    def _cut(self, chunk, plo: int, target) -> int:
+        """The position in the chunk (>= plo) of the first message at or past the target."""
+        kind, v = target
+        if kind == "number":
+            return int(min(max(v - chunk.first_message, plo), chunk.n))
+        if kind == "epoch":
+            v -= self.midnight_utc_ns
+        t = timestamps(chunk, np.arange(plo, chunk.n))
+        hit = np.flatnonzero(t >= v)
+        return plo + int(hit[0]) if len(hit) else chunk.n
+
+    def _position(self, target) -> str | None:
+        kind, v = target
+        if kind == "epoch" and self.midnight_utc_ns is None:
+            raise InputError(f"{self.path}: no session date (from the file name or date=): give a time of day")
+        if kind == "number":
+            return f"message {self._done[1]:,}" if v < self._done[1] else None
+        if kind == "epoch":
+            v -= self.midnight_utc_ns
+        return f"time {_clock(self._last_time)}" if v < self._last_time else None
+
+    def _events_table(self, ev, ts, mi, first_message: int, symtab) -> pa.Table:
+        """A step's core events (real prices), for chunks(): a copy (the reader reuses the arrays)."""
+        from lobreplay.core.events import Kind as K
+        names = np.array([K(k).name if k in K._value2member_map_ else str(k) for k in range(256)], object)
+        loc = ev["instrument"].astype(np.uint16)
+        cols = {"event_ns": ts.copy(), "sequence": first_message + mi.astype(np.int64), "instrument": loc,
+                "symbol": symbols_of(symtab, loc) if symtab is not None else _arrow.array(loc),
+                "kind": _arrow.strings(names[ev["kind"]].tolist()),
+                "side": _arrow.strings(np.array(["", "B", "S"], object)[np.minimum(ev["side"], 2)].tolist()),
+                "order_ref": ev["id"].copy(), "new_ref": ev["new_id"].copy(), "price": ev["price"].copy(),
+                "qty": ev["qty"].copy()}
+        return pa.table({k: v if isinstance(v, (pa.Array, pa.ChunkedArray)) else _arrow.array(v)
+                         for k, v in cols.items()})
+
+    def book(self, symbol: str) -> BookAt:
+        """The live book of a symbol at the replay's current place, prices in feed units.
+
+            r = lobreplay.open_itch("day.itch", symbols=["AAPL"]); r.run_until("10:00")
+            r.book("AAPL").depth("B", 10)   # [(price, shares, orders), ...] best first
+        """
+        if self.session is None:
+            raise LobError("book(): the replay has not started (lobreplay.open_itch)")
+        by_symbol = {s: loc for loc, s in self._p1.symbols.items()}
+        loc = by_symbol.get(str(symbol))
+        if loc is None:
+            raise InputError(f"{self.path}: no such symbol in this file: {symbol}")
+        if loc not in {z.locate for z in self._sizing}:
+            raise InputError(f"{symbol}: not replayed (not among symbols=, or no orders in the file)")
+        pm = self.price_maps
+        if pm is not None and loc in pm.locates:
+            def real(p, present):
+                return pm.real(np.full(len(p), loc), p, present)
+        else:
+            def real(p, present):
+                return p
+        return BookAt(self.session.book(loc), str(symbol), real)
+
+    def _pass2_end(self, p1: _Pass1, sizing: list[Sizing], reports: ReportSet) -> dict:
+        """After the last chunk: the last depth samples, the residual orders, latency, symbols;
+        the summary's figures."""
+        cfg = self.cfg
+        sess, pm, select, symtab, scratch, change_depth, sampling, group, reports = self._pass2_state
+        self._bar2.__exit__(None, None, None)
+        self._chunks.close()
+        n_events, last_ts, t0 = self._n_events, self._last_ts, self._t0
+        desync_per_locate = self._desync_per_locate
         if cfg.depth_levels and "depth" in reports and cfg.depth_every_ns and self._dirty:
             # the books changed since their last sample, at the first boundary after the file's
             # last message (pass 1's, so every --jobs part picks the same): as the feed left them
@@ -672,6 +772,7 @@ class ItchReplay:
                        "reading_cost_ns": round(clock["cost_ns"], 1), "smallest_step_ns": clock["min_step_ns"],
                        "note": "each latency figure includes about one reading"} if clock else None),
             "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(self._core_s, 3), "grouped_by_book": group,
+                      "timing_every": cfg.timing_every if cfg.timing else 0,
                       "messages_per_second": round(read.messages / pass2_s) if pass2_s else None,
                       "core_events_per_second": round(n_events / self._core_s) if self._core_s else None},
         }
@@ -809,16 +910,17 @@ class ItchReplay:
             self._samples = []
 
     def _depth_table(self, t: np.ndarray, locs: np.ndarray, p, q, c, states, symtab) -> pa.Table:
-        """depth.parquet rows: time, locate, symbol, trading state, then the N levels of both sides."""
+        """depth.parquet rows: time, instrument, symbol, trading state, then the N levels of both sides."""
         n = self.cfg.depth_levels
-        cols = {"time_ns": t, "ts": _ts_array(self._utc(t)), "locate": locs, "symbol": symbols_of(symtab, locs),
+        cols = {"event_ns": t, "event_ts": _ts_array(self._utc(t)), "instrument": locs, "symbol": symbols_of(symtab, locs),
                 "trading_state": states_of(states)}
         for i in range(n):
             for side, key in ((0, "bid"), (1, "ask")):
                 cols[f"{key}_price_{i + 1}"] = p[:, side, i]
                 cols[f"{key}_qty_{i + 1}"] = q[:, side, i]
                 cols[f"{key}_count_{i + 1}"] = c[:, side, i]
-        return pa.table({k: _arrow.array(v) for k, v in cols.items()})
+        schema = schemas.itch_depth_schema(n)
+        return pa.Table.from_arrays([_arrow.array(cols[f.name], f.type) for f in schema], schema=schema)
 
     def _file_order(self, e: np.ndarray, mi: np.ndarray, *rows: np.ndarray) -> tuple:
         """e (the events the core wrote rows for) and the rows, in file order: after a pass
@@ -842,10 +944,13 @@ class ItchReplay:
             self.counts[bucket][name] = self.counts[bucket].get(name, 0) + n
 
     def _chunk_reports(self, chunk, ev, ts, mi, out, rejects, symtab, select, reports: ReportSet,
-                       per_locate) -> None:
+                       per_locate, span: tuple[int, int] | None = None) -> None:
+        """The rows of what a piece of a chunk did: its events (ev, ts, mi: their positions in
+        the chunk), the core's output, the events it refused; span: the piece's messages
+        (positions lo..hi of the chunk; None: the whole chunk)."""
         msg = chunk.first_message + mi.astype(np.int64) if reports.writers else None  # (only reports use it)
         if self.cfg.status_tables and self.cfg.reports:
-            for t, idx in positions_of(chunk, STATUS_TYPES).items():  # (one pass over the chunk)
+            for t, idx in _within(positions_of(chunk, STATUS_TYPES), span).items():  # (one pass over the chunk)
                 cols = decode_type(chunk, t, idx=idx)
                 keep = self.feed_select[cols["stock_locate"]] == 1
                 if keep.any():
@@ -877,32 +982,32 @@ class ItchReplay:
                      "expected_price": (ev["price"][bad], d["expected_price"]),
                      "found_price": (zero, d["found_price"])}  # (the rejects', then the desyncs')
             reports.write("desyncs", {
-                "time_ns": ts[idx], "ts": self._utc(ts[idx]), "message": msg[idx],
-                "locate": ev["instrument"][idx], "symbol": symbols_of(symtab, ev["instrument"][idx]),
+                "event_ns": ts[idx], "event_ts": self._utc(ts[idx]), "sequence": msg[idx],
+                "instrument": ev["instrument"][idx], "symbol": symbols_of(symtab, ev["instrument"][idx]),
                 **{k: np.concatenate(v)[o] for k, v in pairs.items()}})
         if "executions" in reports:
-            self._executions(chunk, out, ts, msg, symtab, select, reports)
+            self._executions(chunk, out, ts, msg, symtab, select, reports, span)
         if "bbo" in reports:
             # (the rows are the chunk's own: _apply_chunk copied them out of the core's buffer,
             # which the next piece reuses, and the writer's thread encodes them later)
             ch, b = self._file_order(out.bbo_event.astype(np.int64), mi, out.bbo)
             states = self._states_at(ev, ch) if len(ch) else np.empty(0, np.uint8)
             reports.write("bbo", {
-                "time_ns": ts[ch], "ts": self._utc(ts[ch]), "message": msg[ch], "locate": b["instrument"],
+                "event_ns": ts[ch], "event_ts": self._utc(ts[ch]), "sequence": msg[ch], "instrument": b["instrument"],
                 "symbol": symbols_of(symtab, b["instrument"]), "bid_price": b["bid_price"], "bid_qty": b["bid_qty"],
                 "bid_count": b["bid_count"], "ask_price": b["ask_price"], "ask_qty": b["ask_qty"],
                 "ask_count": b["ask_count"], "trading_state": states_of(states)})
 
-    def _executions(self, chunk, out, ts, msg, symtab, select, reports) -> None:
+    def _executions(self, chunk, out, ts, msg, symtab, select, reports, span=None) -> None:
         x = out.execs
         xi = x["event_index"].astype(np.int64)
         n = len(x)
         parts = [{
-            "time_ns": ts[xi], "message": msg[xi], "locate": x["instrument"], "source": np.full(n, b"core", "S4"),
+            "event_ns": ts[xi], "sequence": msg[xi], "instrument": x["instrument"], "source": np.full(n, b"core", "S4"),
             "msg_type": np.full(n, b"", "S1"), "order_ref": x["maker_id"], "qty": x["qty"], "price": x["price"],
-            "match_number": np.zeros(n, np.uint64), "printable": np.full(n, b"", "S1"),
+            "trade_id": np.zeros(n, np.uint64), "printable": np.full(n, b"", "S1"),
             "maker_remaining": x["maker_remaining"]}]  # (text as bytes: Arrow strings without a Python loop)
-        for t, idx in positions_of(chunk, "ECPQ").items():  # (one pass over the chunk)
+        for t, idx in _within(positions_of(chunk, "ECPQ"), span).items():  # (one pass over the chunk)
             c = decode_type(chunk, t, idx=idx)
             keep = self.feed_select[c["stock_locate"]] == 1
             c = {k: v[keep] for k, v in c.items()}
@@ -910,21 +1015,21 @@ class ItchReplay:
             if not m:
                 continue
             parts.append({
-                "time_ns": c["timestamp"], "message": c["message"], "locate": c["stock_locate"],
+                "event_ns": c["timestamp"], "sequence": c["message"], "instrument": c["stock_locate"],
                 "source": np.full(m, b"feed", "S4"), "msg_type": np.full(m, t.encode(), "S1"),
                 "order_ref": c.get("order_ref", np.zeros(m, np.uint64)),
                 "qty": (c["executed_shares"] if t in "EC" else c["shares"]).astype(np.int64),
                 "price": c.get("execution_price", c.get("price", c.get("cross_price", np.zeros(m, np.int64)))),
-                "match_number": c["match_number"],
+                "trade_id": c["match_number"],
                 "printable": c["printable"] if t == "C" else np.full(m, b"", "S1"),
                 "maker_remaining": np.full(m, -1, np.int64)})
         # one table in file order (a message's rows as they came: the core's, then the feed's),
         # sorted and joined in numpy; its Arrow form is built on the writer's thread, from
         # these new arrays (none is a view of a buffer the next chunk reuses)
         cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        o = np.argsort(cols["message"], kind="stable")
+        o = np.argsort(cols["sequence"], kind="stable")
         cols = {k: v[o] for k, v in cols.items()}
-        cols["ts"], cols["symbol"] = self._utc(cols["time_ns"]), symbols_of(symtab, cols["locate"])
+        cols["event_ts"], cols["symbol"] = self._utc(cols["event_ns"]), symbols_of(symtab, cols["instrument"])
         reports.write("executions", cols)
 
     def _residuals(self, sess, sizing, symtab, last_ts, reports, per_locate) -> dict[int, int]:
@@ -951,7 +1056,7 @@ class ItchReplay:
             if "desyncs" in reports:
                 t = np.full(n, last_ts, np.int64)
                 reports.write("desyncs", {
-                    "time_ns": t, "ts": self._utc(t), "message": np.full(n, -1, np.int64), "locate": loc,
+                    "event_ns": t, "event_ts": self._utc(t), "sequence": np.full(n, -1, np.int64), "instrument": loc,
                     "symbol": symbols_of(symtab, loc), "order_ref": np.concatenate(ids),
                     "cause": np.full(n, "residual_order", object), "other_ref": np.zeros(n, np.uint64),
                     "expected_qty": np.zeros(n, np.int64), "found_qty": np.concatenate(qtys),
@@ -974,7 +1079,7 @@ class ItchReplay:
             return [d.get(loc, {}).get(name, default) for loc in locs]
 
         cols = {
-            "locate": locs, "symbol": [p1.symbols.get(loc, "") for loc in locs],
+            "instrument": locs, "symbol": [p1.symbols.get(loc, "") for loc in locs],
             "market_category": col("market_category", None), "financial_status": col("financial_status", None),
             "round_lot_size": col("round_lot_size", None), "authenticity": col("authenticity", None),
             "replayed": [loc in z for loc in locs],
@@ -994,7 +1099,7 @@ class ItchReplay:
             cols[f] = st[f][locs]
         cols["desyncs"] = per_locate[locs]
         cols["residual_orders"] = [residual.get(loc, 0) for loc in locs]
-        w = TableWriter(report_path(self.out_dir, "symbols", stream), reports.SCHEMAS["symbols"], self.src_meta(),
+        w = TableWriter(report_path(self.out_dir, "symbols", stream), schemas.schema("itch", "symbols"), self.src_meta(),
                         stream=stream)  # as the ReportSet's tables
         try:
             w.write(cols)
@@ -1010,6 +1115,24 @@ class ItchReplay:
         return {"source_file": os.path.basename(self.path), "source_size": str(self.src.size),
                 "source_sha256": sha, "session_date": self.date.isoformat() if self.date else "",
                 "lobreplay_version": __version__, "price_scale": str(PRICE4_SCALE)}
+
+
+def _within(positions: dict, span: tuple[int, int] | None) -> dict:
+    """positions_of's positions of each type inside span (lo, hi; None: all of them)."""
+    if span is None:
+        return positions
+    lo, hi = span
+    out = {}
+    for t, idx in positions.items():
+        idx = idx[(idx >= lo) & (idx < hi)]
+        if len(idx):
+            out[t] = idx
+    return out
+
+
+def _clock(ns: int) -> str:
+    s, ns = divmod(int(ns), 1_000_000_000)
+    return f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}.{ns:09d}"
 
 
 def _ts_array(values) -> pa.Array:

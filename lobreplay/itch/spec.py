@@ -123,3 +123,9 @@ def price_metadata(t: str) -> dict[str, str | None]:
     scales = price_scales(t)
     one = set(scales.values())
     return {"price_scale": str(one.pop()) if len(one) == 1 else None, "price_columns": ",".join(scales)}
+
+
+# The tables an ITCH replay writes (lobreplay.itch.replay; named here, beside the message types,
+# so that what a report directory may hold, lobreplay.replay.outdir, is known without the replay)
+ALL_REPORTS = ("desyncs", "executions", "bbo", "latency", "symbols", "depth")  # depth: with depth_levels
+STATUS_TYPES = "SHYLVWKJhINOB"  # tables of their own (R is the symbols table)

@@ -39,6 +39,9 @@ MAX_GRID_LEVELS = 1 << 20          # a grid book spans at most this many ticks; 
 MAX_MESSAGE = core.lib.LOB_L2_MAX_MESSAGE  # records a message may hold between its BEGIN and END (csrc/l2.h)
 NONE, SYNCED, GAPPED = 0, 1, 2     # symbol states (L2Replay.state)
 _LEVEL = {lobc.DIFF_BEGIN: lobc.DIFF_LEVEL, lobc.SNAPSHOT_BEGIN: lobc.SNAPSHOT_LEVEL}
+# the tables a .lobc replay writes (lobreplay.l2.replay; named here so that what a report
+# directory may hold, lobreplay.replay.outdir, is known without the replay)
+ALL_REPORTS = ("bbo", "desyncs", "trades", "latency", "ticker_mismatches", "depth")  # depth: with depth_levels
 _I64 = np.int64
 
 
@@ -272,7 +275,7 @@ class L2Replay:
                               desync_rows=3 * max([z.capacity for z in sizing.values()], default=0) + 4096,
                               max_message=self.max_message)
         self.counters = Counters()
-        self.session.set_timing(timing)
+        self.session.set_timing(bool(timing), every=max(1, int(timing)))  # timing: 0 off, N every Nth event
         self.timing = timing
         self.compare_tickers = compare_tickers
         self.next_index = 0

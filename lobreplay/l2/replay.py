@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -30,42 +27,16 @@ from lobreplay.replay import cache
 from lobreplay.l2 import lobc
 from lobreplay._ahead import read_ahead
 from lobreplay.errors import InputError
-from lobreplay.itch.replay import _NoBar
+from lobreplay.replay.engine import BookAt, Engine, Piece, progress_bar
 from lobreplay.replay.outdir import prepare_output
-from lobreplay.l2.ladder import MAX_GRID_LEVELS, MAX_MESSAGE, SEQUENCE_RULES, BookSizing, L2Replay, check_max_message, scan_counts
+from lobreplay.l2.ladder import (ALL_REPORTS, MAX_GRID_LEVELS, MAX_MESSAGE, SEQUENCE_RULES, BookSizing, L2Replay,
+                                 check_max_message, scan_counts)
 from lobreplay.core.events import Kind
-from lobreplay.reports.latency import histogram_table, report_rows
-from lobreplay.reports.tables import SCHEMAS, ReplayRun, ReportSet, TableWriter, file_sha256, usable_cpus
+from lobreplay.reports.latency import check_timing_every, histogram_table, report_rows
+from lobreplay.reports import schemas
+from lobreplay.reports.tables import ReplayRun, ReportSet, TableWriter, usable_cpus
 
-ALL_REPORTS = ("bbo", "desyncs", "trades", "latency", "ticker_mismatches", "depth")  # depth: with depth_levels
-_TS = pa.timestamp("ns", tz="UTC")
-SYMBOL = pa.dictionary(pa.int32(), pa.string())
-
-L2_SCHEMAS: dict[str, pa.Schema] = {
-    "bbo": pa.schema([
-        ("recv_ns", pa.int64()), ("exch_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
-        ("update_id", pa.uint64()), ("bid_price", pa.int64()), ("bid_qty", pa.int64()),
-        ("ask_price", pa.int64()), ("ask_qty", pa.int64()),
-    ]),
-    "desyncs": pa.schema([
-        ("recv_ns", pa.int64()), ("exch_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
-        ("cause", pa.string()), ("first_id", pa.uint64()), ("last_id", pa.uint64()), ("side", pa.string()),
-        ("price", pa.int64()), ("qty", pa.int64()), ("other_price", pa.int64()), ("other_qty", pa.int64()),
-    ]),
-    "trades": pa.schema([
-        ("recv_ns", pa.int64()), ("exch_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
-        ("trade_id", pa.uint64()), ("price", pa.int64()), ("qty", pa.int64()), ("side", pa.string()),
-    ]),
-    "ticker_mismatches": pa.schema([
-        ("recv_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
-        ("update_id", pa.uint64()), ("ticker_id", pa.uint64()),
-        ("book_bid_price", pa.int64()), ("book_bid_qty", pa.int64()),
-        ("book_ask_price", pa.int64()), ("book_ask_qty", pa.int64()),
-        ("ticker_bid_price", pa.int64()), ("ticker_bid_qty", pa.int64()),
-        ("ticker_ask_price", pa.int64()), ("ticker_ask_qty", pa.int64()),
-    ]),
-    "latency": SCHEMAS["latency"],
-}
+L2_SCHEMAS: dict[str, pa.Schema] = schemas.lobc_schemas()  # (every report's: lobreplay.reports.schemas)
 
 
 DEPTH_LIMIT = 100_000  # levels per side in a depth sample: lob_l2_new's limit (csrc/l2.c)
@@ -80,6 +51,7 @@ class L2ReplayConfig:
     max_message: int = MAX_MESSAGE        # records a message may hold between BEGIN and END (lobreplay.l2.ladder)
     reports: tuple[str, ...] = ALL_REPORTS
     timing: bool = True
+    timing_every: int | None = None       # with timing: every Nth core event timed (1: all; None: TIMING_EVERY)
     chunk_records: int = 1 << 18
     progress: bool = False                # a progress bar per pass on stderr (records)
     allow_corrupt: bool = False           # replay across damage inside the file (else an error)
@@ -96,6 +68,7 @@ class L2ReplayConfig:
         if not 0 <= self.depth_levels <= DEPTH_LIMIT or self.depth_every_ns < 0:
             raise ValueError(f"depth samples: 0 to {DEPTH_LIMIT:,} levels every >= 0 ns (0: after every change), "
                              f"got {self.depth_levels} every {self.depth_every_ns} ns")
+        self.timing_every = check_timing_every(self.timing_every)
         if not self.depth_levels:
             self.reports = tuple(r for r in self.reports if r != "depth")
         check_max_message(self.max_message)
@@ -112,15 +85,24 @@ def _side_str(side: np.ndarray) -> np.ndarray:
     return np.array(["", "B", "S"], object)[np.select([side == ord("B"), side == ord("S")], [1, 2], 0)]
 
 
-class LobcReplay:
-    def __init__(self, path: str, out_dir: str, cfg: L2ReplayConfig):
-        self.path, self.out_dir, self.cfg = os.fspath(path), out_dir, cfg
-        self._done = (0, 0)  # (pass, records done in it): where an interrupted replay was
+class LobcReplay(Engine):
+    """The .lobc source of the replay engine (lobreplay.replay.engine.Engine): what is the L2
+    side's own is pass 1 (lobreplay.l2.ladder.scan_counts, every block's CRC checked) and the C
+    replay of the records (lobreplay.l2.ladder.L2Replay), one call per chunk of records.
+    lobreplay.open_lobc drives it step by step."""
+
+    unit = "records"
+
+    def __init__(self, path: str, out_dir: str | None, cfg: L2ReplayConfig):
+        super().__init__(path, out_dir, cfg)
         self._records = 0    # the records of the file's whole blocks
         self._map = None     # with --symbols: the kept records' file indices (_RecordMap)
-        self.notes: list[str] = []  # for the summary (the sizing cache's troubles)
         self._entry: cache.Entry | None = None  # the sizing cache entry of this file and these options
         self._src: lobc.ChunkReader | None = None  # the input, once opened (open)
+        self._meta: dict | None = None
+        self._pending = None  # stepped: the records read and not yet fed (a step stopped before them)
+        self._cut_inside = False  # a step stopped inside a chunk (then pass 2 goes on chunk by chunk)
+        self._last_time = -1  # the receive time of the last record fed
 
     def open(self) -> "LobcReplay":
         """Open the input: its header and metadata read, its block headers walked (InputError
@@ -146,52 +128,53 @@ class LobcReplay:
         checks each block's CRC (a block that does not match ends the file there, before any
         row is written) and sizes the books; pass 2 replays the same blocks. The SHA-256 of
         the file is computed on a helper thread meanwhile (the tables' provenance)."""
-        try:
-            return self._run()
-        except KeyboardInterrupt as e:  # (Ctrl-C, and SIGTERM from the command line)
-            e.add_note(self.where_text())
-            raise
+        return super().run()
 
-    def _run(self) -> dict:
-        stop = threading.Event()  # a failed replay does not wait for the hash (ReplayRun)
-        with ReplayRun(self.out_dir, {"source_file": os.path.basename(self.path)}, where=self.where,
-                       stop=stop) as run, \
-                ThreadPoolExecutor(max_workers=1, thread_name_prefix="lobreplay-hash") as helper:
-            src = self.open()._src
-            self._records = src.records
-            # (at the lowest priority: pass 1's reader thread has the other core first; a table
-            # waits for it only at its first row group or its close, in pass 2 or after)
-            sha = helper.submit(file_sha256, self.path, stop, size=src.size, background=True)
-            meta = self.src_meta(src)
-            run.summary["source"] = meta
-            try:
-                keep = self._selection([str(x) for x in src.meta["symbols"]])  # (before any report file exists)
-                # the tables take the SHA-256 (a Future) when they open their files
-                run.reports = ReportSet(self.out_dir, [], {**meta, "source_sha256": sha})
-                for name in self.cfg.reports:
-                    schema = depth_schema(self.cfg.depth_levels) if name == "depth" else L2_SCHEMAS[name]
-                    run.reports.writers[name] = TableWriter(os.path.join(self.out_dir, f"{name}.parquet"),
-                                                            schema, run.reports.metadata)
-                res = self._replay(src, run.reports, keep)
-            except BaseException:
-                stop.set()  # (before the helper's pool waits for it)
-                with contextlib.suppress(Exception):
-                    meta["source_sha256"] = sha.result() or ""
-                raise
-            finally:  # (a failed replay's summary says what it found of the file too: its torn tail)
-                run.summary["lobc"] = {k: src.meta.get(k) for k in ("venue", "market", "symbols", "price_scale",
-                                                                     "qty_scale", "created_ns", "tool", "streams",
-                                                                     "source")}
-                run.summary["lobc"].update({"whole": src.torn is None and not src.damage, "blocks": src.blocks,
-                                            "records": src.records,
-                                            "torn": src.torn.as_dict() if src.torn else None,
-                                            "damage": [t.as_dict() for t in src.damage]})
-            meta["source_sha256"] = sha.result()
-            if self._entry is not None:  # (the replay succeeded: its entry completed, or checked)
-                self._entry.finish(meta["source_sha256"])
-            run.summary.update(res)
-            run.summary["notes"] = self.notes
-        return run.summary
+    def _begin(self, run: ReplayRun) -> None:
+        src = self.open()._src
+        self._records = src.records
+        # (at the lowest priority: pass 1's reader thread has the other core first; a table
+        # waits for it only at its first row group or its close, in pass 2 or after)
+        self.start_hash(src.size)
+        meta = self._meta = self.src_meta(src)
+        run.summary["source"] = meta
+        keep = self._selection([str(x) for x in src.meta["symbols"]])  # (before any report file exists)
+        # the tables take the SHA-256 (a Future) when they open their files
+        run.reports = self._reports([], {**meta, "source_sha256": self.sha256(later=True)})
+        for name in self.cfg.reports:
+            schema = depth_schema(self.cfg.depth_levels) if name == "depth" else L2_SCHEMAS[name]
+            run.reports.writers[name] = TableWriter(os.path.join(self.out_dir, f"{name}.parquet"),
+                                                    schema, run.reports.metadata)
+        self._pass1(src, run.reports, keep)
+
+    def _failing(self, run: ReplayRun) -> None:
+        """A replay that fails: its summary says what it found of the file too (its torn tail),
+        and the hash stops."""
+        self._stop_hash.set()  # (before anything waits for it)
+        src, meta = self._src, self._meta
+        if meta is not None:
+            with contextlib.suppress(Exception):
+                meta["source_sha256"] = self.sha256() or ""
+        if src is not None:
+            run.summary["lobc"] = self._lobc_summary(src)
+
+    def _lobc_summary(self, src) -> dict:
+        out = {k: src.meta.get(k) for k in ("venue", "market", "symbols", "price_scale", "qty_scale", "created_ns",
+                                            "tool", "streams", "source")}
+        out.update({"whole": src.torn is None and not src.damage, "blocks": src.blocks, "records": src.records,
+                    "torn": src.torn.as_dict() if src.torn else None,
+                    "damage": [t.as_dict() for t in src.damage]})
+        return out
+
+    def _end(self, run: ReplayRun) -> None:
+        res = self._pass2_end()
+        run.summary["lobc"] = self._lobc_summary(self._src)
+        meta = self._meta
+        meta["source_sha256"] = self.sha256()
+        if self._entry is not None:  # (the replay succeeded: its entry completed, or checked)
+            self._entry.finish(meta["source_sha256"])
+        run.summary.update(res)
+        run.summary["notes"] = self.notes
 
     def _selection(self, names: list[str]) -> list[int] | None:
         """The symbol indices --symbols keeps (None: all); an unknown one is an InputError."""
@@ -202,8 +185,9 @@ class LobcReplay:
             raise InputError(f"{self.path}: no such symbol(s) in this file: {', '.join(missing)}")
         return [names.index(s.upper()) for s in self.cfg.symbols]
 
-    def src_meta(self, src: lobc.ChunkReader) -> dict:
+    def src_meta(self, src: lobc.ChunkReader | None = None) -> dict:
         """The tables' provenance; source_sha256 is filled in when the helper thread has it."""
+        src = src or self.open()._src
         m = src.meta
         return {"source_file": os.path.basename(self.path), "source_size": str(src.size),
                 "source_sha256": "", "lobreplay_version": __version__,
@@ -211,8 +195,9 @@ class LobcReplay:
                 "price_scale": str(m["price_scale"]), "qty_scale": str(m["qty_scale"]),
                 "lobc_created_ns": str(m.get("created_ns", "")), "time_unit": "ns since the Unix epoch (UTC)"}
 
-    def _replay(self, src: lobc.ChunkReader, reports: ReportSet, keep: list[int] | None) -> dict:
-        """Pass 1 and 2, each a pass over the file's chunks; keep: the symbols kept (None: all)."""
+    def _pass1(self, src: lobc.ChunkReader, reports: ReportSet, keep: list[int] | None) -> None:
+        """Pass 1 (a pass over the file's chunks, or the sizing cache's), then pass 2 set up;
+        keep: the symbols kept (None: all)."""
         cfg = self.cfg
         names = [str(s) for s in src.meta["symbols"]]
         n = 0
@@ -266,26 +251,136 @@ class LobcReplay:
         market = src.meta.get("market") if src.meta.get("venue", "binance") == "binance" else None
         market = market if market in SEQUENCE_RULES else None  # (update ids of another kind: not checked)
         depth = cfg.depth_levels if "depth" in reports else 0
-        rp = L2Replay(sizing, names, timing=cfg.timing, compare_tickers=has_tickers, market=market,
-                      depth_levels=depth, depth_every_ns=cfg.depth_every_ns if depth else 0,
-                      max_message=cfg.max_message)
-        t1 = time.perf_counter()
+        self._rp = L2Replay(sizing, names, timing=cfg.timing_every if cfg.timing else 0, compare_tickers=has_tickers,
+                            market=market, depth_levels=depth, depth_every_ns=cfg.depth_every_ns if depth else 0,
+                            max_message=cfg.max_message)
+        self._p1 = dict(sizing=sizing, kinds=kinds, n=n, names=names, keep=keep, torn=torn, blocks=blocks,
+                        market=market, entry=entry, pass1_s=pass1_s, scan_s=scan_s, reports=reports)
+        self._t1 = time.perf_counter()
         self._done = (2, 0)
         self._map = None if keep is None else _RecordMap()
-        read = src.reader() if keep is None else _filtered(src.chunks(), keep, self._map)
-        with self._bar("pass 2 (replay)", n) as bar:
-            # (the next records read on a thread while the core replays these; not through the
-            # --symbols filter, whose record map the rows' writer reads meanwhile)
-            for rows in rp.feed_from(read, cfg.chunk_records, ahead=keep is None and usable_cpus() > 1):
-                if rows:
-                    self._write(rows, reports, names)
-                bar.update(rp.next_index - bar.n)
-                self._done = (2, rp.replayed)
-        if src.torn is not torn or src.blocks != blocks:
+        self._read = src.reader() if keep is None else _filtered(src.chunks(), keep, self._map)
+        self._bar2 = self._bar("pass 2 (replay)", n)
+        self._bar2.__enter__()
+
+    def _steps_to_end(self) -> None:
+        """Pass 2 to the end: for a replay that never stopped inside a chunk, with the next
+        records read on a thread while the core replays these (L2Replay.feed_from); else chunk
+        by chunk (the same rows)."""
+        if self._cut_inside or self._pending is not None or self._rp.next_index:
+            return super()._steps_to_end()
+        rp, p = self._rp, self._p1
+        # (not through the --symbols filter, whose record map the rows' writer reads meanwhile)
+        for rows in rp.feed_from(self._read, self.cfg.chunk_records, ahead=p["keep"] is None and usable_cpus() > 1):
+            if rows:
+                self._write(rows, p["reports"], p["names"])
+            self._bar2.update(rp.next_index - self._bar2.n)
+            self._done = (2, rp.replayed)
+        self._ended = True
+
+    def _next_records(self) -> np.ndarray | None:
+        """The next records to feed (those a step left, else the next chunk read), or None at the end."""
+        if self._pending is not None:
+            r, self._pending = self._pending, None
+            return r
+        buf = np.empty(self.cfg.chunk_records, lobc.RECORD_DTYPE)
+        got = self._read(buf)
+        return buf[:got] if got else None
+
+    def _step(self, target=None, capture: bool = False) -> Piece | None:
+        """Feed the next chunk of records (or its part before the target: the first record at
+        or past it) to the C replay; its rows to the reports. A message the cut leaves
+        unfinished waits for the next step (L2Replay.feed holds it)."""
+        rp, p = self._rp, self._p1
+        rec = self._next_records()
+        if rec is None:
+            self._ended = True
+            return None
+        if target is not None:
+            cut = self._cut(rec, target)
+            if cut < len(rec):
+                self._cut_inside = True
+                self._pending = rec[cut:]
+                rec = rec[:cut]
+            if not len(rec):
+                return None
+        first = rp.next_index
+        rows = rp.feed(rec)
+        if rows:
+            self._write(rows, p["reports"], p["names"])
+        self._last_time = int(rec["recv_ns"][-1])
+        self._bar2.update(rp.next_index - self._bar2.n)
+        self._done = (2, rp.replayed)
+        piece = Piece(self._file_index(first), self._file_index(rp.next_index))
+        if capture:
+            piece.events = pa.table({k: _arrow.array(np.ascontiguousarray(rec[k])) for k in rec.dtype.names})
+        return piece
+
+    def _file_index(self, k: int) -> int:
+        """The file index of the k-th record kept (--symbols: through the record map)."""
+        if self._map is None or not k:
+            return k
+        return int(self._map.file_index(np.array([k - 1]))[0]) + 1
+
+    def _cut(self, rec: np.ndarray, target) -> int:
+        kind, v = target
+        if kind == "number":
+            base = self._rp.next_index
+            if self._map is None:
+                return int(min(max(v - base, 0), len(rec)))
+            files = self._map.file_index(np.arange(base, base + len(rec)))
+            return int(np.searchsorted(files, v))
+        if kind == "clock":
+            v += self._day_ns(rec)
+        hit = np.flatnonzero(rec["recv_ns"] >= v)
+        return int(hit[0]) if len(hit) else len(rec)
+
+    def _day_ns(self, rec: np.ndarray) -> int:
+        """Midnight (UTC) of the day of the first record replayed: a time of day is on that day."""
+        if not hasattr(self, "_midnight"):
+            first = int(rec["recv_ns"][0]) if len(rec) else max(self._last_time, 0)
+            self._midnight = first - first % 86_400_000_000_000
+        return self._midnight
+
+    def _position(self, target) -> str | None:
+        kind, v = target
+        if kind == "number":
+            at = self._file_index(self._rp.next_index)
+            return f"record {at:,}" if v < at else None
+        if self._last_time < 0:
+            return None
+        if kind == "clock":
+            v += self._midnight
+        return f"receive time {self._last_time:,} ns" if v < self._last_time else None
+
+    def book(self, symbol: str) -> BookAt:
+        """The live book of a symbol at the replay's current place: one order per price level,
+        prices and quantities in the file's units (price_scale, qty_scale).
+
+            r = lobreplay.open_lobc("btc.lobc"); r.run_until("12:00")
+            r.book("BTCUSDT").depth("S", 5)
+        """
+        p = self._p1
+        names = p["names"]
+        if str(symbol).upper() not in names:
+            raise InputError(f"{self.path}: no such symbol in this file: {symbol}")
+        s = names.index(str(symbol).upper())
+        z = p["sizing"].get(s)
+        if z is None:
+            raise InputError(f"{symbol}: not replayed (not among symbols=, or no book in the file)")
+        return BookAt(self._rp.session.book(s), names[s], lambda px, present: z.from_core(px, present))
+
+    def _pass2_end(self) -> dict:
+        """The end of pass 2 (the message left unfinished dropped, counted), the latency
+        tables, the summary's figures."""
+        cfg, rp, p = self.cfg, self._rp, self._p1
+        src, sizing, reports, names = self._src, p["sizing"], p["reports"], p["names"]
+        self._bar2.__exit__(None, None, None)
+        if src.torn is not p["torn"] or src.blocks != p["blocks"]:
             raise InputError(f"{self.path}: offset {src.torn.offset}: the file changed during the replay "
                              f"({src.torn.reason}); the reports stop there")
         self._write(rp.finish(), reports, names)
-        pass2_s = time.perf_counter() - t1
+        pass2_s = time.perf_counter() - self._t1
         if "latency" in reports:
             self._latency(rp, sizing, reports)
         c = rp.counters
@@ -298,13 +393,15 @@ class LobcReplay:
             books.append({**z.as_dict(), **rp.per_symbol[s], "final_bid_levels": len(bids),
                           "final_ask_levels": len(asks), "synced_at_end": bool(rp.state[s] == 1),
                           "last_update_id": int(rp.last_u[s])})
+        n, kinds, entry = p["n"], p["kinds"], p["entry"]
+        pass1_s, scan_s = p["pass1_s"], p["scan_s"]
         return {
             "records": n,
             "records_by_kind": {lobc.KIND_NAMES.get(k, f"unknown_{k}"): int(kinds[k]) for k in np.flatnonzero(kinds)},
             "books": books,
             "messages_applied": c.messages_applied, "snapshots_applied": c.snapshots_applied,
             "messages_skipped": c.messages_skipped, "levels_applied": c.levels_applied,
-            "update_ids_checked": market,
+            "update_ids_checked": p["market"],
             "events_by_kind": c.events, "unchanged_levels": c.unchanged_levels,
             "zero_qty_unknown_level": c.zero_qty_unknown_level,
             "desyncs": int(sum(c.desyncs.values())), "desyncs_by_cause": dict(sorted(c.desyncs.items())),
@@ -314,35 +411,32 @@ class LobcReplay:
             "pass1": {"seconds": round(pass1_s, 3), "cached": entry.found is not None,
                       **({"scan_seconds": scan_s, "cache_entry": entry.where} if entry.found else {})},
             "pass2": {"seconds": round(pass2_s, 3), "core_seconds": round(c.core_seconds, 3),
-                      "core_events": c.core_events,
+                      "core_events": c.core_events, "timing_every": self.cfg.timing_every if self.cfg.timing else 0,
                       "records_per_second": round(n / pass2_s) if pass2_s else None,
                       "core_events_per_second": round(c.core_events / c.core_seconds) if c.core_seconds else None},
         }
 
     def _bar(self, desc: str, total: int):
-        if not self.cfg.progress:  # (tqdm's import alone is about 20 ms of a replay's start-up)
-            return _NoBar()
-        from tqdm import tqdm
-        return tqdm(total=total, unit=" records", unit_scale=True, desc=desc, file=sys.stderr, leave=False)
+        return progress_bar(self.cfg.progress, desc, total, unit=" records")
 
     def _write(self, rows: dict, reports: ReportSet, names: list[str]) -> None:
         def common(r):
             rec = r["record"] if self._map is None else self._map.file_index(r["record"])
-            return {"recv_ns": r["recv_ns"], "ts": r["recv_ns"].astype("datetime64[ns]"), "record": rec,
+            return {"receive_ns": r["recv_ns"], "receive_ts": r["recv_ns"].astype("datetime64[ns]"), "sequence": rec,
                     "symbol": _symbols_of(names, r["symbol"])}
 
         if "bbo" in rows and "bbo" in reports:
             r = rows["bbo"]
-            reports.write("bbo", {**common(r), "exch_ns": r["exch_ns"], "update_id": r["update_id"],
+            reports.write("bbo", {**common(r), "event_ns": r["exch_ns"], "update_id": r["update_id"],
                                   **{k: r[k] for k in ("bid_price", "bid_qty", "ask_price", "ask_qty")}})
         if "desyncs" in rows and "desyncs" in reports:
             r = rows["desyncs"]
-            reports.write("desyncs", {**common(r), "exch_ns": r["exch_ns"], "cause": r["cause"],
+            reports.write("desyncs", {**common(r), "event_ns": r["exch_ns"], "cause": r["cause"],
                                       "first_id": r["first_id"], "last_id": r["last_id"], "side": _side_str(r["side"]),
                                       **{k: r[k] for k in ("price", "qty", "other_price", "other_qty")}})
         if "trades" in rows and "trades" in reports:
             r = rows["trades"]
-            reports.write("trades", {**common(r), "exch_ns": r["exch_ns"], "trade_id": r["trade_id"],
+            reports.write("trades", {**common(r), "event_ns": r["exch_ns"], "trade_id": r["trade_id"],
                                      "price": r["price"], "qty": r["qty"], "side": _side_str(r["side"])})
         if "depth" in rows and "depth" in reports:
             r = rows["depth"]
@@ -398,13 +492,7 @@ def _pass1_of_entry(src: lobc.ChunkReader, names: list[str], arrays: dict, meta:
     return sizing, arrays["kinds"], int(meta["records"])
 
 
-def depth_schema(n: int) -> pa.Schema:
-    """depth.parquet of a .lobc replay: the sample time, the last record it holds, the book's
-    last update id and sync state, then the N best levels of each side (docs/l2.md)."""
-    return pa.schema([("recv_ns", pa.int64()), ("ts", _TS), ("record", pa.int64()), ("symbol", SYMBOL),
-                      ("update_id", pa.uint64()), ("synced", pa.bool_())]
-                     + [(f"{side}_{f}_{i}", pa.int64()) for i in range(1, n + 1) for side in ("bid", "ask")
-                        for f in ("price", "qty")])
+depth_schema = schemas.lobc_depth_schema  # depth.parquet of a .lobc replay (lobreplay.reports.schemas)
 
 
 class _RecordMap:

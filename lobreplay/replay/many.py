@@ -17,7 +17,7 @@ and publishes them. The dataset:
 
 <key> is the day (YYYY-MM-DD) of an ITCH file, and the file name of a .lobc
 capture (several captures may share a date; a capture's event rows go under the
-UTC date of their recv_ns, so one that runs past midnight spans several dates).
+UTC date of their receive_ns, so one that runs past midnight spans several dates).
 Readers ignore the names that begin with '_' or '.', so
 pyarrow.dataset.dataset("DATASET/executions", partitioning="hive") and
 pandas.read_parquet see the published rows only.
@@ -149,7 +149,7 @@ def _lobc_options(cfg) -> dict:
 FORMATS = {
     "itch": Format("itch", "day", frozenset({"executions", "bbo", "desyncs", "depth"}), None,
                    _itch_replay, _itch_date, _itch_describe, _itch_options),
-    "lobc": Format("lobc", "capture", frozenset({"bbo", "desyncs", "trades", "ticker_mismatches", "depth"}), "recv_ns",
+    "lobc": Format("lobc", "capture", frozenset({"bbo", "desyncs", "trades", "ticker_mismatches", "depth"}), "receive_ns",
                    _lobc_replay, _lobc_date, _lobc_describe, _lobc_options),
 }
 

@@ -25,9 +25,8 @@ TEMP_SUFFIXES = (".partial", ".tmp")  # a writer's name for a file until it is w
 def report_names() -> frozenset[str]:
     """Every file name a report directory's run may write (an ITCH replay, an ITCH decode,
     a .lobc replay), but the .hgrm files (report_name)."""
-    from lobreplay.itch.replay import ALL_REPORTS as ITCH_REPORTS, STATUS_TYPES
-    from lobreplay.itch.spec import LAYOUTS
-    from lobreplay.l2.replay import ALL_REPORTS as L2_REPORTS
+    from lobreplay.itch.spec import ALL_REPORTS as ITCH_REPORTS, LAYOUTS, STATUS_TYPES
+    from lobreplay.l2.ladder import ALL_REPORTS as L2_REPORTS
     stems = set(ITCH_REPORTS) | set(L2_REPORTS) | {"latency_histograms"}
     stems |= {f"status_{t}_{LAYOUTS[t].name}" for t in STATUS_TYPES}  # (an ITCH replay's status tables)
     stems |= {f"{t}_{spec.name}" for t, spec in LAYOUTS.items()}      # (an ITCH decode's tables)

@@ -33,6 +33,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lobreplay.reports import schemas
+
 __all__ = [
     "Reports", "load", "percentile_table", "busiest_symbol", "session_histograms", "tape",
     "plot_latency", "plot_desyncs", "plot_bbo", "plot_depth_heatmap", "plot_tape",
@@ -143,7 +145,7 @@ def load(report_dir, *, scale_prices: bool = False, scale_qty: bool = False) -> 
     if not provenance:
         provenance = {k: str(v) for k, v in (summary.get("source") or {}).items()}
     is_lobc = "venue" in provenance or "lobc" in summary or any(
-        "recv_ns" in df.columns for df in tables.values())
+        "receive_ns" in df.columns for df in tables.values())
     price_scale = int(provenance.get("price_scale") or (10**8 if is_lobc else 10_000))
     qty_scale = int(provenance.get("qty_scale") or 10**8) if is_lobc else None
     if scale_prices or (scale_qty and is_lobc):
@@ -195,13 +197,16 @@ def session_histograms(session) -> dict[str, np.ndarray]:
 
 
 def _time(df: pd.DataFrame, r: Reports):
-    """x values and label: UTC timestamps when known, else ITCH hours since midnight."""
-    if "ts" in df.columns and df["ts"].notna().all() and len(df):
-        return df["ts"].dt.tz_convert(None), "time (UTC)"
-    if "time_ns" in df.columns:
-        return df["time_ns"].to_numpy(np.float64) / 3.6e12, "hours since midnight (exchange local time)"
-    if "recv_ns" in df.columns:
-        return pd.to_datetime(df["recv_ns"]), "receive time (UTC)"
+    """x values and label: the table's clock (schemas.time_column: the ITCH tables' event
+    time, the .lobc tables' receive time) as UTC timestamps when known, else (an ITCH day
+    without its date) hours since midnight."""
+    ts, ns = schemas.timestamp_column(df.columns), schemas.time_column(df.columns)
+    if ts is not None and df[ts].notna().all() and len(df):
+        return df[ts].dt.tz_convert(None), "time (UTC)"
+    if ns == "event_ns":  # (the feed's time of day: an ITCH day whose date is unknown)
+        return df[ns].to_numpy(np.float64) / 3.6e12, "hours since midnight (exchange local time)"
+    if ns == "receive_ns":
+        return pd.to_datetime(df[ns]), "receive time (UTC)"
     raise ValueError("no time column")
 
 
@@ -359,7 +364,7 @@ def plot_depth_heatmap(r: Reports, symbol: str, *, source: str = "auto", time_bi
     if use_depth:
         if depth is None:
             raise KeyError("no depth report (replay with --depth N)")
-        d = _sym(depth, symbol).sort_values("time_ns" if "time_ns" in depth else "ts")
+        d = _sym(depth, symbol).sort_values(schemas.time_column(depth.columns))
         if d.empty:
             raise KeyError(f"no depth rows for {symbol!r}")
         x, label = _time(d, r)
@@ -427,9 +432,9 @@ def tape(r: Reports, symbol: str | None = None) -> pd.DataFrame:
     else:
         ex = r.executions
         feed = ex[ex["source"] == "feed"].copy()
-        core = ex[ex["source"] == "core"][["message", "order_ref", "price"]].drop_duplicates(["message", "order_ref"])
+        core = ex[ex["source"] == "core"][["sequence", "order_ref", "price"]].drop_duplicates(["sequence", "order_ref"])
         core = core.rename(columns={"price": "core_price"})
-        feed = feed.merge(core, on=["message", "order_ref"], how="left")
+        feed = feed.merge(core, on=["sequence", "order_ref"], how="left")
         e = feed["msg_type"] == "E"
         if r.prices_scaled:
             price = feed["price"].astype("float64")

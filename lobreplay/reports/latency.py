@@ -7,6 +7,21 @@ from lobreplay.core import arrow as _arrow
 from lobreplay.core._coreapi import book_bucket_lows, bucket_lows
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
+# A replay times every Nth core event by default (--timing-every): a histogram needs thousands of
+# samples, not millions, and timing every event costs two clock readings' worth per event
+# (benchmarks/RESULTS.md). The rate is in summary.json (clock.timing_every) and in the latency
+# table's `count` (the events timed).
+TIMING_EVERY = 16
+
+
+def check_timing_every(every) -> int:
+    """timing_every of a replay config: a whole number >= 1, or None for TIMING_EVERY."""
+    from lobreplay.errors import InputError
+    if every is None:
+        return TIMING_EVERY
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise InputError(f"timing_every: expected a whole number >= 1 (1: every event), got {every!r}")
+    return int(every)
 
 
 def _lows(n_buckets: int) -> np.ndarray:
@@ -50,7 +65,7 @@ def summarize(counts: np.ndarray) -> dict:
     return {k: int(v) for k, v in summaries(np.asarray(counts)).items()}
 
 
-ROW_KEYS = ("scope", "locate", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "max_ns")
+ROW_KEYS = ("scope", "instrument", "kind", "count", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "max_ns")
 _FIGURES = ("count", "p50", "p90", "p99", "p99.9", "max")
 
 
@@ -61,7 +76,8 @@ def _columns(scopes: list, locates: list, kinds: list[str], hists: np.ndarray) -
     s = summaries(hists)
     i, k = np.nonzero(s["count"] > 0)  # (row-major: scope by scope, kinds in order)
     names = np.array(list(kinds) + ["ALL"], dtype=object)
-    cols = {"scope": np.array(scopes, dtype=object)[i].tolist(), "locate": np.array(locates, dtype=object)[i].tolist(),
+    cols = {"scope": np.array(scopes, dtype=object)[i].tolist(),
+            "instrument": np.array(locates, dtype=object)[i].tolist(),
             "kind": names[k].tolist()}
     for key, f in zip(ROW_KEYS[3:], _FIGURES):
         cols[key] = s[f][i, k].tolist()

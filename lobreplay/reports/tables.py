@@ -1,6 +1,6 @@
 """Replay reports: explicit Arrow schemas, Parquet written in chunks.
 
-Every table carries provenance in its schema metadata (source file name,
+Every table has the schema lobreplay.reports.schemas gives it and carries provenance in its schema metadata (source file name,
 size and sha256, session date, lobreplay version, price scale). A writer
 opens its file on the first rows and is closed in a finally block, so a
 replay that fails half way leaves valid Parquet files holding what was
@@ -28,72 +28,30 @@ import numpy as np
 
 from lobreplay.core import arrow as _arrow
 from lobreplay._lazy import Deferred
+from lobreplay.reports import schemas
 
 pa = Deferred("pyarrow")
 pq = Deferred("pyarrow.parquet")
 
 
 def __getattr__(name: str):
-    """TIME, SYMBOL and SCHEMAS are built on first use (they need pyarrow)."""
-    if name in ("TIME", "SYMBOL", "SCHEMAS"):
-        globals().update(_schemas())
-        return globals()[name]
+    """SCHEMAS (the ITCH replay's fixed tables, lobreplay.reports.schemas) on first use: it
+    needs pyarrow."""
+    if name == "SCHEMAS":
+        return schemas.itch_schemas()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _schemas() -> dict:
-    TIME = pa.int64()  # ns since midnight, exchange local time (ITCH); see `ts` for UTC
-    SYMBOL = pa.dictionary(pa.int32(), pa.string())
-    SCHEMAS: dict[str, pa.Schema] = {
-        "desyncs": pa.schema([
-            ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
-            ("locate", pa.uint16()), ("symbol", SYMBOL), ("order_ref", pa.uint64()), ("cause", pa.string()),
-            ("other_ref", pa.uint64()), ("expected_qty", pa.int64()), ("found_qty", pa.int64()),
-            ("expected_price", pa.int64()), ("found_price", pa.int64()),
-        ]),
-        "executions": pa.schema([
-            ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
-            ("locate", pa.uint16()), ("symbol", SYMBOL), ("source", pa.string()), ("msg_type", pa.string()),
-            ("order_ref", pa.uint64()), ("qty", pa.int64()), ("price", pa.int64()), ("match_number", pa.uint64()),
-            ("printable", pa.string()), ("maker_remaining", pa.int64()),
-        ]),
-        "bbo": pa.schema([
-            ("time_ns", TIME), ("ts", pa.timestamp("ns", tz="UTC")), ("message", pa.int64()),
-            ("locate", pa.uint16()), ("symbol", SYMBOL),
-            ("bid_price", pa.int64()), ("bid_qty", pa.int64()), ("bid_count", pa.uint32()),
-            ("ask_price", pa.int64()), ("ask_qty", pa.int64()), ("ask_count", pa.uint32()),
-            ("trading_state", pa.dictionary(pa.int8(), pa.string())),
-        ]),
-        "latency": pa.schema([
-            ("scope", pa.string()), ("locate", pa.uint16()), ("kind", pa.string()), ("count", pa.int64()),
-            ("p50_ns", pa.int64()),
-            ("p90_ns", pa.int64()), ("p99_ns", pa.int64()), ("p99_9_ns", pa.int64()), ("max_ns", pa.int64()),
-        ]),
-        "symbols": pa.schema([
-            ("locate", pa.uint16()), ("symbol", pa.string()), ("market_category", pa.string()),
-            ("financial_status", pa.string()), ("round_lot_size", pa.uint32()), ("authenticity", pa.string()),
-            ("replayed", pa.bool_()), ("band_low", pa.int64()), ("band_high", pa.int64()), ("tick", pa.int64()),
-            ("levels", pa.int64()), ("extra_prices", pa.int64()), ("orders_outside_band", pa.int64()),
-            ("capacity", pa.uint32()), ("min_price", pa.int64()), ("max_price", pa.int64()),
-            ("messages", pa.uint64()), ("adds", pa.uint64()), ("deletes", pa.uint64()), ("replaces", pa.uint64()),
-            ("executions", pa.uint64()), ("cancels", pa.uint64()), ("executed_shares", pa.uint64()),
-            ("unknown_refs", pa.uint64()), ("peak_live", pa.uint32()), ("desyncs", pa.int64()),
-            ("residual_orders", pa.int64()),
-        ]),
-    }
-    return {"TIME": TIME, "SYMBOL": SYMBOL, "SCHEMAS": SCHEMAS}
 
 
 STREAM_SUFFIX = ".arrows"  # a table written as an Arrow IPC stream (see TableWriter's stream)
 
-DELTA_COLUMNS = ("time_ns", "ts", "message", "recv_ns", "exch_ns")  # integers that rise row by row
+DELTA_COLUMNS = schemas.DELTA_COLUMNS  # integers that rise row by row
 
 
 def parquet_options(schema) -> dict:
     """How every report is written as Parquet: zstd; dictionary encoding for text columns
     only (numbers written plain come out smaller after zstd and cost less to write than
     a dictionary tried and dropped: bbo of a 5M-message day 10.7 -> 7.1 MiB, writing
-    -25 % CPU, benchmarks/RESULTS.md); DELTA_BINARY_PACKED for the time and message
+    -25 % CPU, benchmarks/RESULTS.md); DELTA_BINARY_PACKED for the time and sequence
     columns."""
     text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
             or pa.types.is_binary(f.type) or pa.types.is_dictionary(f.type)]
@@ -320,7 +278,7 @@ def _background() -> None:
 
 
 def _schema(name: str):
-    return (globals().get("SCHEMAS") or __getattr__("SCHEMAS"))[name]
+    return schemas.schema("itch", name)
 
 
 def write_json(path: str, obj) -> None:

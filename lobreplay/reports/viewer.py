@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lobreplay.errors import InputError, refuse_input_as_output
+from lobreplay.reports import schemas
 
 DEFAULT_MAX_FRAMES = 2000
 DEFAULT_TAPE_PER_FRAME = 12
@@ -43,7 +44,7 @@ def _read(path: str, columns=None, symbol: str | None = None):
     return pq.read_table(path, columns=columns, filters=filters)
 
 
-def _symbol_rows(path: str, sym: str, columns: list[str], max_frames: int, time_col: str = "time_ns"):
+def _symbol_rows(path: str, sym: str, columns: list[str], max_frames: int, time_col: str = "event_ns"):
     """The rows of one symbol, in time order, downsampled evenly to max_frames: (table, rows
     available). Reads the symbol and time columns first, then only the row groups that hold a
     picked row (a report written sample by sample has many small row groups)."""
@@ -195,13 +196,14 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
                              f"{'; stopped at ' + where if where else ''}): the page shows what it wrote.")
     source = "depth" if "depth" in have else "bbo"
     names = pq.read_schema(have[source]).names
-    # an ITCH replay's tables carry time_ns (ns since midnight, US Eastern), a .lobc replay's
-    # recv_ns (ns since the Unix epoch): the page shows the UTC time of day, the date beside it
-    l2 = "time_ns" not in names
-    if l2 and "recv_ns" not in names:
-        raise InputError(f"{report_dir}: {source}.parquet has neither time_ns nor recv_ns: not the reports of "
+    # the rows' clock (schemas.time_column): an ITCH replay's event_ns (ns since midnight, US
+    # Eastern), a .lobc replay's receive_ns (ns since the Unix epoch: the page shows the UTC
+    # time of day, the date beside it)
+    time_col = schemas.time_column(names)
+    if time_col is None:
+        raise InputError(f"{report_dir}: {source}.parquet has neither event_ns nor receive_ns: not the reports of "
                          "`lobreplay itch replay` or `lobreplay replay FILE.lobc`")
-    time_col = "recv_ns" if l2 else "time_ns"
+    l2 = time_col == "receive_ns"
     if source == "bbo":
         notes.append("No depth.parquet in the report directory: the ladder is the best bid and offer only "
                      "(bbo.parquet, one level). Replay with --depth N --every 1s for N levels.")
@@ -249,38 +251,34 @@ def build_view(report_dir, out_html, *, symbol: str | None = None, max_frames: i
     tape_end: list[int] = []
     feed_total = 0
     prices_for_dec = [lad["bp"].ravel(), lad["ap"].ravel()]
-    if l2 and "trades" in have:
-        tr = _read(have["trades"], ["recv_ns", "record", "qty", "price", "side"], sym).to_pandas()
-        tr = tr.sort_values(["recv_ns", "record"], kind="stable")
-        feed_total = len(tr)
-        keep, tape_end = _tape_window(tr["recv_ns"].to_numpy().astype(np.int64) - day0, times, source == "depth",
-                                      tape_per_frame)
-        kt = tr[keep]
-        tape = {"t": (kt["recv_ns"].to_numpy().astype(np.int64) - day0).tolist(),
-                "ty": [{"B": "buy", "S": "sell"}.get(x, x) for x in kt["side"].astype(str).tolist()],
-                "q": kt["qty"].astype(np.int64).tolist(), "p": kt["price"].astype(np.int64).tolist(),
-                "m": kt["record"].astype(np.int64).tolist()}
-        prices_for_dec.append(kt["price"].to_numpy().astype(np.int64))
-    elif l2:
-        notes.append("No trades.parquet: no trade tape.")
-    elif "executions" in have:
-        ex = _read(have["executions"], ["time_ns", "message", "source", "msg_type", "qty", "price"], sym).to_pandas()
-        core = ex[ex["source"] == "core"]
-        feed = ex[ex["source"] == "feed"].sort_values(["time_ns", "message"], kind="stable")
+    # (the venue's prints: a .lobc replay's trades, an ITCH replay's executions, whose feed
+    # rows are the prints and whose core rows give an E its price; the same columns otherwise)
+    tape_table = "trades" if "trades" in have else "executions" if "executions" in have else None
+    if tape_table is None:
+        notes.append(f"No {'trades' if l2 else 'executions'}.parquet: no trade tape.")
+    else:
+        tnames = pq.read_schema(have[tape_table]).names
+        tcol = schemas.time_column(tnames)
+        kind = "side" if "side" in tnames else "msg_type"
+        rows = _read(have[tape_table], [tcol, "sequence", "qty", "price", kind]
+                     + (["source"] if "source" in tnames else []), sym).to_pandas()
+        core = rows[rows["source"] == "core"] if "source" in rows else rows.iloc[:0]
+        feed = rows[rows["source"] == "feed"] if "source" in rows else rows
+        feed = feed.sort_values([tcol, "sequence"], kind="stable")
         feed_total = len(feed)
-        keep, tape_end = _tape_window(feed["time_ns"].to_numpy().astype(np.int64), times, source == "depth",
+        keep, tape_end = _tape_window(feed[tcol].to_numpy().astype(np.int64) - day0, times, source == "depth",
                                       tape_per_frame)
         kf = feed[keep]
         price = kf["price"].to_numpy().astype(np.int64)
-        # An E carries no price (the order's own applies): take the core's level for the same message.
-        core_price = dict(zip(core["message"].tolist(), core["price"].tolist()))
-        msgs = kf["message"].tolist()
-        price = [int(p) if p else int(core_price.get(m, 0)) for p, m in zip(price, msgs)]
-        tape = {"t": kf["time_ns"].astype(np.int64).tolist(), "ty": kf["msg_type"].astype(str).tolist(),
-                "q": kf["qty"].astype(np.int64).tolist(), "p": price, "m": [int(m) for m in msgs]}
+        # An ITCH E carries no price (the order's own applies): the core's level for the same message.
+        core_price = dict(zip(core["sequence"].tolist(), core["price"].tolist()))
+        seqs = kf["sequence"].tolist()
+        price = [int(p) if p else int(core_price.get(m, 0)) for p, m in zip(price, seqs)]
+        tape = {"t": (kf[tcol].to_numpy().astype(np.int64) - day0).tolist(),
+                "ty": [{"B": "buy", "S": "sell"}.get(x, x) if kind == "side" else x
+                       for x in kf[kind].astype(str).tolist()],
+                "q": kf["qty"].astype(np.int64).tolist(), "p": price, "m": [int(m) for m in seqs]}
         prices_for_dec.append(np.asarray(price, np.int64))
-    else:
-        notes.append("No executions.parquet: no trade tape.")
     decimals = _decimals(np.concatenate(prices_for_dec), scale)
 
     # Latency: the symbol's rows and the whole replay's (scope ALL).
