@@ -46,8 +46,8 @@ test-browser: $(STAMP)
 # the core tests, the differential fuzz and the L2 replay's C paths (depth samples,
 # update ids, malformed records, outputs that run out of room, a message longer than
 # the limit of one, held across chunks, bookTicker ids that land inside the history, a
-# full history dropping one of two tickers with one id), and the Binance decoder and record
-# writer of the JSONL conversion; then the ITCH day generator (csrc/itch_synth.c).
+# full history dropping one of two tickers with one id), the Binance decoder of the JSONL
+# conversion and the sync machine (against its reference); then the ITCH day generator (csrc/itch_synth.c).
 ASAN_SO = build/asan/lobreplay/_core*.so
 asan: $(STAMP)
 	rm -rf build/asan
@@ -56,7 +56,7 @@ asan: $(STAMP)
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	LOBREPLAY_CORE=$$(ls $(ASAN_SO)) \
 	$(VPY) -m pytest -q -p no:cacheprovider tests/core/test_layout.py tests/core/test_core.py tests/core/test_differential.py \
-		tests/l2/test_l2replay.py tests/l2/test_l2_differential.py tests/binance/test_binance_decode.py \
+		tests/l2/test_l2replay.py tests/l2/test_l2_differential.py tests/binance/test_binance_decode.py tests/binance/test_binance_sync.py \
 		-k "(not test_l2replay and not test_l2_differential) or tiny_outputs or long_unfinished or interleaved or full_history or longer_than_max_message"
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

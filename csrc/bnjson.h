@@ -75,39 +75,6 @@ int lob_bn_decode(const uint8_t *buf, size_t len, int flags, uint32_t price_digi
                   lob_bn_line *lines, size_t line_cap, size_t *n_lines, int64_t *levels, size_t level_cap,
                   size_t *n_levels, size_t *consumed, uint32_t *names, size_t *n_names);
 
-/* One symbol of the sync machine (lobreplay.binance.sync.DepthSync), as lob_bn_records
- * sees and updates it. live and last_u are the machine's (in; last_u out too); the
- * rest are added to (out) and the caller moves them into the machine's counts. */
-typedef struct lob_bn_sync {
-    uint64_t last_u;   /* the book's last update id */
-    uint64_t applied;  /* + depth messages of the symbol taken and applied (diffs written) */
-    uint64_t levels;   /* + their level records */
-    uint64_t duplicates; /* + depth messages taken that the book had already (u <= last_u: ignored) */
-    uint8_t live;      /* synced: its diffs may be taken */
-    uint8_t touched;   /* set to 1 when one of its depth messages is taken (last_u moved) */
-    uint8_t reserved[6];
-} lob_bn_sync;
-
-/* Totals of the lines lob_bn_records took (added to). */
-typedef struct lob_bn_taken {
-    uint64_t messages, unknown_symbol, trades, tickers;
-} lob_bn_taken;
-
-/* The .lobc records of decoded lines, in line order, from line *pos on, as the sync
- * machine would write them: a trade's TRADE record, a ticker's TICKER_BID and
- * TICKER_ASK, and a depthUpdate's DIFF_BEGIN, levels (bids, then asks) and DIFF_END
- * when its symbol is live and it continues the book (spot: U == last_u + 1, USD-M:
- * pu == last_u; flags & LOB_BN_USDM); a depthUpdate of a live symbol that the book
- * has already (u <= last_u) and a message whose name maps to no symbol
- * (name_sym[name_id] < 0) are counted and write nothing. Stops at the first line
- * that is none of these (the Python path's: an undecoded line, a depth message of a
- * symbol that is not live or that does not continue its book: a gap),
- * or before a line whose records would not fit: *pos is then that line (n_lines:
- * all taken), *n_out the records written to out. Returns LOB_OK or LOB_EARG. */
-int lob_bn_records(const lob_bn_line *lines, size_t n_lines, size_t *pos, const int64_t *levels, size_t n_levels,
-                   const int32_t *name_sym, size_t n_names, lob_bn_sync *syms, size_t n_syms, int flags,
-                   lob_bn_taken *taken, lob_l2_record *out, size_t out_cap, size_t *n_out);
-
 enum { LOB_BN_VALUES_MAX = 4096 };
 
 /* The distinct values of a string field in buf[0 .. len) (len < 2^32), in order of

@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 # The headers whose marked declarations (/* cdef-begin */ ... /* cdef-end */) are the cdef, in
 # the order the module's source includes them (csrc/cdef.py reads them; there is no copy).
-HEADERS = ["lob.h", "itch.h", "itch_synth.h", "l2.h", "bnjson.h"]
+HEADERS = ["lob.h", "itch.h", "itch_synth.h", "l2.h", "bnjson.h", "bnsync.h"]
 
 
 def _load_cdef_module():
@@ -58,7 +58,7 @@ def make_builder(absolute: bool = False) -> FFI:
         "lobreplay._core",
         "".join(f'#include "{h}"\n' for h in HEADERS),
         sources=[path(HERE / "lob.c"), path(HERE / "itch.c"), path(HERE / "itch_synth.c"), path(HERE / "l2.c"),
-                 path(HERE / "bnjson.c")],
+                 path(HERE / "bnjson.c"), path(HERE / "bnsync.c")],
         include_dirs=[path(HERE)],
         libraries=["m"],
         extra_compile_args=cflags,

@@ -1,7 +1,9 @@
 """Binance depth capture and conversion to .lobc (docs/binance.md).
 
-sync.py    the per-symbol depth sync state machine (pure: no I/O)
-convert.py recorded files (hftbacktest, cryptofeed, our --raw JSONL) to .lobc
+sync.py    DepthSync, the driver of the depth sync machine (in C: csrc/bnsync.c); no I/O
+detect.py  a recording's format and header (what a file is)
+scan.py    a recording's content and lines -> decoded batches (and the streams, symbols, market they show)
+convert.py decoded batches -> .lobc records through the machine; convert() puts the stages together
 capture.py the live capture (asyncio + websockets)
 (the fake Binance of the tests and --selftest: lobreplay.testing.fake_binance; the command:
 lobreplay.cli.binance)

@@ -1,4 +1,10 @@
-"""The Binance depth sync procedure as a pure state machine (no I/O).
+"""The Binance depth sync procedure: the driver of the sync machine (no I/O).
+
+The machine itself is in C (csrc/bnsync.c, lobreplay.core._coreapi.BnMachine): it alone holds
+every symbol's sync state and writes the records. DepthSync reads what the C decoder leaves to
+Python (JSON messages, REST snapshots, a --raw file's own lines, malformed input) and hands the
+machine what they say; a batch of lines decoded in C goes to the machine in one call
+(feed_lines). The machine in pure Python is the test reference, tests/reference_sync.py.
 
 One DepthSync holds every symbol of a capture. The driver (live capture or
 file converter) hands it what arrived, in arrival order, each with its local
@@ -10,6 +16,8 @@ receive time:
                                            guess from context, for recordings)
     snapshot_failed(symbol, recv_ns, reason)   e.g. 429/418 -> GAP(rate limit)
     disconnected(recv_ns, reason, symbols)     connection lost / 24-hour cut / serverShutdown
+    feed_lines(lines, levels, pos, name_sym)   a batch decoded in C (lobreplay.core._coreapi.bn_decode)
+    feed_recorded(line, raw)                   one recorded `<recv ns> <message>` line
 
 and takes back:
 
@@ -44,15 +52,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections import deque
 from itertools import chain
 
 import numpy as np
 
 from lobreplay.l2 import lobc
-from lobreplay.l2.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, GAP_DISCONNECT, GAP_MALFORMED, GAP_RATE_LIMIT,
-                    GAP_ROTATE, GAP_SEQUENCE, GAP_STALE_SNAPSHOT, RECORD_DTYPE, RESYNC, SNAPSHOT_BEGIN,
-                    SNAPSHOT_END, SNAPSHOT_LEVEL, TICKER_ASK, TICKER_BID, TRADE)
+from lobreplay.core._coreapi import (BN_AGGTRADE, BN_DEPTH, BN_EV_GAP, BN_EV_RESYNC, BN_EV_SYNCED, BN_TICKER,
+                                     BN_TRADE, BnMachine)
+from lobreplay.l2.lobc import GAP_DISCONNECT, GAP_RATE_LIMIT, GAP_ROTATE, GAP_SHUTDOWN, RECORD_DTYPE
 
 SPOT, USDM = "spot", "usdm"
 MARKETS = (SPOT, USDM)
@@ -104,6 +111,11 @@ def _int(v, name) -> int:
 MAX_MS = 9_223_372_036_853  # the last ms whose ns fit int64
 
 
+def _ms_of(v, name) -> int:
+    """A time in ms as a message gives it (-1: none), checked as _ms checks it."""
+    return -1 if v is None else _ms(v, name) // MS
+
+
 def _ms(v, name) -> int:
     if v is None:
         return 0
@@ -139,12 +151,6 @@ def open_writer(path, *, market, symbols, streams=(), source=None, **kw) -> "lob
 
 # ---------------------------------------------------------------- records
 
-# A "run": `count` records sharing every field but price/qty; mode 0 = price/qty 0,
-# 1 = decimal strings queued for the vectorised parser, 2 = integers already parsed.
-_RUN_DTYPE = np.dtype([("kind", "u1"), ("side", "u1"), ("symbol", "<u2"), ("flags", "<u4"), ("recv_ns", "<i8"),
-                       ("exch_ns", "<i8"), ("first_id", "<u8"), ("last_id", "<u8"), ("prev_id", "<u8"),
-                       ("count", "<i8"), ("mode", "u1")])
-_COPY = ("kind", "side", "symbol", "flags", "recv_ns", "exch_ns", "first_id", "last_id", "prev_id")
 _POW10 = np.array([10**i for i in range(19)], dtype=np.int64)
 _HAVE_NP_STRINGS = hasattr(np, "strings")
 
@@ -218,69 +224,6 @@ class Levels:
         return out
 
 
-class RecordBuffer:
-    """Records in order, built in bulk: per-record Python work is one tuple per run.
-    A run's prices and quantities are strings for the vectorised parser (mode 1), integers
-    (mode 2), or an int64 (n, 2) array of price, qty (mode 3: from the C decoder)."""
-
-    def __init__(self, levels: Levels):
-        self.levels = levels
-        self.runs = []
-        self.fast = []
-        self.slow = []
-        self.arrays = []
-        self.n = 0
-
-    def single(self, kind, symbol, recv_ns, *, exch_ns=0, first_id=0, last_id=0, prev_id=0, side=0, flags=0,
-               price=0, qty=0):
-        mode = 0
-        if price or qty:
-            mode = 2
-            self.slow += (price, qty)
-        self.runs.append((kind, side, symbol, flags, recv_ns, exch_ns, first_id, last_id, prev_id, 1, mode))
-        self.n += 1
-
-    def run(self, kind, side, symbol, recv_ns, exch_ns, prepared, first_id=0, last_id=0, prev_id=0, flags=0):
-        mode, vals, n = prepared
-        if not n:
-            return
-        if mode == 1:
-            self.fast += vals
-        elif mode == 3:
-            self.arrays.append(vals)
-        else:
-            self.slow += vals
-        self.runs.append((kind, side, symbol, flags, recv_ns, exch_ns, first_id, last_id, prev_id, n, mode))
-        self.n += n
-
-    def take(self) -> np.ndarray:
-        if not self.runs:
-            return np.empty(0, RECORD_DTYPE)
-        runs = np.array(self.runs, dtype=_RUN_DTYPE)
-        counts = runs["count"]
-        # a record per run with the fields its records share, then each repeated count times
-        # (whole records: one copy, not a repeat and a strided write per field)
-        out = np.zeros(len(runs), RECORD_DTYPE)
-        for f in _COPY:
-            out[f] = runs[f]
-        simple = bool((counts == 1).all())
-        if not simple:
-            out = np.repeat(out, counts)
-        modes = runs["mode"] if simple else np.repeat(runs["mode"], counts)
-        if self.fast or self.slow or self.arrays:
-            vals = np.zeros((len(out), 2), np.int64)
-            if self.fast:
-                vals[modes == 1] = self.levels.parse_fast(self.fast)
-            if self.slow:
-                vals[modes == 2] = np.array(self.slow, dtype=np.int64).reshape(-1, 2)
-            if self.arrays:
-                vals[modes == 3] = np.concatenate(self.arrays) if len(self.arrays) > 1 else self.arrays[0]
-            out["price"] = vals[:, 0]
-            out["qty"] = vals[:, 1]
-        self.runs, self.fast, self.slow, self.arrays, self.n = [], [], [], [], 0
-        return out
-
-
 # ---------------------------------------------------------------- the state machine
 
 # bookTicker envelopes as Binance sends them (spot: no e/T/E; USD-M: e first, T and E last);
@@ -290,152 +233,148 @@ _TICKER_RE = re.compile(
     r'"s":"([A-Z0-9_\-]+)","b":"([0-9.]+)","B":"([0-9.]+)","a":"([0-9.]+)","A":"([0-9.]+)"'
     r'(?:,"T":([0-9]{1,15}),"E":([0-9]{1,15}))?\}\}[ \t\r\n]*')
 
-BUFFERING, LIVE = 0, 1
-
-
-class _Event:
-    __slots__ = ("U", "u", "pu", "exch_ns", "recv_ns", "bids", "asks")
-
-    def __init__(self, U, u, pu, exch_ns, recv_ns, bids, asks):
-        self.U, self.u, self.pu, self.exch_ns, self.recv_ns, self.bids, self.asks = U, u, pu, exch_ns, recv_ns, bids, asks
-
-
-class _Snapshot:
-    __slots__ = ("L", "exch_ns", "recv_ns", "bids", "asks")
-
-    def __init__(self, L, exch_ns, recv_ns, bids, asks):
-        self.L, self.exch_ns, self.recv_ns, self.bids, self.asks = L, exch_ns, recv_ns, bids, asks
-
-
-class _Sym:
-    __slots__ = ("index", "name", "state", "buffer", "snapshot", "last_u", "requested", "gap_open",
-                 "last_gap", "fresh", "synced", "stats")
-
-    def __init__(self, index, name):
-        self.index, self.name = index, name
-        self.state = BUFFERING
-        self.buffer = deque()
-        self.snapshot = None
-        self.last_u = 0
-        self.requested = False
-        self.gap_open = False  # a GAP was written and no RESYNC since
-        self.last_gap = 0
-        self.fresh = False     # a depth event arrived since the last GAP
-        self.synced = 0        # times synced (first sync + resyncs)
-        self.stats = {"depth": 0, "applied": 0, "dropped_covered": 0, "duplicates": 0, "gaps": 0, "resyncs": 0,
-                      "first_L": None, "snapshots": 0, "snapshots_stale": 0, "snapshots_unused": 0}
+_EVENT_NAMES = {BN_EV_GAP: "gap", BN_EV_SYNCED: "synced", BN_EV_RESYNC: "resync"}
+_SYMBOL_STATS = ("depth", "applied", "dropped_covered", "duplicates", "gaps", "resyncs", "first_L", "snapshots",
+                 "snapshots_stale", "snapshots_unused")
+_NO_LEVELS = np.empty((0, 2), np.int64)
+_UNKNOWN = (-1, BN_DEPTH, 0, 0, 0, -1, _NO_LEVELS, 0, False)  # a message of none of the symbols: counted
 
 
 class DepthSync:
-    """Every symbol of one capture (see the module docstring)."""
+    """Every symbol of one capture (see the module docstring). The sync state is the C
+    machine's (lobreplay.core._coreapi.BnMachine, csrc/bnsync.c); this object reads the messages
+    the C decoder leaves to Python and hands the machine what they say."""
 
     def __init__(self, market: str, symbols, *, price_scale: int = lobc.DEFAULT_SCALE,
-                 qty_scale: int = lobc.DEFAULT_SCALE, max_buffer: int = 50_000):
+                 qty_scale: int = lobc.DEFAULT_SCALE, max_buffer: int = 50_000, c_decoder: bool = True):
         if market not in MARKETS:
             raise ValueError(f"market must be one of {MARKETS}, got {market!r}")
         self.market = market
+        self.c_decoder = c_decoder  # feed() tries the C decoder first (False: every message read in Python)
         self.spot = market == SPOT
         self.symbols = [str(s).upper() for s in symbols]
         if not self.symbols:
             raise ValueError("at least one symbol")
-        self.syms = [_Sym(i, s) for i, s in enumerate(self.symbols)]
-        self._buffering = set(self.syms)  # the symbols whose state is BUFFERING
-        self._changed = set()  # the symbols whose state or last_u changed since the last sync_to
-        self._by_name = {s.name: s for s in self.syms}
+        self._by_name = {s: i for i, s in enumerate(self.symbols)}
         self._by_stream = {}
         self.levels = Levels(price_scale, qty_scale)
-        self.out = RecordBuffer(self.levels)
         self.max_buffer = max_buffer
-        self.events = []
-        self.stats = {"messages": 0, "depth": 0, "trades": 0, "tickers": 0, "snapshots": 0, "ignored": 0,
-                      "unknown_symbol": 0, "malformed": 0, "shutdowns": 0, "gaps": 0, "resyncs": 0,
-                      "gaps_by_reason": {}, "diff_levels": 0, "snapshot_levels": 0,
-                      "malformed_by_stream": {}}  # what each malformed message was (count_malformed)
+        self.core = BnMachine(len(self.symbols), usdm=not self.spot, max_buffer=max_buffer)
+        self._sym = self.core.symbols  # the machine's per-symbol state, live
+        self._events = []
+        # what the Python side counts (the machine counts the rest: stats)
+        self._counts = {"messages": 0, "snapshots": 0, "ignored": 0, "unknown_symbol": 0, "malformed": 0,
+                        "shutdowns": 0}
+        self._malformed_by = {}
 
     # ------------------------------------------------------------ driver API
 
     def take_records(self) -> np.ndarray:
-        return self.out.take()
+        return self.core.take().view(RECORD_DTYPE)
 
     @property
     def pending_records(self) -> int:
-        return self.out.n
+        return self.core.pending
+
+    @property
+    def events(self) -> list:
+        self._drain_events()
+        return self._events
+
+    @events.setter
+    def events(self, value) -> None:
+        self.core.take_events()
+        self._events = list(value)
+
+    def _drain_events(self) -> None:
+        evs = self.core.take_events()
+        if evs is not None:
+            names = self.symbols
+            self._events += [(_EVENT_NAMES[k], names[s], v)
+                             for k, s, v in zip(evs["kind"].tolist(), evs["symbol"].tolist(), evs["value"].tolist())]
+
+    @property
+    def stats(self) -> dict:
+        """The counts so far (a new dict: the machine's and those of the messages read here)."""
+        t, c = self.core.totals, self._counts
+        by_reason = t["gaps_by_reason"].tolist()
+        return {"messages": c["messages"] + int(t["messages"]), "depth": int(t["depth"]),
+                "trades": int(t["trades"]), "tickers": int(t["tickers"]),
+                "snapshots": c["snapshots"], "ignored": c["ignored"],
+                "unknown_symbol": c["unknown_symbol"] + int(t["unknown_symbol"]), "malformed": c["malformed"],
+                "shutdowns": c["shutdowns"], "gaps": int(t["gaps"]), "resyncs": int(t["resyncs"]),
+                "gaps_by_reason": {lobc.GAP_REASONS[r]: by_reason[r]
+                                   for r in t["gap_order"][:int(t["n_gap_order"])].tolist()},
+                "diff_levels": int(t["diff_levels"]), "snapshot_levels": int(t["snapshot_levels"]),
+                "malformed_by_stream": dict(self._malformed_by)}
 
     def snapshot_wanted(self) -> list[str]:
-        # (asked after every message of a capture: only the symbols not live are looked at)
-        if not self._buffering:
-            return []
-        return [s.name for s in sorted(self._buffering, key=lambda s: s.index)
-                if s.state == BUFFERING and s.buffer and s.snapshot is None and not s.requested]
+        # (asked after every message of a capture: one call)
+        return [self.symbols[i] for i in self.core.wanted()]
 
     def mark_requested(self, symbol: str) -> None:
-        self._by_name[symbol.upper()].requested = True
+        self.core.request(self._by_name[symbol.upper()], True)
 
     def is_live(self, symbol: str) -> bool:
-        return self._by_name[symbol.upper()].state == LIVE
+        return bool(self._sym["live"][self._by_name[symbol.upper()]])
 
     def symbol_stats(self) -> dict:
-        return {s.name: dict(s.stats, live=s.state == LIVE, synced=s.synced, last_u=s.last_u) for s in self.syms}
+        out = {}
+        for name, row in zip(self.symbols, self._sym.tolist()):
+            d = dict(zip(self._sym.dtype.names, row))
+            st = {k: d[k] for k in _SYMBOL_STATS}
+            if not d["synced"]:
+                st["first_L"] = None
+            st.update(live=bool(d["live"]), synced=d["synced"], last_u=d["last_u"])
+            out[name] = st
+        return out
 
-    # -------------------------------------------- the conversion's C record writer
+    def feed_lines(self, lines: np.ndarray, levels: np.ndarray, pos: int, name_sym: np.ndarray) -> int:
+        """Lines decoded in C (lobreplay.core._coreapi.bn_decode), from line pos on, through the
+        machine in one call, up to the first line the decoder left to Python (feed() it);
+        returns that line's index (len(lines): all taken). name_sym: the symbol index of each
+        of the batch's (stream, s) names (int32, -1: none of these symbols: symbol_index)."""
+        return self.core.lines(lines, levels, pos, name_sym)
 
-    # lob_bn_records (lobreplay.binance.convert) writes the records of the lines whose outcome
-    # is decided (trades, tickers, a live book's next diff; it counts a live book's duplicates)
-    # with the symbols' state in an array (lobreplay.core._coreapi.BN_SYNC_DTYPE), and the machine
-    # takes every other line: the two hand the state over at each switch.
-
-    def sync_to(self, arr: np.ndarray, everything: bool = False) -> None:
-        """Each symbol's live flag and last update id into arr: those that changed since the
-        last call (everything: all of them)."""
-        if everything:
-            arr["live"] = [s.state == LIVE for s in self.syms]
-            arr["last_u"] = [s.last_u for s in self.syms]
-        else:
-            live, last_u = arr["live"], arr["last_u"]
-            for st in self._changed:
-                live[st.index] = st.state == LIVE
-                last_u[st.index] = st.last_u
-        self._changed.clear()
-
-    def sync_from(self, arr: np.ndarray) -> None:
-        """What the writer changed: the last update id of each symbol it took a depth
-        message of. (_depth_event also sets fresh, which tells disconnected() whether a
-        symbol that is not live has had events since its last GAP: the writer takes only a
-        live symbol's messages, and every way out of live writes a GAP, which clears fresh,
-        so it cannot matter here.)"""
-        touched = np.flatnonzero(arr["touched"])
-        if len(touched):
-            for i, u in zip(touched.tolist(), arr["last_u"][touched].tolist()):
-                self.syms[i].last_u = u
-            arr["touched"] = 0
-
-    def sync_counts(self, arr: np.ndarray, taken) -> None:
-        """The counts of what the writer took (arr's per symbol, taken's in all) into the
-        stats, as feed and feed_depth would have counted them; arr's are zeroed."""
-        applied, dups, levels = arr["applied"].tolist(), arr["duplicates"].tolist(), arr["levels"].tolist()
-        for st, n, d in zip(self.syms, applied, dups):
-            if n or d:
-                st.stats["depth"] += n + d
-                st.stats["applied"] += n
-                st.stats["duplicates"] += d
-        stats = self.stats
-        stats["depth"] += sum(applied) + sum(dups)
-        stats["diff_levels"] += sum(levels)
-        for k in ("messages", "unknown_symbol", "trades", "tickers"):
-            stats[k] += int(taken[k])
-        arr["applied"] = arr["duplicates"] = arr["levels"] = 0
+    def symbol_index(self, s, stream) -> int:
+        """The index of the symbol a message with this "s" and stream name is for (-1: none)."""
+        i = self._symbol_of(s, stream)
+        return -1 if i is None else i
 
     def feed(self, raw, recv_ns: int) -> None:
-        """One websocket message (str/bytes JSON text, or an already decoded dict)."""
-        self.stats["messages"] += 1
+        """One websocket message (str/bytes JSON text, or an already decoded dict). A depth,
+        trade or ticker message in the usual shape is decoded in C (as in a batch; not with
+        c_decoder=False) and goes straight to the machine; any other is read here."""
+        if self.c_decoder and type(raw) is not dict:
+            b = raw.encode() if type(raw) is str else bytes(raw)
+            ln = self.core.decode_message(b, usdm=not self.spot, price_digits=self.levels.dp,
+                                          qty_digits=self.levels.dq)
+            if ln is not None:
+                self.core.take_message(self.symbol_index(
+                    b[ln.sym_start:ln.sym_start + ln.sym_len].decode() if ln.sym_len >= 0 else None,
+                    b[ln.stream_start:ln.stream_start + ln.stream_len].decode() if ln.stream_len >= 0 else None),
+                    recv_ns)
+                return
+        msg = self._read(raw, recv_ns)
+        if msg is not None:
+            self._counts["messages"] -= 1  # (the machine counts the messages it takes)
+            self.core.message(recv_ns, *msg)
+
+    def _read(self, raw, recv_ns: int) -> tuple | None:
+        """A message read in Python: a depth, trade or ticker message in the form the C decoder
+        gives, for the machine (symbol, status, first id, last id, pu, E ms or -1, levels,
+        bids, maker); any other is done with here (a snapshot, serverShutdown, ignored,
+        malformed: None)."""
+        self._counts["messages"] += 1
         try:
             if type(raw) is not dict:
                 if type(raw) is not str:
                     raw = bytes(raw).decode("utf-8")
                 if raw.startswith('{"stream":"') and "@bookTicker" in raw[:64]:
                     m = _TICKER_RE.fullmatch(raw)
-                    if m is not None and self._fast_ticker(m, recv_ns):
-                        return
+                    got = self._fast_ticker(m) if m is not None else None
+                    if got is not None:
+                        return got
             msg = raw if type(raw) is dict else decode_json(raw)
             if type(msg) is not dict:
                 raise Malformed("not a JSON object")
@@ -448,28 +387,30 @@ class DepthSync:
                 data, stream = msg, None
             e = data.get("e")
             if e == "depthUpdate":
-                self._on_depth(data, stream, recv_ns)
+                return self._on_depth(data, stream, recv_ns)
             elif e == "trade":
-                self._on_trade(data, stream, recv_ns, agg=False)
+                return self._on_trade(data, stream, agg=False)
             elif e == "aggTrade":
-                self._on_trade(data, stream, recv_ns, agg=True)
+                return self._on_trade(data, stream, agg=True)
             elif e == "bookTicker" or (e is None and "A" in data and "u" in data and "b" in data):
-                self._on_ticker(data, stream, recv_ns)
+                return self._on_ticker(data, stream)
             elif e == "serverShutdown":
-                self.stats["shutdowns"] += 1
-                self.events.append(("shutdown", None))
+                self._counts["shutdowns"] += 1
+                self._drain_events()  # (in the order they happened)
+                self._events.append(("shutdown", None))
             elif stream is not None and stream.endswith("@depthSnapshot"):
                 # our --raw files: a REST snapshot wrapped with its symbol
-                self.stats["messages"] -= 1
+                self._counts["messages"] -= 1
                 self.feed_snapshot(stream.split("@", 1)[0], data, recv_ns)
             elif stream is None and "lastUpdateId" in data and "bids" in data:
                 # a bare REST snapshot body (hftbacktest recordings)
-                self.stats["messages"] -= 1
+                self._counts["messages"] -= 1
                 self.feed_snapshot(None, data, recv_ns)
             else:
-                self.stats["ignored"] += 1  # kline, partial depth, subscription replies, ...
+                self._counts["ignored"] += 1  # kline, partial depth, subscription replies, ...
         except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError) as err:
             self._malformed(raw, recv_ns, err)
+        return None
 
     def feed_depth(self, stream, s, U, u, pu, exch_ms, recv_ns: int, bids: np.ndarray, asks: np.ndarray) -> None:
         """A depthUpdate message that the C decoder (lobreplay.core._coreapi.bn_decode) took: the
@@ -477,152 +418,183 @@ class DepthSync:
         s: its "s" (None: none), pu: 0 on spot, exch_ms: E (-1: none), bids and asks: int64
         (n, 2) arrays of price, qty. The decoder took only well-formed messages (U <= u,
         every field in range, every decimal within the scales)."""
-        self.stats["messages"] += 1
-        st = self._symbol_of(s, stream)
-        if st is None:
-            self.stats["unknown_symbol"] += 1
-            return
-        self._depth_event(st, U, u, pu, exch_ms * MS if exch_ms >= 0 else 0, recv_ns,
-                          (3, bids, len(bids)), (3, asks, len(asks)))
+        i = self._symbol_of(s, stream)
+        self.core.message(recv_ns, -1 if i is None else i, BN_DEPTH, U, u, pu, exch_ms,
+                          np.concatenate((bids, asks)) if len(asks) else bids, len(bids), False)
 
     def feed_snapshot(self, symbol, body, recv_ns: int) -> None:
         """A REST depth snapshot body (text or dict) for `symbol` (None: the one waiting for it)."""
-        self.stats["snapshots"] += 1
-        st = None
+        self._counts["snapshots"] += 1
+        i = None
         try:
             if symbol is not None:
-                st = self._by_name.get(str(symbol).upper())
-                if st is None:
-                    self.stats["unknown_symbol"] += 1
+                i = self._by_name.get(str(symbol).upper())
+                if i is None:
+                    self._counts["unknown_symbol"] += 1
                     return
             data = body if type(body) is dict else decode_json(body)
             if type(data) is not dict:
                 raise Malformed("snapshot: not a JSON object")
             L = _int(data["lastUpdateId"], "lastUpdateId")
             exch = _ms(data.get("E"), "E")
-            bids = self.levels.prepare(data["bids"])
-            asks = self.levels.prepare(data["asks"])
+            bids = self._pairs(self.levels.prepare(data["bids"]))
+            asks = self._pairs(self.levels.prepare(data["asks"]))
         except (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError):
             self.count_malformed("snapshot")
-            targets = [st] if st is not None else [s for s in self.syms if s.state == BUFFERING and s.requested]
-            for s in targets or self.syms:
-                s.requested = False
-                self._gap(s, recv_ns, GAP_MALFORMED, s.last_u, 0)
-                self._lose(s)
+            sy = self._sym
+            targets = [i] if i is not None else np.flatnonzero((sy["live"] == 0) & (sy["requested"] != 0)).tolist()
+            for k in targets or range(len(self.symbols)):
+                self.core.bad_snapshot(k, recv_ns)
             return
-        if st is None:
-            st = self._guess_snapshot_symbol(L)
-            if st is None:
-                self.stats["unknown_symbol"] += 1
+        if i is None:
+            i = self.core.guess(L)
+            if i < 0:
+                self._counts["unknown_symbol"] += 1
                 return
-        st.requested = False
-        st.stats["snapshots"] += 1
-        if st.state == LIVE:
-            st.stats["snapshots_unused"] += 1
-            return
-        st.snapshot = _Snapshot(L, exch, recv_ns, bids, asks)
-        self._try_sync(st)
+        self.core.snapshot(i, L, exch, recv_ns, np.concatenate((bids, asks)) if len(asks) else bids, len(bids))
 
     def snapshot_failed(self, symbol: str, recv_ns: int, reason: int = GAP_RATE_LIMIT) -> None:
         """The snapshot request for `symbol` failed (429/418: reason GAP_RATE_LIMIT). The
         symbol keeps buffering; the driver retries. One GAP per reason until the next sync."""
-        st = self._by_name.get(str(symbol).upper())
-        if st is None:  # (a raw file converted for some of its symbols)
-            return
-        if not (st.gap_open and st.last_gap == reason):
-            self._gap(st, recv_ns, reason, st.last_u if st.state == LIVE else 0, 0)
+        i = self._by_name.get(str(symbol).upper())
+        if i is not None:  # (else: a raw file converted for some of its symbols)
+            self.core.snapshot_failed(i, recv_ns, reason)
 
     def disconnected(self, recv_ns: int, reason: int = GAP_DISCONNECT, symbols=None) -> None:
         """The connection carrying `symbols` (default all) ended; what was buffered is
         dropped and each symbol syncs again from the new connection's events. A GAP is
         written for a symbol that had received depth events since its last GAP."""
-        targets = self.syms if symbols is None else [st for st in map(self._by_name.get, map(str.upper, symbols))
-                                                     if st is not None]  # (others: not converted)
-        for st in targets:
-            if st.fresh or st.state == LIVE:
-                self._gap(st, recv_ns, reason, st.last_u + (1 if self.spot else 0) if st.state == LIVE else 0, 0)
-            self._lose(st)
-            st.buffer.clear()
-            st.requested = False
+        if symbols is None:
+            self.core.disconnected(recv_ns, reason)
+        else:  # (a name that is none of these symbols: not converted)
+            self.core.disconnected(recv_ns, reason, [i for i in map(self._by_name.get, map(str.upper, symbols))
+                                                     if i is not None])
 
     def end_file(self, recv_ns: int) -> None:
         """The capture moves on to its next file (capture --rotate): a GAP (GAP_ROTATE) for
         each symbol that had received depth events since its last GAP, then every symbol
         starts again as in a new capture (buffering, no open gap), so that the next file's
         records stand on their own: a snapshot per symbol, no RESYNC."""
-        self.disconnected(recv_ns, GAP_ROTATE)
-        for st in self.syms:
-            st.gap_open = False
-            st.fresh = False
+        self.core.end_file(recv_ns)
+
+    # ------------------------------------------------------------ recorded lines
+
+    def feed_recorded(self, line: bytes, raw: bool) -> None:
+        """One recorded `<recv ns> <message>` line (hftbacktest, our --raw files), as a
+        conversion reads it: the message through feed(), then after_recorded(); one of the
+        capture's own lines in a --raw file (raw): the call the capture made. A line that is
+        not `<recv ns> <message>` is counted as malformed."""
+        sp = line.find(b" ")
+        if sp <= 0:
+            if line.strip():
+                self.count_malformed("line")
+            return
+        try:
+            recv = int(line[:sp])
+        except ValueError:
+            self.count_malformed("line")
+            return
+        if not -lobc.INT64_MAX - 1 <= recv <= lobc.INT64_MAX:  # a receive time the records cannot hold
+            self.count_malformed("line")
+            return
+        msg = line[sp + 1:]
+        if raw and msg.startswith(b'{"lobreplay"'):
+            self._control(msg, recv)
+            return
+        self.feed(msg, recv)
+        self.after_recorded(recv, raw)
+
+    def after_recorded(self, recv_ns: int, raw: bool) -> None:
+        """After a recorded message, what a live capture would do on a serverShutdown: the
+        connection ends (GAP for every symbol) and the next events start a new sync. Our raw
+        files carry the capture's own `disconnected` lines instead, so nothing is done for
+        them here. Clears the events."""
+        evs = self.events
+        self.events = []
+        if not raw and any(e[0] == "shutdown" for e in evs):
+            self.disconnected(recv_ns, GAP_SHUTDOWN)
+
+    def _control(self, msg: bytes, recv_ns: int) -> None:
+        """One of the capture's own lines (capture.py): the same call the capture made. A line
+        that cannot be read is counted as malformed (the events after it show any gap it hid)."""
+        try:
+            ctl = decode_json(msg)["lobreplay"]
+            ev = ctl.get("event")
+            if ev == "disconnected":
+                symbols = ctl.get("symbols")
+                if symbols is not None and not (type(symbols) is list and all(type(x) is str for x in symbols)):
+                    raise TypeError("symbols")
+                self.disconnected(recv_ns, _reason(ctl["reason"]), symbols)
+            elif ev == "snapshot_failed":
+                self.snapshot_failed(str(ctl["symbol"]), recv_ns, _reason(ctl["reason"]))
+            elif ev == "end_file":
+                # capture --rotate: the last line of a file. The capture starts its next file
+                # afresh (a snapshot, no RESYNC); read here, the next file (if converted with
+                # this one) continues this one's .lobc file, so the rotation is a gap like a
+                # disconnect and the sync after it a RESYNC. Alone, the file's records are the
+                # capture's.
+                self.disconnected(recv_ns, GAP_ROTATE)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self.count_malformed("control")
+        self.events = []
 
     # ------------------------------------------------------------ messages
+
+    def _pairs(self, prepared) -> np.ndarray:
+        """Levels.prepare's result as int64 (n, 2) price, qty."""
+        mode, vals, n = prepared
+        if not n:
+            return _NO_LEVELS
+        if mode == 1:
+            return self.levels.parse_fast(vals)
+        return np.array(vals, np.int64).reshape(-1, 2)
+
+    def _pair(self, prepared) -> tuple[int, int]:
+        """Levels.prepare_one's result as (price, qty)."""
+        mode, (p, q), _ = prepared
+        if mode == 1:
+            return lobc.parse_decimal(p, self.levels.price_scale), lobc.parse_decimal(q, self.levels.qty_scale)
+        return p, q
 
     def _symbol(self, data, stream):
         return self._symbol_of(data.get("s"), stream)
 
     def _symbol_of(self, s, stream):
+        """The index of the symbol of a message (stream name first, then "s"), or None."""
         if stream is not None:
-            st = self._by_stream.get(stream)
-            if st is None:
-                st = self._by_name.get(stream.split("@", 1)[0].upper())
-                if st is not None:
-                    self._by_stream[stream] = st
-            if st is not None:
-                return st
+            i = self._by_stream.get(stream)
+            if i is None:
+                i = self._by_name.get(stream.split("@", 1)[0].upper())
+                if i is not None:
+                    self._by_stream[stream] = i
+            if i is not None:
+                return i
         if type(s) is str:
             return self._by_name.get(s.upper())
         return None
 
     def _on_depth(self, data, stream, recv_ns):
-        st = self._symbol(data, stream)
-        if st is None:
-            self.stats["unknown_symbol"] += 1
-            return
+        i = self._symbol(data, stream)
+        if i is None:
+            return _UNKNOWN
         try:
             U = _int(data["U"], "U")
             u = _int(data["u"], "u")
             if U > u:
                 raise Malformed(f"U {U} > u {u}")
             pu = 0 if self.spot else _int(data["pu"], "pu")
-            exch = _ms(data.get("E"), "E")
-            bids = self.levels.prepare(data["b"])
-            asks = self.levels.prepare(data["a"])
+            exch = _ms_of(data.get("E"), "E")
+            bids = self._pairs(self.levels.prepare(data["b"]))
+            asks = self._pairs(self.levels.prepare(data["a"]))
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
-            self._malformed_symbol(st, recv_ns, err)
-            return
-        self._depth_event(st, U, u, pu, exch, recv_ns, bids, asks)
+            self._malformed_symbol(i, recv_ns, err)
+            return None
+        return i, BN_DEPTH, U, u, pu, exch, np.concatenate((bids, asks)) if len(asks) else bids, len(bids), False
 
-    def _depth_event(self, st, U, u, pu, exch, recv_ns, bids, asks):
-        self.stats["depth"] += 1
-        st.stats["depth"] += 1
-        st.fresh = True
-        ev = _Event(U, u, pu, exch, recv_ns, bids, asks)
-        if st.state == LIVE:
-            if u <= st.last_u:
-                st.stats["duplicates"] += 1
-                return
-            if (U == st.last_u + 1) if self.spot else (pu == st.last_u):
-                self._emit_diff(st, ev)
-                return
-            if self.spot:
-                self._gap(st, recv_ns, GAP_SEQUENCE, st.last_u + 1, U)
-            else:
-                self._gap(st, recv_ns, GAP_SEQUENCE, st.last_u, pu)
-            self._lose(st)
-            st.buffer.append(ev)
-            return
-        buf = st.buffer
-        buf.append(ev)
-        if len(buf) > self.max_buffer:
-            buf.popleft()
-        if st.snapshot is not None:
-            self._try_sync(st)
-
-    def _on_trade(self, data, stream, recv_ns, agg):
-        st = self._symbol(data, stream)
-        if st is None:
-            self.stats["unknown_symbol"] += 1
-            return
+    def _on_trade(self, data, stream, agg):
+        i = self._symbol(data, stream)
+        if i is None:
+            return _UNKNOWN
         try:
             if agg:
                 first, last = _int(data["f"], "f"), _int(data["l"], "l")
@@ -631,165 +603,44 @@ class DepthSync:
             m = data["m"]
             if type(m) is not bool:
                 raise Malformed("field m: expected true/false")
-            exch = _ms(data.get("T"), "T")
-            prep = self.levels.prepare_one(data["p"], data["q"])
-        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
+            exch = _ms_of(data.get("T"), "T")
+            pair = self._pair(self.levels.prepare_one(data["p"], data["q"]))
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
             self.count_malformed("aggTrade" if agg else "trade")  # (the book is not touched: go on)
-            return
-        self.stats["trades"] += 1
-        self.out.run(TRADE, ASK if m else BID, st.index, recv_ns, exch, prep, first, last, 0,
-                     TRADE_FLAG_AGG if agg else 0)
+            return None
+        return i, BN_AGGTRADE if agg else BN_TRADE, first, last, 0, exch, [pair], 1, m
 
-    def _fast_ticker(self, m, recv_ns) -> bool:
+    def _fast_ticker(self, m):
         """A bookTicker envelope of the usual shape, matched by _TICKER_RE (same result as the
-        JSON path; False: let the JSON path handle it)."""
+        JSON path; None: let the JSON path handle it)."""
         stream, u, _s, b, B, a, A, _T, E = m.groups()
-        st = self._by_stream.get(stream)
-        if st is None:
-            return False
+        i = self._by_stream.get(stream)
+        if i is None:
+            return None
         fast = self.levels._fast_one
         if not (fast(b + "," + B) and fast(a + "," + A)):
-            return False
+            return None
         u = int(u)
         if u > U64_MAX or (E is not None and int(E) > MAX_MS):  # the JSON path refuses them
-            return False
-        exch = int(E) * MS if E is not None else 0
-        self.stats["tickers"] += 1
-        self.out.run(TICKER_BID, BID, st.index, recv_ns, exch, (1, [b, B], 1), u)
-        self.out.run(TICKER_ASK, ASK, st.index, recv_ns, exch, (1, [a, A], 1), u)
-        return True
+            return None
+        ps, qs = self.levels.price_scale, self.levels.qty_scale
+        return (i, BN_TICKER, u, 0, 0, int(E) if E is not None else -1,
+                [(lobc.parse_decimal(b, ps), lobc.parse_decimal(B, qs)),
+                 (lobc.parse_decimal(a, ps), lobc.parse_decimal(A, qs))], 1, False)
 
-    def _on_ticker(self, data, stream, recv_ns):
-        st = self._symbol(data, stream)
-        if st is None:
-            self.stats["unknown_symbol"] += 1
-            return
+    def _on_ticker(self, data, stream):
+        i = self._symbol(data, stream)
+        if i is None:
+            return _UNKNOWN
         try:
             u = _int(data["u"], "u")
-            exch = _ms(data.get("E"), "E")
-            bid = self.levels.prepare_one(data["b"], data["B"])
-            ask = self.levels.prepare_one(data["a"], data["A"])
-        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
+            exch = _ms_of(data.get("E"), "E")
+            bid = self._pair(self.levels.prepare_one(data["b"], data["B"]))
+            ask = self._pair(self.levels.prepare_one(data["a"], data["A"]))
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
             self.count_malformed("bookTicker")  # (the book is not touched: go on)
-            return
-        self.stats["tickers"] += 1
-        self.out.run(TICKER_BID, BID, st.index, recv_ns, exch, bid, u)
-        self.out.run(TICKER_ASK, ASK, st.index, recv_ns, exch, ask, u)
-
-    # ------------------------------------------------------------ sync
-
-    def _guess_snapshot_symbol(self, L):
-        if len(self.syms) == 1:
-            return self.syms[0]
-        waiting = [s for s in self.syms if s.state == BUFFERING and s.snapshot is None and s.buffer]
-        if not waiting:
             return None
-        if len(waiting) == 1:
-            return waiting[0]
-        # the symbol whose buffered range [first U, last u] contains L, else the nearest
-        def dist(s):
-            lo, hi = s.buffer[0].U, s.buffer[-1].u
-            return 0 if lo - 1 <= L <= hi else min(abs(L - lo), abs(L - hi))
-        return min(waiting, key=dist)
-
-    def _try_sync(self, st):
-        snap = st.snapshot
-        buf = st.buffer
-        if not buf:
-            return  # hold the snapshot until an event comes
-        L = snap.L
-        U0 = buf[0].U
-        if (L + 1 < U0) if self.spot else (L < U0):
-            st.stats["snapshots_stale"] += 1
-            self._gap(st, snap.recv_ns, GAP_STALE_SNAPSHOT, L + 1 if self.spot else L, U0)
-            st.snapshot = None  # the buffer stays; snapshot_wanted() asks again
-            return
-        if self.spot:
-            while buf and buf[0].u <= L:
-                buf.popleft()
-                st.stats["dropped_covered"] += 1
-        else:
-            while buf and buf[0].u < L:
-                buf.popleft()
-                st.stats["dropped_covered"] += 1
-        if not buf:
-            return
-        first = buf[0]
-        if not ((first.U <= L + 1 <= first.u) if self.spot else (first.U <= L <= first.u)):
-            # the buffer itself has a hole after L
-            self._gap(st, first.recv_ns, GAP_SEQUENCE, L + 1 if self.spot else L, first.U)
-            st.snapshot = None
-            return
-        # synced: the snapshot, RESYNC if this follows a GAP, then the buffered events
-        o = self.out
-        i = st.index
-        o.single(SNAPSHOT_BEGIN, i, snap.recv_ns, exch_ns=snap.exch_ns, first_id=L)
-        o.run(SNAPSHOT_LEVEL, BID, i, snap.recv_ns, snap.exch_ns, snap.bids)
-        o.run(SNAPSHOT_LEVEL, ASK, i, snap.recv_ns, snap.exch_ns, snap.asks)
-        o.single(SNAPSHOT_END, i, snap.recv_ns, exch_ns=snap.exch_ns, first_id=L)
-        self.stats["snapshot_levels"] += snap.bids[2] + snap.asks[2]
-        if st.gap_open:
-            o.single(RESYNC, i, snap.recv_ns, first_id=L)
-            st.gap_open = False
-            st.stats["resyncs"] += 1
-            self.stats["resyncs"] += 1
-            self.events.append(("resync", st.name, L))
-        self.events.append(("synced", st.name, L))
-        if st.stats["first_L"] is None:
-            st.stats["first_L"] = L
-        st.synced += 1
-        st.state = LIVE
-        self._buffering.discard(st)
-        self._changed.add(st)
-        st.snapshot = None
-        st.last_u = L
-        self._emit_diff(st, buf.popleft())
-        while buf:
-            ev = buf.popleft()
-            if ev.u <= st.last_u:
-                st.stats["duplicates"] += 1
-                continue
-            if (ev.U == st.last_u + 1) if self.spot else (ev.pu == st.last_u):
-                self._emit_diff(st, ev)
-                continue
-            if self.spot:
-                self._gap(st, ev.recv_ns, GAP_SEQUENCE, st.last_u + 1, ev.U)
-            else:
-                self._gap(st, ev.recv_ns, GAP_SEQUENCE, st.last_u, ev.pu)
-            self._lose(st)
-            buf.appendleft(ev)
-            return
-
-    def _emit_diff(self, st, ev):
-        o = self.out
-        i = st.index
-        o.single(DIFF_BEGIN, i, ev.recv_ns, exch_ns=ev.exch_ns, first_id=ev.U, last_id=ev.u, prev_id=ev.pu)
-        o.run(DIFF_LEVEL, BID, i, ev.recv_ns, ev.exch_ns, ev.bids)
-        o.run(DIFF_LEVEL, ASK, i, ev.recv_ns, ev.exch_ns, ev.asks)
-        o.single(DIFF_END, i, ev.recv_ns, exch_ns=ev.exch_ns, first_id=ev.U, last_id=ev.u)
-        st.last_u = ev.u
-        self._changed.add(st)
-        st.stats["applied"] += 1
-        self.stats["diff_levels"] += ev.bids[2] + ev.asks[2]
-
-    def _lose(self, st):
-        """The book of st is unknown from here: buffer again, ask for a snapshot."""
-        st.state = BUFFERING
-        self._buffering.add(st)
-        self._changed.add(st)
-        st.snapshot = None
-
-    def _gap(self, st, recv_ns, reason, expected, received):
-        self.out.single(GAP, st.index, recv_ns, first_id=expected, last_id=received, flags=reason)
-        st.gap_open = True
-        st.last_gap = reason
-        st.fresh = False
-        st.stats["gaps"] += 1
-        self.stats["gaps"] += 1
-        g = self.stats["gaps_by_reason"]
-        name = lobc.GAP_REASONS[reason]
-        g[name] = g.get(name, 0) + 1
-        self.events.append(("gap", st.name, reason))
+        return i, BN_TICKER, u, 0, 0, exch, [bid, ask], 1, False
 
     # ------------------------------------------------------------ malformed input
 
@@ -801,9 +652,8 @@ class DepthSync:
         """Count a malformed message (or line) of this kind: depth, trade, aggTrade,
         bookTicker, snapshot, unknown (nothing tells), line (not `<recv ns> <message>`),
         control (one of a --raw file's own lines)."""
-        self.stats["malformed"] += 1
-        by = self.stats["malformed_by_stream"]
-        by[kind] = by.get(kind, 0) + 1
+        self._counts["malformed"] += 1
+        self._malformed_by[kind] = self._malformed_by.get(kind, 0) + 1
 
     def _malformed(self, raw, recv_ns, err):
         """An undecodable message: one of a trade or ticker stream (its stream name or "e"
@@ -817,21 +667,24 @@ class DepthSync:
             self.count_malformed(kind)
             return
         kind = "depth" if kind is not None and kind.startswith("depth") else "unknown"
-        st = None
+        i = None
         m = self._SYM_RE.search(text[:400]) if text else None
         if m:
-            st = self._by_name.get((m.group(1) or m.group(2)).upper())
-        if st is not None:
-            self._malformed_symbol(st, recv_ns, err, kind)
+            i = self._by_name.get((m.group(1) or m.group(2)).upper())
+        if i is not None:
+            self._malformed_symbol(i, recv_ns, err, kind)
             return
         self.count_malformed(kind)
-        for s in self.syms:
-            self._gap(s, recv_ns, GAP_MALFORMED, s.last_u if s.state == LIVE else 0, 0)
-            self._lose(s)
-            s.buffer.clear()
+        for k in range(len(self.symbols)):
+            self.core.bad_depth(k, recv_ns)
 
-    def _malformed_symbol(self, st, recv_ns, err, kind: str = "depth"):
+    def _malformed_symbol(self, i, recv_ns, err, kind: str = "depth"):
         self.count_malformed(kind)
-        self._gap(st, recv_ns, GAP_MALFORMED, st.last_u if st.state == LIVE else 0, 0)
-        self._lose(st)
-        st.buffer.clear()  # the lost message may sit anywhere in the buffered range
+        self.core.bad_depth(i, recv_ns)  # (its buffer dropped: the lost message may sit anywhere in it)
+
+
+def _reason(v) -> int:
+    """A GAP reason from a --raw file's control line (9, damaged, is a reader's, never a capture's)."""
+    if type(v) is not int or v not in lobc.GAP_REASONS or v == lobc.GAP_DAMAGED:
+        raise ValueError(f"reason {v!r}")
+    return v

@@ -864,27 +864,150 @@ BN_DEPTH = lib.LOB_BN_DEPTH
 BN_TRADE, BN_AGGTRADE, BN_TICKER = lib.LOB_BN_TRADE, lib.LOB_BN_AGGTRADE, lib.LOB_BN_TICKER
 
 
-BN_SYNC_DTYPE = _struct_dtype_arrays("lob_bn_sync")
-BN_TAKEN_DTYPE = struct_dtype("lob_bn_taken")
+BN_SYMBOL_DTYPE = _struct_dtype_arrays("lob_bn_symbol")
+BN_TOTALS_DTYPE = _struct_dtype_arrays("lob_bn_totals")
+BN_EVENT_DTYPE = struct_dtype("lob_bn_event")
+BN_EV_GAP, BN_EV_SYNCED, BN_EV_RESYNC = lib.LOB_BN_EV_GAP, lib.LOB_BN_EV_SYNCED, lib.LOB_BN_EV_RESYNC
 
 
-def bn_records(lines: np.ndarray, levels: np.ndarray, pos: int, name_sym: np.ndarray, syms: np.ndarray,
-               taken: np.ndarray, out: np.ndarray, *, usdm: bool) -> tuple[int, int]:
-    """The .lobc records of bn_decode's lines from line pos on, into out (RECORD_DTYPE), as
-    the sync machine would write them (lob_bn_records): trades, tickers, and the depth
-    messages that continue a live symbol's book (those it has already: counted). name_sym: int32, the symbol of each name_id
-    (-1: not converted); syms: BN_SYNC_DTYPE, one per symbol (live and last_u in; last_u and
-    the counts out); taken: one BN_TAKEN_DTYPE, added to. Returns (the line it stopped
-    before: the Python path's, or len(lines); the records written)."""
-    check_array(name_sym, np.dtype(np.int32), "name_sym")
-    p, n = ffi.new("size_t *", pos), ffi.new("size_t *")
-    raise_for_status(lib.lob_bn_records(_buf("lob_bn_line[]", lines), len(lines), p, _buf("int64_t[]", levels),
-                                        len(levels), _buf("int32_t[]", name_sym), len(name_sym),
-                                        _buf("lob_bn_sync[]", syms, True), len(syms),
-                                        lib.LOB_BN_USDM if usdm else 0, _buf("lob_bn_taken[]", taken, True),
-                                        _buf("lob_l2_record[]", out, True), len(out), n),
-                     "writing the records of decoded Binance messages")
-    return p[0], n[0]
+class BnMachine:
+    """Owns one Binance depth sync machine (csrc/bnsync.h; freed when this object is
+    collected): every symbol's sync state, written to by the calls below in arrival order.
+    symbols and totals are views of the machine's own counts (BN_SYMBOL_DTYPE per symbol,
+    one BN_TOTALS_DTYPE), current at every moment; read them, never write them."""
+
+    def __init__(self, n_symbols: int, *, usdm: bool, max_buffer: int):
+        st = ffi.new("int *")
+        ptr = lib.lob_bn_sync_new(n_symbols, lib.LOB_BN_USDM if usdm else 0, max_buffer, st)
+        if ptr == ffi.NULL:
+            raise_for_status(st[0], f"creating a sync machine for {n_symbols} symbols (max_buffer {max_buffer})")
+        self.ptr = ffi.gc(ptr, lib.lob_bn_sync_free)
+        self.n_symbols = n_symbols
+        self.symbols = np.frombuffer(ffi.buffer(lib.lob_bn_sync_symbols(ptr), n_symbols * BN_SYMBOL_DTYPE.itemsize),
+                                     BN_SYMBOL_DTYPE)
+        self.totals = np.frombuffer(ffi.buffer(lib.lob_bn_sync_totals(ptr), BN_TOTALS_DTYPE.itemsize),
+                                    BN_TOTALS_DTYPE)[0]
+        self._n = ffi.new("size_t *")
+        self._wanted = ffi.new("uint32_t[]", n_symbols)
+        # one message decoded on its own (message()): the decoder's output, kept for the next
+        self._one = ffi.new("lob_bn_line[1]")
+        self._one_levels, self._one_cap = ffi.new("int64_t[]", 512), 256
+        self._one_names = ffi.new("uint32_t[]", lib.LOB_BN_NAMES)
+        self._one_sym = ffi.new("int32_t[1]")
+        self._one_out = ffi.new("size_t[4]")
+        self._one_pos = ffi.new("size_t *")
+
+    def _check(self, status: int, what: str) -> None:
+        if status != lib.LOB_OK:
+            raise_for_status(status, f"sync machine: {what}")
+
+    def snapshot(self, symbol: int, L: int, exch_ns: int, recv_ns: int, levels: np.ndarray, n_bids: int) -> None:
+        self._check(lib.lob_bn_sync_snapshot(self.ptr, symbol, L, exch_ns, recv_ns, _buf("int64_t[]", levels),
+                                             n_bids, len(levels) - n_bids), "a snapshot")
+
+    def bad_snapshot(self, symbol: int, recv_ns: int) -> None:
+        self._check(lib.lob_bn_sync_bad_snapshot(self.ptr, symbol, recv_ns), "a malformed snapshot")
+
+    def bad_depth(self, symbol: int, recv_ns: int) -> None:
+        self._check(lib.lob_bn_sync_bad_depth(self.ptr, symbol, recv_ns), "a malformed depth message")
+
+    def snapshot_failed(self, symbol: int, recv_ns: int, reason: int) -> None:
+        self._check(lib.lob_bn_sync_snapshot_failed(self.ptr, symbol, recv_ns, reason), "a failed snapshot")
+
+    def disconnected(self, recv_ns: int, reason: int, symbols=None) -> None:
+        if symbols is None:
+            st = lib.lob_bn_sync_disconnected(self.ptr, recv_ns, reason, ffi.NULL, 0)
+        else:
+            st = lib.lob_bn_sync_disconnected(self.ptr, recv_ns, reason, ffi.new("uint32_t[]", list(symbols)),
+                                              len(symbols))
+        self._check(st, "a disconnect")
+
+    def end_file(self, recv_ns: int) -> None:
+        self._check(lib.lob_bn_sync_end_file(self.ptr, recv_ns), "the end of a file")
+
+    def request(self, symbol: int, requested: bool) -> None:
+        self._check(lib.lob_bn_sync_request(self.ptr, symbol, int(requested)), "a snapshot request")
+
+    def wanted(self) -> list[int]:
+        """The symbols whose buffered events wait for a snapshot nobody asked for yet."""
+        n = lib.lob_bn_sync_wanted(self.ptr, self._wanted, self.n_symbols)
+        return [self._wanted[k] for k in range(n)] if n else []
+
+    def decode_message(self, msg: bytes, *, usdm: bool, price_digits: int, qty_digits: int):
+        """One message (no receive time, no newline) decoded by the C decoder (lob_bn_decode):
+        its line (a cffi lob_bn_line, valid until the next call) if the decoder took it, else
+        None. Then take_message(symbol, recv_ns) runs it through the machine."""
+        n = len(msg)
+        if n // 8 + 16 > self._one_cap:
+            self._one_cap = n // 8 + 16
+            self._one_levels = ffi.new("int64_t[]", 2 * self._one_cap)
+        o = self._one_out
+        st = lib.lob_bn_decode(msg, n, lib.LOB_BN_BARE | (lib.LOB_BN_USDM if usdm else 0), price_digits, qty_digits,
+                               self._one, 1, o, self._one_levels, self._one_cap, o + 1, o + 2, self._one_names, o + 3)
+        if st != lib.LOB_OK or o[0] != 1 or o[2] != n or self._one[0].status == lib.LOB_BN_OTHER:
+            return None
+        return self._one[0]
+
+    def message(self, recv_ns: int, symbol: int, status: int, first_id: int, last_id: int, prev_id: int,
+                exch_ms: int, levels, n_bids: int, maker: bool) -> None:
+        """A message read in Python, in the form the C decoder gives (a lob_bn_line: status
+        BN_DEPTH, BN_TRADE, BN_AGGTRADE or BN_TICKER; exch_ms -1: none; levels: int64 (n, 2)
+        price, qty, n_bids bids first; a ticker's bid then ask), through the machine as
+        take_message takes a decoded one (symbol -1: none of its symbols)."""
+        lv = np.ascontiguousarray(levels, np.int64).reshape(-1, 2)
+        if len(lv) > self._one_cap:
+            self._one_cap = len(lv)
+            self._one_levels = ffi.new("int64_t[]", 2 * self._one_cap)
+        ffi.memmove(self._one_levels, ffi.from_buffer(lv), lv.nbytes)
+        ln = self._one[0]
+        ln.status, ln.first_id, ln.last_id, ln.prev_id, ln.exch_ms = status, first_id, last_id, prev_id, exch_ms
+        ln.level, ln.n_bids, ln.n_asks, ln.maker = 0, n_bids, len(lv) - n_bids, int(maker)
+        self._one_out[1] = len(lv)
+        self.take_message(symbol, recv_ns)
+
+    def take_message(self, symbol: int, recv_ns: int) -> None:
+        """The message decode_message took, through the machine (symbol -1: none of its symbols)."""
+        ln = self._one[0]
+        ln.recv_ns = recv_ns
+        ln.name_id = 0
+        self._one_sym[0] = symbol
+        self._one_pos[0] = 0
+        self._check(lib.lob_bn_sync_lines(self.ptr, self._one, 1, self._one_pos, self._one_levels,
+                                          self._one_out[1], self._one_sym, 1), "a message")
+
+    def guess(self, L: int) -> int:
+        """The symbol a snapshot without one most likely is for (-1: none waits)."""
+        return lib.lob_bn_sync_guess(self.ptr, L)
+
+    def lines(self, lines: np.ndarray, levels: np.ndarray, pos: int, name_sym: np.ndarray) -> int:
+        """bn_decode's lines from line pos on through the machine (name_sym: int32, the symbol of
+        each name_id, -1: none of the machine's), up to the first line the decoder left to
+        Python; returns that line (len(lines): all taken)."""
+        check_array(name_sym, np.dtype(np.int32), "name_sym")
+        p = ffi.new("size_t *", pos)
+        st = lib.lob_bn_sync_lines(self.ptr, _buf("lob_bn_line[]", lines), len(lines), p, _buf("int64_t[]", levels),
+                                   len(levels), _buf("int32_t[]", name_sym), len(name_sym))
+        self._check(st, "decoded lines")
+        return p[0]
+
+    @property
+    def pending(self) -> int:
+        return lib.lob_bn_sync_pending(self.ptr)
+
+    def take(self) -> np.ndarray:
+        """The records written since the last take (L2_RECORD_DTYPE)."""
+        out = np.empty(lib.lob_bn_sync_pending(self.ptr), L2_RECORD_DTYPE)
+        self._check(lib.lob_bn_sync_take(self.ptr, _buf("lob_l2_record[]", out, True), len(out), self._n), "take")
+        return out
+
+    def take_events(self) -> np.ndarray | None:
+        """The events since the last take (BN_EVENT_DTYPE), None if there are none."""
+        n = lib.lob_bn_sync_pending_events(self.ptr)
+        if not n:
+            return None
+        out = np.empty(n, BN_EVENT_DTYPE)
+        self._check(lib.lob_bn_sync_take_events(self.ptr, _buf("lob_bn_event[]", out, True), n, self._n), "events")
+        return out
 
 
 def bn_values(buf: bytes, key: bytes, *, word: bool = False, cap: int = 256) -> list[bytes] | None:

@@ -69,7 +69,7 @@ def test_from_jsonl_of_a_cut_or_corrupt_gzip_names_the_file(tmp_path, capsys):
     """A recording whose gzip stream is cut short or corrupt: a one-line error naming the file
     and how much text came before, exit status 1, no traceback, no .lobc left behind (the scan
     reads the whole file before anything is written)."""
-    from lobreplay.binance.convert import CHUNK
+    from lobreplay.binance.scan import CHUNK
     from lobreplay.cli.main import main
     whole = (BINANCE_DATA / "hftbacktest" / "spot" / "btcusdt_20240808.gz").read_bytes()
     for name, data, after in [("cut.gz", whole[:600_000], f"in the piece read after byte {CHUNK:,} of it"),

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from lobreplay.l2 import lobc
 from lobreplay.binance import sync as sync_mod
-from lobreplay.binance.convert import _market_of, _pieces, convert, detect_format
+from lobreplay.binance.convert import convert
+from lobreplay.binance.detect import detect_format
+from lobreplay.binance.scan import _pieces, market_of
 from lobreplay.l2.lobc import (DIFF_BEGIN, DIFF_END, DIFF_LEVEL, GAP, RESYNC, SNAPSHOT_BEGIN, SNAPSHOT_LEVEL,
                             TICKER_ASK, TICKER_BID, TRADE)
 
@@ -57,7 +59,7 @@ TRADE_LINE = b'2 {"stream":"btcusdt@trade","data":{"e":"trade","E":1,"s":"BTCUSD
     (b'0 {"lastUpdateId":7,"E":1,"T":1,"bids":[],"asks":[]}\n' + SPOT_DEPTH, "usdm"),  # a futures snapshot
     (b'0 {"lastUpdateId":7,"bids":[],"asks":[]}\n', "spot"), (TRADE_LINE, None), (b"", None)])
 def test_market_from_the_first_depth_event_or_snapshot(blob, market):
-    assert _market_of(blob) == market
+    assert market_of(blob) == market
 
 
 @given(text=st.lists(st.sampled_from([b"a", b"bb", b"\n", b"cccccc"]), max_size=40).map(b"".join),

@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 import convert_golden
 import golden_common
 from lobreplay.l2 import lobc
-from lobreplay.core._coreapi import (BN_DEPTH, BN_SYNC_DTYPE, BN_TAKEN_DTYPE, BN_TRADE, bn_decode, bn_records,
-                                bn_values)
+from lobreplay.core._coreapi import BN_DEPTH, BN_TRADE, bn_decode, bn_values
 from lobreplay.binance import convert as convert_module
+from lobreplay.binance import scan as scan_module
 from lobreplay.binance.convert import convert
+from lobreplay.binance.sync import DepthSync
 from lobreplay.errors import CoreArgumentError
 
 SPOT_SRC = golden_common.HFT / "spot" / "btcusdt_20240808.gz"
@@ -475,50 +476,45 @@ def run_lines(usdm: bool, seed: int) -> list[bytes]:
     return out
 
 
+def watch_python_lines(monkeypatch, into: list) -> None:
+    """The lines of a C-decoded chunk that the decoder leaves to the Python path, into `into`."""
+    in_blob = []
+    feed_blob, feed_recorded = convert_module._feed_blob, DepthSync.feed_recorded
+    monkeypatch.setattr(convert_module, "_feed_blob", lambda *a: (in_blob.append(1), feed_blob(*a), in_blob.pop())[1])
+    monkeypatch.setattr(DepthSync, "feed_recorded", lambda m, line, raw: (
+        into.append(line) if in_blob else None, feed_recorded(m, line, raw)))
+
+
 @pytest.mark.parametrize("usdm", [False, True])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_runs_in_sequence_convert_the_same_with_and_without_the_decoder(tmp_path, usdm, seed, monkeypatch):
     src = tmp_path / "runs.jsonl"
     src.write_bytes(b"\n".join(run_lines(usdm, seed)) + b"\n")
-    machine_lines = []  # the lines C left to the sync machine
-    feed_line = convert_module._feed_line
-    monkeypatch.setattr(convert_module, "_feed_line", lambda m, b, dec, lv, i, raw: (
-        machine_lines.append(int(dec[i]["status"])), feed_line(m, b, dec, lv, i, raw)))
+    python_lines = []  # the lines the decoder left to the Python path
+    watch_python_lines(monkeypatch, python_lines)
     st = converted_same(src, tmp_path, market="usdm" if usdm else "spot", symbols=["BTCUSDT", "ETHUSDT"])
     assert st["depth"] > 3000 and st["gaps"] > 3 and st["trades"] > 100
     assert st["per_symbol"]["BTCUSDT"]["duplicates"] > 10
-    # the decoder took most of the depth lines, and C took most of those: the machine saw each
-    # snapshot, and of the depth messages only those a gap left waiting for the snapshot (here
-    # the next line) and the one that synced after it, and each symbol's first; no trade, no
-    # duplicate (C counts those)
+    # the decoder took every depth line and every trade, and the machine took them in C, the
+    # gaps and syncs among them too: the Python path saw only the snapshots
     dec, _ = bn_decode(src.read_bytes(), usdm=usdm, price_digits=8, qty_digits=8)
-    assert int((dec["status"] == BN_DEPTH).sum()) > st["depth"] * 0.9
-    depth_by_machine = machine_lines.count(BN_DEPTH)
-    assert st["gaps"] <= depth_by_machine <= 2 * st["gaps"] + 2
-    assert machine_lines.count(0) >= st["snapshots"] and not set(machine_lines) - {0, BN_DEPTH}
+    assert int((dec["status"] == BN_DEPTH).sum()) == st["depth"] + st["unknown_symbol"]
+    assert len(python_lines) == st["snapshots"] and all(b"depthSnapshot" in x for x in python_lines)
 
 
-def test_bn_records_refuses_what_does_not_fit():
-    """lob_bn_records checks every index it follows (a name, a symbol, a level run)."""
+def test_the_machine_refuses_decoded_lines_that_do_not_fit():
+    """lob_bn_sync_lines checks every index it follows (a name, a symbol, a level run)."""
     blob = ("1 " + _env(TRADE) + "\n2 " + _depth(5, 6)).encode()
     dec, levels, names = bn_decode(blob, usdm=False, price_digits=8, qty_digits=8, names=True)
     assert dec["status"].tolist() == [BN_TRADE, BN_DEPTH] and len(names) == 2
-    syms = np.zeros(1, BN_SYNC_DTYPE)
-    syms["live"], syms["last_u"] = 1, 4
-    out = np.empty(8, lobc.RECORD_DTYPE)
-
-    def run(dec=dec, levels=levels, name_sym=np.zeros(2, np.int32), syms=syms):
-        return bn_records(dec, levels, 0, name_sym, syms, np.zeros(1, BN_TAKEN_DTYPE), out, usdm=False)
-
-    assert run() == (2, 1 + 2 + 3) and int(syms["last_u"][0]) == 6
-    syms["last_u"] = 4
     for bad in (dict(name_sym=np.zeros(1, np.int32)), dict(name_sym=np.array([0, 1], np.int32)),
                 dict(levels=levels[:2])):
+        args = dict(levels=levels, name_sym=np.zeros(2, np.int32)) | bad
         with pytest.raises(CoreArgumentError):
-            run(**bad)
-    # out of room: it stops before the line that does not fit, and says so
-    assert bn_records(dec, levels, 0, np.zeros(2, np.int32), syms, np.zeros(1, BN_TAKEN_DTYPE), out[:4],
-                      usdm=False) == (1, 1)
+            DepthSync("spot", ["BTCUSDT"]).feed_lines(dec, args["levels"], 0, args["name_sym"])
+    m = DepthSync("spot", ["BTCUSDT"])
+    assert m.feed_lines(dec, levels, 0, np.zeros(2, np.int32)) == 2
+    assert m.stats["trades"] == 1 and m.stats["depth"] == 1 and m.snapshot_wanted() == ["BTCUSDT"]
 
 
 _FRAGMENTS = ['"stream":', '"stream": ', '"stream":\t"', '"s":', '"s":"', '"', '"stream":"', 'btc', 'usdt', '@', '.',
@@ -546,16 +542,16 @@ def test_a_partial_scan_converts_the_same(tmp_path, monkeypatch):
     pass reads the rest, and scans it beside the decoder): the same .lobc as the whole scan of
     the Python path; when the rest names a symbol the first part did not, convert() converts
     again after a whole scan, and the result is the same again."""
-    monkeypatch.setattr(convert_module, "KEEP_BYTES", 1 << 20)
-    monkeypatch.setattr(convert_module, "CHUNK", 1 << 18)
+    monkeypatch.setattr(scan_module, "KEEP_BYTES", 1 << 20)
+    monkeypatch.setattr(scan_module, "CHUNK", 1 << 18)
     scans = []
-    real_scan = convert_module._scan
+    real_scan = scan_module.scan
 
     def scan(*a, **kw):
         seen = real_scan(*a, **kw)
         scans.append(seen.partial)
         return seen
-    monkeypatch.setattr(convert_module, "_scan", scan)
+    monkeypatch.setattr(convert_module, "scan", scan)
     text = gzip.open(USDM_SRC).read()
     src = tmp_path / "usdm.jsonl"
     src.write_bytes(text[:len(text) // 4])  # about 7 MB of text: a partial scan of the first 1 MB
@@ -600,10 +596,8 @@ def test_hundreds_of_names_are_numbered_by_first_appearance():
 def test_c_takes_the_lines_after_one_the_machine_applied(tmp_path, monkeypatch):
     """A diff the machine applies (here one in a shape the decoder leaves to it) moves the
     book's last update id: C must see that and take the lines after it again."""
-    machine_lines = []
-    feed_line = convert_module._feed_line
-    monkeypatch.setattr(convert_module, "_feed_line", lambda m, b, dec, lv, i, raw: (
-        machine_lines.append(int(dec[i]["status"])), feed_line(m, b, dec, lv, i, raw)))
+    python_lines = []
+    watch_python_lines(monkeypatch, python_lines)
     body = {"lastUpdateId": 1000, "bids": [["100", "2"]], "asks": [["101", "1"]]}
     rows = [json.dumps({"stream": "btcusdt@depthSnapshot", "data": body}, separators=(",", ":"))]
     for k in range(200):
@@ -613,4 +607,5 @@ def test_c_takes_the_lines_after_one_the_machine_applied(tmp_path, monkeypatch):
     src.write_text("".join(f"{1_700_000_000_000_000_000 + i} {r}\n" for i, r in enumerate(rows)))
     st = converted_same(src, tmp_path, market="spot", symbols=["BTCUSDT"])
     assert st["per_symbol"]["BTCUSDT"]["applied"] == 200 and st["gaps"] == 0
-    assert machine_lines == [0, BN_DEPTH, 0]  # the snapshot, the diff that syncs, the odd one
+    assert [b"depthSnapshot" in x for x in python_lines] == [True, False]  # the snapshot, the odd one
+    assert b'"U": 1101' in python_lines[1]

@@ -125,7 +125,7 @@ import inspect  # noqa: E402
 import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CSRC = ROOT / "csrc"
 
 
@@ -242,7 +242,7 @@ def test_the_cdef_is_read_from_the_headers(cdef_mod, build_core):
     numbers = set(fresh._parser._int_constants)
     lib, ffi = _coreapi.lib, _coreapi.ffi
     assert set(dir(lib)) == functions | macros | numbers
-    assert {"lob_session_apply", "lob_itch_events", "lob_l2_feed", "lob_bn_records", "lob_synth_fill"} <= functions
+    assert {"lob_session_apply", "lob_itch_events", "lob_l2_feed", "lob_bn_sync_lines", "lob_synth_fill"} <= functions
     assert {"LOB_SYNTH_MIN_CAP", "LOB_L2_MAX_MESSAGE"} <= macros and {"LOB_BN_VALUES_MAX", "LOB_BUY"} <= numbers
     for name, value in fresh._parser._int_constants.items():
         assert getattr(lib, name) == value, name
