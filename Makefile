@@ -14,7 +14,7 @@ $(VENV)/bin/python:
 
 # Editable install with the test extras; re-run after editing C (the stamp
 # depends on the C sources and the build script).
-$(STAMP): $(VENV)/bin/python pyproject.toml setup.py csrc/*.c csrc/*.h csrc/build_core.py csrc/cdef.py
+$(STAMP): $(VENV)/bin/python pyproject.toml setup.py csrc/*/*.c csrc/*/*.h csrc/build_core.py csrc/cdef.py
 	$(VPY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
@@ -47,7 +47,7 @@ test-browser: $(STAMP)
 # update ids, malformed records, outputs that run out of room, a message longer than
 # the limit of one, held across chunks, bookTicker ids that land inside the history, a
 # full history dropping one of two tickers with one id), the Binance decoder of the JSONL
-# conversion and the sync machine (against its reference); then the ITCH day generator (csrc/itch_synth.c).
+# conversion and the sync machine (against its reference); then the ITCH day generator (csrc/tools/itch_synth.c).
 ASAN_SO = build/asan/lobreplay/_core*.so
 asan: $(STAMP)
 	rm -rf build/asan

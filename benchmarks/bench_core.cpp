@@ -18,8 +18,8 @@
 //    (namespace floors below.)
 //
 // Build (see run_core.sh):
-//   gcc -O2 -std=c11 -c csrc/lob.c -o build/lob.o
-//   g++ -O2 -std=c++17 -Icsrc benchmarks/bench_core.cpp build/lob.o -o build/bench_core
+//   gcc -O2 -std=c11 -c csrc/core/lob.c -o build/lob.o
+//   g++ -O2 -std=c++17 -Icsrc/core benchmarks/bench_core.cpp build/lob.o -o build/bench_core
 //
 // The generator never runs in a timed region: the whole stream is recorded
 // into memory first.

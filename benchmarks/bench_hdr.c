@@ -3,7 +3,7 @@
  *
  *   bench_hdr --out DIR [--scale F] [--only a,b,...] [--clock tsc|mono] [--rates R1,R2]
  *
- * Built by benchmarks/bench_hdr.py (make bench-hdr) against csrc/lob.c directly,
+ * Built by benchmarks/bench_hdr.py (make bench-hdr) against csrc/core/lob.c directly,
  * with -O2, and linked with benchmarks/counting_malloc.c, which counts every
  * allocation in the process. For each scenario it
  *   1. builds the whole event stream first, from a fixed-seed xorshift64* generator

@@ -6,7 +6,7 @@ its raw per-operation latencies into HdrHistograms, .hgrm files and one table.
 
 (`make bench-hdr` runs it with the defaults.) Steps:
 
-1. `gcc -O2 -std=c11 -Icsrc csrc/lob.c benchmarks/bench_hdr.c benchmarks/counting_malloc.c`
+1. `gcc -O2 -std=c11 -Icsrc/core csrc/core/lob.c benchmarks/bench_hdr.c benchmarks/counting_malloc.c`
    into benchmarks/build/bench_hdr (the core compiled in, as benchmarks/run_core.sh does,
    with a counting malloc that sees every allocation in the process);
 2. run it: it writes DIR/<run>.lat (uint32 ns per measured operation, or per burst) and
@@ -43,12 +43,12 @@ except ImportError:  # running from a checkout without the package installed
     from lobreplay.reports.hgrm import write_values_hgrm
 
 PERCENTILES = (50.0, 99.0, 99.9, 99.99)
-SOURCES = ["csrc/lob.c", "benchmarks/bench_hdr.c", "benchmarks/counting_malloc.c"]
+SOURCES = ["csrc/core/lob.c", "benchmarks/bench_hdr.c", "benchmarks/counting_malloc.c"]
 
 
 def build(exe: Path) -> None:
     exe.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [os.environ.get("CC", "gcc"), "-O2", "-std=c11", "-Wall", "-Wextra", "-Icsrc", "-Ibenchmarks",
+    cmd = [os.environ.get("CC", "gcc"), "-O2", "-std=c11", "-Wall", "-Wextra", "-Icsrc/core", "-Ibenchmarks",
            *SOURCES, "-o", str(exe)]
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, cwd=ROOT, check=True)

@@ -33,12 +33,12 @@ echo "CPUs: $(nproc)"
 "$CXX" --version | head -1
 echo "kernel: $(uname -r)${PIN:+, pinned to CPU $PIN}"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on this machine disturbs the figures)"
-echo "core source: sha256 $(sha256sum csrc/lob.c | cut -c1-16) csrc/lob.c, $(sha256sum csrc/lob.h | cut -c1-16) csrc/lob.h"
+echo "core source: sha256 $(sha256sum csrc/core/lob.c | cut -c1-16) csrc/core/lob.c, $(sha256sum csrc/core/lob.h | cut -c1-16) csrc/core/lob.h"
 
 echo "== build =="
 set -x
-"$CC" -O2 -std=c11 -c csrc/lob.c -o "$B/lob.o"
-"$CXX" -O2 -std=c++17 -Icsrc benchmarks/bench_core.cpp "$B/lob.o" -o "$B/bench_core"
+"$CC" -O2 -std=c11 -c csrc/core/lob.c -o "$B/lob.o"
+"$CXX" -O2 -std=c++17 -Icsrc/core benchmarks/bench_core.cpp "$B/lob.o" -o "$B/bench_core"
 { set +x; } 2>/dev/null
 
 echo "== core: seed workload, one instrument =="

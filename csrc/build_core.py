@@ -24,7 +24,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 # The headers whose marked declarations (/* cdef-begin */ ... /* cdef-end */) are the cdef, in
 # the order the module's source includes them (csrc/cdef.py reads them; there is no copy).
-HEADERS = ["lob.h", "itch.h", "itch_synth.h", "l2.h", "bnjson.h", "bnsync.h"]
+# csrc/core: the matching core; csrc/feeds: the venues' decoders and replays in C; csrc/tools: the
+# ITCH day generator. Each public header's cdef region is what cffi sees.
+HEADERS = ["core/lob.h", "feeds/itch.h", "tools/itch_synth.h", "feeds/l2.h", "feeds/bnjson.h", "feeds/bnsync.h"]
+SOURCES = ["core/lob.c", "feeds/itch.c", "tools/itch_synth.c", "feeds/l2.c", "feeds/bnjson.c", "feeds/bnsync.c"]
+INCLUDE_DIRS = ["core", "feeds", "tools"]
 
 
 def _load_cdef_module():
@@ -56,10 +60,9 @@ def make_builder(absolute: bool = False) -> FFI:
     ffi.cdef(cdef_text())
     ffi.set_source(
         "lobreplay._core",
-        "".join(f'#include "{h}"\n' for h in HEADERS),
-        sources=[path(HERE / "lob.c"), path(HERE / "itch.c"), path(HERE / "itch_synth.c"), path(HERE / "l2.c"),
-                 path(HERE / "bnjson.c"), path(HERE / "bnsync.c")],
-        include_dirs=[path(HERE)],
+        "".join(f'#include "{Path(h).name}"\n' for h in HEADERS),
+        sources=[path(HERE / c) for c in SOURCES],
+        include_dirs=[path(HERE / d) for d in INCLUDE_DIRS],
         libraries=["m"],
         extra_compile_args=cflags,
         extra_link_args=ldflags,

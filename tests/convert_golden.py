@@ -5,7 +5,7 @@ Binance recording bundled in data/real/binance.
     .venv/bin/python tests/convert_golden.py           # compare the current code against it
 
 The file was first written by the Python converter, before depth messages were decoded in C
-(csrc/bnjson.c); tests/binance/test_binance_decode.py compares every conversion against it: the
+(csrc/feeds/bnjson.c); tests/binance/test_binance_decode.py compares every conversion against it: the
 records byte for byte (a SHA-256), the block layout, the metadata (but its creation time) and
 the converter's statistics (but its timings; its bytes after the file's header, whose length
 follows the source paths).

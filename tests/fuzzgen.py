@@ -118,7 +118,7 @@ SPECIAL_IDS = (
 )
 
 # Field order of the events/results/execs/bbo tuples built here: the order of
-# the C structs in csrc/lob.h.
+# the C structs in csrc/core/lob.h.
 EVENT_FIELDS = ("id", "new_id", "price", "qty", "instrument", "kind", "side", "tif", "flags")
 RESULT_FIELDS = ("filled", "resting", "n_exec", "status")
 EXEC_FIELDS = ("maker_id", "taker_id", "price", "qty", "maker_remaining", "event_index", "instrument")

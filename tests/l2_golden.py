@@ -4,7 +4,7 @@
     .venv/bin/python tests/l2_golden.py             # compare the current code against it
 
 The file was first written by the Python implementation of the replay (before the
-per-record work moved into C, csrc/l2.c); tests/l2/test_l2_differential.py compares every
+per-record work moved into C, csrc/feeds/l2.c); tests/l2/test_l2_differential.py compares every
 replay against it. Inputs: every real Binance recording in data/real/binance
 (converted by lobreplay.binance.convert) and generated .lobc files (the seeded streams of
 tests/l2/test_l2replay.py: stale crossing levels, gaps, resyncs, skipped updates, bookTicker

@@ -1,5 +1,5 @@
 """The Python implementation of the L2 replay (lobreplay.l2.ladder before its per-record work
-moved into C, csrc/l2.c), kept as the slow reference: tests/l2/test_l2_differential.py
+moved into C, csrc/feeds/l2.c), kept as the slow reference: tests/l2/test_l2_differential.py
 compares the C path's rows, counters and books against it, on the real recordings and on
 generated streams. Its own docstring follows.
 

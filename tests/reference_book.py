@@ -9,7 +9,7 @@ written to be *obviously* correct rather than fast:
   * level totals and counts are recomputed from the queue whenever they are
     needed -- there is no cached aggregate that could drift.
 
-The semantics are the contract of ``csrc/lob.h`` as spelled out for the test
+The semantics are the contract of ``csrc/core/lob.h`` as spelled out for the test
 suite (docs/core.md, "Rejects" and "Feed replays").  Per event, the checks run
 in this order and the first failing one wins; a rejected event changes nothing
 and reports filled = resting = 0, no executions and no desyncs:
@@ -120,7 +120,7 @@ Outputs use plain Python ints only:
 
 from __future__ import annotations
 
-# ---- constants (values from csrc/lob.h; duplicated on purpose) --------------
+# ---- constants (values from csrc/core/lob.h; duplicated on purpose) --------------
 
 OK = 0
 EUNKNOWN_ID = 1

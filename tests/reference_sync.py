@@ -1,5 +1,5 @@
 """The Binance depth sync machine in pure Python: the reference the machine in C
-(csrc/bnsync.c, driven by lobreplay.binance.sync.DepthSync) is tested against, as
+(csrc/feeds/bnsync.c, driven by lobreplay.binance.sync.DepthSync) is tested against, as
 tests/reference_book.py is for the matching core. It takes the same calls (feed, feed_depth,
 feed_snapshot, snapshot_failed, disconnected, end_file) and gives the same records, events,
 stats and symbol_stats, written the simple way: one Python object per buffered event, records

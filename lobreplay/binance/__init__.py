@@ -1,6 +1,6 @@
 """Binance depth capture and conversion to .lobc (docs/binance.md).
 
-sync.py    DepthSync, the driver of the depth sync machine (in C: csrc/bnsync.c); no I/O
+sync.py    DepthSync, the driver of the depth sync machine (in C: csrc/feeds/bnsync.c); no I/O
 detect.py  a recording's format and header (what a file is)
 scan.py    a recording's content and lines -> decoded batches (and the streams, symbols, market they show)
 convert.py decoded batches -> .lobc records through the machine; convert() puts the stages together

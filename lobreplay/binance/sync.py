@@ -1,6 +1,6 @@
 """The Binance depth sync procedure: the driver of the sync machine (no I/O).
 
-The machine itself is in C (csrc/bnsync.c, lobreplay.core._coreapi.BnMachine): it alone holds
+The machine itself is in C (csrc/feeds/bnsync.c, lobreplay.core._coreapi.BnMachine): it alone holds
 every symbol's sync state and writes the records. DepthSync reads what the C decoder leaves to
 Python (JSON messages, REST snapshots, a --raw file's own lines, malformed input) and hands the
 machine what they say; a batch of lines decoded in C goes to the machine in one call
@@ -242,7 +242,7 @@ _UNKNOWN = (-1, BN_DEPTH, 0, 0, 0, -1, _NO_LEVELS, 0, False)  # a message of non
 
 class DepthSync:
     """Every symbol of one capture (see the module docstring). The sync state is the C
-    machine's (lobreplay.core._coreapi.BnMachine, csrc/bnsync.c); this object reads the messages
+    machine's (lobreplay.core._coreapi.BnMachine, csrc/feeds/bnsync.c); this object reads the messages
     the C decoder leaves to Python and hands the machine what they say."""
 
     def __init__(self, market: str, symbols, *, price_scale: int = lobc.DEFAULT_SCALE,

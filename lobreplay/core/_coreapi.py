@@ -453,7 +453,7 @@ def alloc_stats() -> dict:
 CONSTANTS = {n: getattr(lib, n) for n in dir(lib) if n.startswith("LOB_") and isinstance(getattr(lib, n), int)}
 
 
-# ---- ITCH (csrc/itch.h) ----
+# ---- ITCH (csrc/feeds/itch.h) ----
 
 LOCATE_DTYPE = struct_dtype("lob_itch_locate")
 
@@ -546,7 +546,7 @@ SYNTH_MIN_CAP = lib.LOB_SYNTH_MIN_CAP
 
 
 class ItchSynth:
-    """The C day generator (csrc/itch_synth.c): fill(buf) writes whole frames into a uint8
+    """The C day generator (csrc/tools/itch_synth.c): fill(buf) writes whole frames into a uint8
     array and returns (bytes, messages); (0, 0) when the day is done."""
 
     def __init__(self, n_messages: int, n_symbols: int, seed: int, features: int = 0, resting_per_symbol: int = 0):
@@ -654,7 +654,7 @@ def itch_group(events, ts, msg_index, counts, events_out, ts_out, msg_out) -> No
                      "grouping events by book (an instrument past 65,535?)")
 
 
-# ---- L2 replay of .lobc records (csrc/l2.h) ----
+# ---- L2 replay of .lobc records (csrc/feeds/l2.h) ----
 
 def _struct_dtype_arrays(cname: str) -> np.dtype:
     """struct_dtype for structs that also have fixed-size array fields."""
@@ -857,7 +857,7 @@ class L2Core:
         return out
 
 
-# ---- Binance depthUpdate, trade, aggTrade and bookTicker messages (csrc/bnjson.h) ----
+# ---- Binance depthUpdate, trade, aggTrade and bookTicker messages (csrc/feeds/bnjson.h) ----
 
 BN_LINE_DTYPE = _struct_dtype_arrays("lob_bn_line")
 BN_DEPTH = lib.LOB_BN_DEPTH
@@ -871,7 +871,7 @@ BN_EV_GAP, BN_EV_SYNCED, BN_EV_RESYNC = lib.LOB_BN_EV_GAP, lib.LOB_BN_EV_SYNCED,
 
 
 class BnMachine:
-    """Owns one Binance depth sync machine (csrc/bnsync.h; freed when this object is
+    """Owns one Binance depth sync machine (csrc/feeds/bnsync.h; freed when this object is
     collected): every symbol's sync state, written to by the calls below in arrival order.
     symbols and totals are views of the machine's own counts (BN_SYMBOL_DTYPE per symbol,
     one BN_TOTALS_DTYPE), current at every moment; read them, never write them."""

@@ -1,7 +1,7 @@
 """Event, execution, result and top-of-book record types shared with the C core.
 
 The numpy dtypes are built from the C structs (lobreplay.core._coreapi.struct_dtype),
-so the header csrc/lob.h is the single source of truth for their layout.
+so the header csrc/core/lob.h is the single source of truth for their layout.
 """
 from __future__ import annotations
 

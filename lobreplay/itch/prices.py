@@ -12,7 +12,7 @@ prices, matching and depth are exact in the unchanged core, whose band is then
 A map without a grid (n = 0) is the .lobc replay's "ladder" (lobreplay/l2/ladder.py: a core price
 is the rank of the price among all prices pass 1 saw); both could share this one day.
 
-Pass 1 (lob_itch_scan, csrc/itch.c) finds per locate the range and gcd of the order
+Pass 1 (lob_itch_scan, csrc/feeds/itch.c) finds per locate the range and gcd of the order
 prices and nothing more. From those alone, map_candidate tells the books that a map could
 help (a wide plain band, or a gcd off the cent): only those books' distinct prices are read
 from the file again (lobreplay.itch.replay.all_order_prices, for them only), and each gets

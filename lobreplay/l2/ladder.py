@@ -13,7 +13,7 @@ additions, so a message that moves the touch from one side to the other never
 crosses the book half way. A snapshot (SNAPSHOT_BEGIN .. END) is applied as a
 message that also removes every level it does not hold.
 
-Both passes are in C (csrc/l2.c): scan() sizes the books in one pass over the
+Both passes are in C (csrc/feeds/l2.c): scan() sizes the books in one pass over the
 records; L2Replay hands the records over one chunk per call and turns the rows
 the C replay wrote into report columns. The Python implementation this
 replaced is kept as tests/l2_reference.py (the differential tests' reference).
@@ -36,7 +36,7 @@ __all__ = ["BookSizing", "scan", "scan_counts", "L2Replay", "ORDER_SYMBOL_SHIFT"
 
 ORDER_SYMBOL_SHIFT = 48            # order id = (symbol + 1) << 48 | level << 1 | (side is ask)
 MAX_GRID_LEVELS = 1 << 20          # a grid book spans at most this many ticks; else a ladder book
-MAX_MESSAGE = core.lib.LOB_L2_MAX_MESSAGE  # records a message may hold between its BEGIN and END (csrc/l2.h)
+MAX_MESSAGE = core.lib.LOB_L2_MAX_MESSAGE  # records a message may hold between its BEGIN and END (csrc/feeds/l2.h)
 NONE, SYNCED, GAPPED = 0, 1, 2     # symbol states (L2Replay.state)
 _LEVEL = {lobc.DIFF_BEGIN: lobc.DIFF_LEVEL, lobc.SNAPSHOT_BEGIN: lobc.SNAPSHOT_LEVEL}
 # the tables a .lobc replay writes (lobreplay.l2.replay; named here so that what a report
@@ -113,7 +113,7 @@ def scan_counts(records: np.ndarray, symbols: list[str], *, headroom: float = 0.
     file order, where a zero removes a level only in a message pass 2 applies
     (whole, and a snapshot or a diff while synced; snapshots only add): an
     upper bound of pass 2's book whatever the records; plus slack. One C pass
-    over the records (csrc/l2.c, lob_l2_scan). records: an array, or an
+    over the records (csrc/feeds/l2.c, lob_l2_scan). records: an array, or an
     iterable of arrays in file order (a file's chunks). max_message: the records a
     message may hold (a longer one is incomplete); pass 2 (L2Replay) must take the same."""
     if mode not in ("auto", "grid", "ladder"):
@@ -165,14 +165,14 @@ def _cat(parts: list[dict]) -> dict:
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-# desync causes: the core's codes (csrc/l2.h) -> their names (docs/l2.md)
+# desync causes: the core's codes (csrc/feeds/l2.h) -> their names (docs/l2.md)
 _CAUSES = {getattr(core.lib, f"LOB_L2D_{n.upper()}"): n for n in (
     "unknown_symbol", "end_id_mismatch", "incomplete_message", "orphan_record", "malformed_level", "unpaired_ticker",
     "unknown_kind", "update_before_snapshot", "unsynced_update_skipped", "no_book", "price_not_in_book",
     "crossed_by_bid_update", "crossed_by_ask_update", "crossed_by_snapshot", "resync_without_snapshot",
     "resync_id_mismatch", "sequence_break")}
 _GAP, _REJECTED, _CORE = core.lib.LOB_L2D_GAP, core.lib.LOB_L2D_REJECTED, core.lib.LOB_L2D_CORE
-# a .lobc file's market -> the update-id rule its diff messages follow (csrc/l2.h)
+# a .lobc file's market -> the update-id rule its diff messages follow (csrc/feeds/l2.h)
 SEQUENCE_RULES = {None: core.lib.LOB_L2_SEQ_NONE, "spot": core.lib.LOB_L2_SEQ_SPOT, "usdm": core.lib.LOB_L2_SEQ_USDM}
 
 
@@ -209,7 +209,7 @@ class Counters:
 
 class L2Replay:
     """Replays .lobc records through one core Session (one book per symbol); the
-    per-record work is in C (csrc/l2.c), one call per batch of records.
+    per-record work is in C (csrc/feeds/l2.c), one call per batch of records.
 
     feed(records) takes records in file order, in batches of any size (a
     message cut by the batch end waits for the next batch), and returns the

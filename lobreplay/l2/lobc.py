@@ -48,7 +48,7 @@ META_MAX = HEADER_MAX - 12
 DEFAULT_SCALE = 10**8
 INT64_MAX = (1 << 63) - 1
 
-# The record is lob_l2_record of csrc/l2.h, the one definition of its layout: this dtype is built
+# The record is lob_l2_record of csrc/feeds/l2.h, the one definition of its layout: this dtype is built
 # from the C struct (its fields, offsets and size), as the C replay reads the records in place.
 RECORD_DTYPE = L2_RECORD_DTYPE
 assert RECORD_DTYPE.itemsize == UNIT

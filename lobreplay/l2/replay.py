@@ -39,7 +39,7 @@ from lobreplay.reports.tables import ReplayRun, ReportSet, TableWriter, usable_c
 L2_SCHEMAS: dict[str, pa.Schema] = schemas.lobc_schemas()  # (every report's: lobreplay.reports.schemas)
 
 
-DEPTH_LIMIT = 100_000  # levels per side in a depth sample: lob_l2_new's limit (csrc/l2.c)
+DEPTH_LIMIT = 100_000  # levels per side in a depth sample: lob_l2_new's limit (csrc/feeds/l2.c)
 
 
 @dataclass

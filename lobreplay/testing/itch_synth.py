@@ -1432,7 +1432,7 @@ def generate_day(path, *, n_messages: int = 200_000, n_symbols: int = 50, seed: 
 
 
 # ---------------------------------------------------------------------------------------------
-# The C generator (csrc/itch_synth.c): a full-size day in minutes
+# The C generator (csrc/tools/itch_synth.c): a full-size day in minutes
 
 FAST_PRESETS = {
     "full-day": dict(n_messages=270_000_000, n_symbols=9000, features=FEATURES),

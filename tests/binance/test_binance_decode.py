@@ -1,4 +1,4 @@
-"""The C decoder of depthUpdate messages (csrc/bnjson.c, lobreplay.core._coreapi.bn_decode) in
+"""The C decoder of depthUpdate messages (csrc/feeds/bnjson.c, lobreplay.core._coreapi.bn_decode) in
 the JSONL -> .lobc conversion: the same .lobc records as the Python path on every real
 recording (against tests/golden/convert.json, written before the decoder existed, and against
 convert(c_decoder=False)), and on lines built to sit on every edge the decoder must leave to

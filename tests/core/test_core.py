@@ -654,7 +654,7 @@ def test_allocations_and_frees_are_counted_in_calls_and_bytes():
 
 
 def test_books_of_a_session_share_its_arena_block_after_block():
-    """A session's books come from its arena (csrc/lob.c): blocks of 256 KiB, 512 KiB ... and a
+    """A session's books come from its arena (csrc/core/lob.c): blocks of 256 KiB, 512 KiB ... and a
     book larger than the block in hand gets a block of its own. Books spread that way, each
     given the same events, end as a book alone in its session does, and validate; the
     session's blocks are all freed with it."""
@@ -690,7 +690,7 @@ def test_books_of_a_session_share_its_arena_block_after_block():
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="resident memory read from /proc")
 def test_small_sessions_stay_small():
-    """The arena's first blocks are heap blocks (csrc/lob.c): a session of one small book
+    """The arena's first blocks are heap blocks (csrc/core/lob.c): a session of one small book
     does not take a 2 MiB huge page. With 2 MiB first blocks, 200 such sessions were 418 MiB
     resident on a machine whose transparent huge pages are on; now about 10."""
     def resident() -> int:

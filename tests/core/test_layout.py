@@ -302,7 +302,7 @@ def test_lobc_writer_packs_every_field_of_the_c_record(tmp_path):
 
 
 def test_lobc_kinds_and_sides_are_the_c_replays():
-    """The record kinds lobc writes are the ones csrc/l2.h reads (LOB_L2_<name>), name for name."""
+    """The record kinds lobc writes are the ones csrc/feeds/l2.h reads (LOB_L2_<name>), name for name."""
     from lobreplay.l2 import lobc
     lib = _coreapi.lib
     c_kinds = {getattr(lib, n): n[len("LOB_L2_"):] for n in dir(lib)
@@ -324,7 +324,7 @@ def test_itch_lengths_in_c_are_spec_py_s():
         assert lay.length == 11 + sum(spec.field_size(k) for _, k in lay.fields), t
 
 
-# The fields C reads (csrc/itch.h, LOB_ITCH_AT_*): each for the message types it is read from, as
+# The fields C reads (csrc/feeds/itch.h, LOB_ITCH_AT_*): each for the message types it is read from, as
 # (type, spec.py's field name).
 ITCH_OFFSETS = {
     "LOCATE": [(t, "stock_locate") for t in "AFECXDUHh"],

@@ -199,7 +199,7 @@ def _orders_file(path, refs, locates=(3, 4)) -> None:
     ("nasdaq-like gaps", list(np.cumsum(np.random.default_rng(5).integers(1, 17, 20000)).tolist()), False),
     ("same low 20 bits", [(i + 1) << 20 for i in range(20000)], True),
     ("same low 12 bits", [(i + 1) << 12 for i in range(20000)], True),
-    # 80,000 live orders in the map's block of 16 MiB (csrc/hugemem.h maps it itself, on huge
+    # 80,000 live orders in the map's block of 16 MiB (csrc/core/hugemem.h maps it itself, on huge
     # pages where the kernel allows); references sharing their low bits rebuild it scrambled
     ("sequential, map past 2 MiB", [1 + i for i in range(80000)], False),
     ("same low 20 bits, map past 2 MiB", [(i + 1) << 20 for i in range(80000)], True),
@@ -207,7 +207,7 @@ def _orders_file(path, refs, locates=(3, 4)) -> None:
 def test_order_map_places_by_reference_and_scrambles_when_they_collide(tmp_path, name, refs, scrambled):
     """Pass 1's order map homes a reference at its low bits while the feed numbers orders
     in sequence (as NASDAQ does), and switches to a hash when references pile up there
-    (csrc/itch.c, SCRAMBLE_PROBES). The figures are the naive scan's either way."""
+    (csrc/feeds/itch.c, SCRAMBLE_PROBES). The figures are the naive scan's either way."""
     p = tmp_path / "refs.itch"
     _orders_file(p, refs)
     check(str(p), chunk_bytes=1 << 16)
@@ -244,7 +244,7 @@ def test_order_map_grows_past_its_first_block(tmp_path):
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_price_gcd_is_the_gcd_of_the_prices(tmp_path_factory, data):
-    """The scan's running gcd (csrc/itch.c, see_price: a repeat skipped, a remainder test
+    """The scan's running gcd (csrc/feeds/itch.c, see_price: a repeat skipped, a remainder test
     before Euclid) against math.gcd on prices that share factors, are 0, 1 or 2^32 - 1,
     repeat or change."""
     import struct

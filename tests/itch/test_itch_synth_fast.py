@@ -1,4 +1,4 @@
-"""The C day generator (csrc/itch_synth.c through lobreplay.testing.itch_synth.generate_day_fast):
+"""The C day generator (csrc/tools/itch_synth.c through lobreplay.testing.itch_synth.generate_day_fast):
 deterministic, the real day's mix, the planted features present, and its days replay with no
 desync and equal to the naive ground-truth book (tests/itch_truth.py) after every message."""
 import os

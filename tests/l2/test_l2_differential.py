@@ -1,4 +1,4 @@
-"""The C path of the L2 replay (csrc/l2.c behind lobreplay.l2.ladder) against the Python
+"""The C path of the L2 replay (csrc/feeds/l2.c behind lobreplay.l2.ladder) against the Python
 implementation it replaced (tests/l2_reference.py) and against the golden digests
 that implementation wrote (tests/golden/l2_reports.json, tests/l2_golden.py): row for
 row, counter for counter, book for book, on every real Binance recording and on
@@ -251,7 +251,7 @@ def test_tickers_far_out_of_order():
 def test_tickers_interleaved_far_apart():
     """Every other ticker of a symbol with its id moved far back, some with the id of one
     before them, and runs shuffled: most land inside the history, not at its end (the history
-    holds them apart and merges them in every 64: csrc/l2.c, hist_add); the rows equal the
+    holds them apart and merges them in every 64: csrc/feeds/l2.c, hist_add); the rows equal the
     reference implementation's, with a history shorter than, about as long as, and longer
     than the tickers."""
     recs, _ = synth_stream(8, n_messages=1500, n_symbols=1, cross_rate=0.0, ticker_error=0.1)
@@ -278,7 +278,7 @@ def test_tickers_interleaved_far_apart():
 @pytest.mark.parametrize("late_top", [(119, 5), (120, 4)])
 def test_a_full_history_drops_the_earlier_of_two_tickers_with_one_id(late_top):
     """Two tickers with the same id, the second out of order (into the history's side array,
-    csrc/l2.c hist_add), with a history of 2: the one to go is the first to come (the ring's),
+    csrc/feeds/l2.c hist_add), with a history of 2: the one to go is the first to come (the ring's),
     and a book point at that id is compared with the second. The second's top is the book's
     in one case and not in the other, so keeping the wrong one changes the counts both ways."""
     recs = _stream([("snapshot", 0, [(ord("B"), 120, 4), (ord("S"), 125, 2)], []),
@@ -429,7 +429,7 @@ def test_depth_samples_of_a_message_longer_than_max_message_whatever_the_chunks(
     """A snapshot longer than max_message with an unknown symbol's record inside (found by
     test_any_records_in_any_chunks_give_the_same_replay): once its record max_message + 1 after
     the BEGIN has come, the message is incomplete and its later levels are records alone, fed
-    in chunks as in one batch; so the unit a depth sample may not cut ends there (csrc/l2.c,
+    in chunks as in one batch; so the unit a depth sample may not cut ends there (csrc/feeds/l2.c,
     unit_end), not at its last level. Before, a sample whose time a later level reached went
     before the BEGIN in one batch (`record` 1) and after that level record by record (4). The
     same rows as the definition computed afresh with the reference replay, whole, record by

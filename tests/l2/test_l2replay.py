@@ -1215,7 +1215,7 @@ def test_chosen_symbols_keep_the_file_record_index(tmp_path, chunk):
 # ---------------------------------------------------------------- depth samples
 
 def _unit_end(recs: np.ndarray, p: int, nsym: int, max_message: int) -> int:
-    """The last record of the unit that starts at the BEGIN or TICKER_BID recs[p] (csrc/l2.h,
+    """The last record of the unit that starts at the BEGIN or TICKER_BID recs[p] (csrc/feeds/l2.h,
     lob_l2_depth): its END if the message is whole; else its records up to the one that makes
     it incomplete (the first other record of a known symbol, or its record max_message + 1
     after the BEGIN); a TICKER_BID's TICKER_ASK if they pair, else the TICKER_BID alone."""
