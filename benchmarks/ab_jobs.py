@@ -29,7 +29,7 @@ os.environ["LOBREPLAY_CACHE_DIR"] = "off"  # every replay here scans its file: p
 def run(checkout: str, path: str, out: str, jobs: int, extra: list[str]) -> dict:
     env = checkout_env(checkout)
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import sys; from lobreplay.cli.main import main; sys.exit(main())",
+    subprocess.run([sys.executable, "-m", "lobreplay",
                     "itch", "replay", path, "-o", out, "--force", "--no-progress", "--jobs", str(jobs), *extra],
                    env=env, cwd=out, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t

@@ -45,7 +45,7 @@ def run(checkout: str, path: str, out: str, extra: list[str]) -> dict:
     env = checkout_env(checkout)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import sys; from lobreplay.cli.main import main; sys.exit(main())",
+    subprocess.run([sys.executable, "-m", "lobreplay",  # (any checkout's layout: the package's __main__)
                     *(("lobc",) if path.endswith(".lobc") else ("itch",)), "replay", path, "-o", out, "--force",
                     "--no-progress", *extra],
                    env=env, cwd=out, check=True, stdout=subprocess.DEVNULL)
