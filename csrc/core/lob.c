@@ -2001,7 +2001,7 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
     /* Read once: the calls in the loop could change *out and *s for all the compiler knows. */
     const uint32_t depth_levels = out->depth_levels;
     const uint32_t every = s->timing;
-    uint32_t left = s->timing_left, left_i = left; /* left_i: before event i (an event not done keeps its turn) */
+    uint32_t to_go = s->timing_left, to_go_i = to_go; /* to_go_i: before event i (an event not done keeps its turn) */
     const books_t bk = {s->books, s->max_instrument};
     /* Timing every event: one clock reading ends an event and starts the next. Every Nth
      * (N > 1): a reading before the timed event and one after it. */
@@ -2012,14 +2012,14 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
     for (i = 0; i < n; i++) {
         const lob_event *e = &events[i];
         int timed = 0;
-        left_i = left;
+        to_go_i = to_go;
         if (every) {
-            if (left == 0) {
+            if (to_go == 0) {
                 timed = 1;
-                left = every - 1;
+                to_go = every - 1;
                 if (every > 1) t_prev = clock_ticks(s->clock);
             } else {
-                left--;
+                to_go--;
             }
         }
         if (pf) {
@@ -2189,7 +2189,7 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
             if (b && b->hist) b->hist[(size_t)k * BOOK_HIST + lob_book_hist_index(v)]++;
         }
     }
-    s->timing_left = i < n ? left_i : left;
+    s->timing_left = i < n ? to_go_i : to_go;
     out->n_done = i;
     out->n_exec = sk.n_exec;
     out->n_desync = sk.n_desync;
