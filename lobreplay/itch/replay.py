@@ -32,7 +32,7 @@ from lobreplay.replay import cache
 from lobreplay.core import _coreapi as core
 from lobreplay.core.book import Session, _touched
 from lobreplay.errors import InputError, LobError
-from lobreplay.core.events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
+from lobreplay.core.events import BBO_DTYPE, EVENT_DTYPE, RESULT_DTYPE, Cause, Kind, Status
 from lobreplay.reports.latency import check_timing_every, histogram_table, report_rows
 from lobreplay.reports import tables as reports
 from lobreplay._ahead import read_ahead
@@ -788,7 +788,7 @@ class ItchReplay(Engine):
         refused and their statuses."""
         res, bbo, bev = scratch
         self._state_start = self._state_now.copy()
-        cuts = [(hi, None) for hi in range(PIECE, len(ev), PIECE)]
+        cuts = [(hi, None) for hi in range(PIECE, len(ev), PIECE)]  # (Session.apply_pieces: the pieces)
         every = self.cfg.depth_every_ns
         if sampling:
             if self._next_sample is None and len(ts):
@@ -797,42 +797,32 @@ class ItchReplay(Engine):
                 times = np.arange(self._next_sample, int(ts[-1]) + 1, every, dtype=np.int64)
                 cuts += zip(np.searchsorted(ts, times, side="left").tolist(), times.tolist())
                 cuts.sort(key=lambda c: (c[0], c[1] is not None))  # (a sample after the piece that ends there)
-        parts, dparts, bparts, eparts, rparts, zparts, lo = [], [], [], [], [], [], 0
-        for hi, when in cuts + [(len(ev), None)]:
+        rparts = []
+        aside = [0.0]  # the time of at_cut's own work (not the core's)
+
+        def at_cut(lo, hi, results, when):
+            """After each piece: its rejects, the books it touched, the trading states after
+            it; at a sample time, the sample."""
+            t = time.perf_counter()
             if hi > lo:
-                m = hi - lo
-                t = time.perf_counter()
-                out = sess.apply(ev[lo:hi], results=res[:m], bbo=bbo[:m] if bbo is not None else False,
-                                 bbo_changes=bev[:m] if bbo is not None else False, depth_levels=depth_levels)
-                self._core_s += time.perf_counter() - t
-                for src, dst in ((out.execs, parts), (out.desyncs, dparts)):
-                    if len(src):  # (fresh arrays: apply copies its rows out of its buffers)
-                        src["event_index"] += lo
-                        dst.append(src)
-                if bbo is not None and len(out.bbo):  # (views of scratch: copied)
-                    bparts.append(out.bbo.copy())
-                    eparts.append(out.bbo_event + lo)
-                st = res["status"][:m]
+                st = results["status"]
                 if st.any():  # (no copy of the strided field otherwise)
                     bad = np.flatnonzero(st)
                     rparts.append((bad + lo, st[bad]))
-                if depth_levels and len(out.depth["event"]):
-                    out.depth["event"] = out.depth["event"] + lo
-                    zparts.append(out.depth)
                 if sampling:
                     self._dirty.update(np.unique(ev["instrument"][lo:hi]).tolist())
                 self._states_after(ev[lo:hi])
-                lo = hi
             if when is not None:
                 self._sample(sess, when)
                 self._next_sample = when + every
-        from lobreplay.core.book import BatchResult, _join, _join_depth
-        depth = _join_depth(zparts, depth_levels) if depth_levels else None
+            aside[0] += time.perf_counter() - t
+
+        t = time.perf_counter()
+        out = sess.apply_pieces(ev, cuts, at_cut, results=res, bbo=bbo, bbo_changes=bev if bbo is not None else None,
+                                depth_levels=depth_levels)
+        self._core_s += time.perf_counter() - t - aside[0]
         rejects = ((np.concatenate([r[0] for r in rparts]), np.concatenate([r[1] for r in rparts])) if rparts
                    else (np.empty(0, np.int64), np.empty(0, np.int32)))
-        out = BatchResult(None, _join(parts, EXEC_DTYPE), _join(bparts, BBO_DTYPE) if bbo is not None else None,
-                          _join(dparts, DESYNC_DTYPE), depth,
-                          (np.concatenate(eparts) if eparts else np.empty(0, np.uint32)) if bbo is not None else None)
         return out, rejects
 
     def _states_after(self, ev: np.ndarray) -> None:
