@@ -52,6 +52,13 @@ def _join_depth(parts: list[dict], n_levels: int) -> dict:
     return {k: np.concatenate([z[k] for z in parts]) if parts else e for k, e in empty.items()}
 
 
+def _levels(depth_levels) -> int:
+    """apply's depth_levels, checked: a whole number of levels >= 0."""
+    if isinstance(depth_levels, bool) or not isinstance(depth_levels, (int, np.integer)) or depth_levels < 0:
+        raise BadEventError(f"depth_levels: expected a number of levels >= 0, got {depth_levels!r}")
+    return int(depth_levels)
+
+
 class BookView:
     """Queries on one instrument's book (a view: it reflects later events)."""
 
@@ -194,19 +201,67 @@ class Session:
         levels of either side of its book, those levels (BatchResult.depth)."""
         n = len(events)
         core.check_array(events, EVENT_DTYPE, "events")
-        if isinstance(depth_levels, bool) or not isinstance(depth_levels, (int, np.integer)) or depth_levels < 0:
-            raise BadEventError(f"depth_levels: expected a number of levels >= 0, got {depth_levels!r}")
+        N = _levels(depth_levels)
         if results is None:
             results = np.empty(n, RESULT_DTYPE)
+        bbo_arr, bev = self._bbo_outputs(bbo, bbo_changes, n)
+        return self._drain(events, None, None, results, bbo_arr, bev, exec_capacity, N)
+
+    def apply_pieces(self, events: np.ndarray, cuts, at_cut=None, *, results: np.ndarray,
+                     bbo: np.ndarray | None = None, bbo_changes: np.ndarray | None = None,
+                     exec_capacity: int | None = None, depth_levels: int = 0) -> BatchResult:
+        """Apply an EVENT_DTYPE array as apply() does, in pieces that end at `cuts` (pairs
+        (end, tag), ends in order; what follows the last is one more piece, tagged None),
+        each into the same per-event arrays: results (RESULT_DTYPE) and, if given, bbo
+        (BBO_DTYPE) and bbo_changes (uint32) need rows for the longest piece only, and are
+        written over by the next piece. After each piece (an empty one too),
+        at_cut(lo, hi, results[:hi - lo], tag) sees it: events[lo:hi] are applied and the
+        rest are not (the replays read the statuses there, or sample the books).
+
+        The executions, desyncs, depth rows and (copied) bbo rows of every piece come back
+        as one BatchResult, event indices into `events`, without per-event results (None):
+        the same rows as one apply() of the whole array, the same draining of the core's
+        buffers (one mechanism: apply is this with one piece)."""
+        n = len(events)
+        core.check_array(events, EVENT_DTYPE, "events")
+        N = _levels(depth_levels)
+        ends = [(int(e), tag) for e, tag in cuts]
+        if not ends or ends[-1][0] < n:
+            ends.append((n, None))
+        prev = 0
+        for e, _ in ends:
+            if not prev <= e <= n:
+                raise BadEventError(f"cuts: expected ends in order within 0..{n}, got {e} after {prev}")
+            prev = e
+        longest = max(b - a for a, b in zip([0] + [e for e, _ in ends], [e for e, _ in ends]))
+        core.check_array(results, RESULT_DTYPE, "results", writable=True)
+        for name, a in (("results", results), ("bbo", bbo), ("bbo_changes", bbo_changes)):
+            if a is not None and len(a) < longest:
+                raise BadEventError(f"{name}: {len(a)} rows, the longest piece has {longest}")
+        bbo_arr, bev = self._bbo_outputs(bbo if bbo is not None else False,
+                                         bbo_changes if bbo_changes is not None else False, longest)
+        return self._drain(events, ends, at_cut, results, bbo_arr, bev, exec_capacity, N)
+
+    @staticmethod
+    def _bbo_outputs(bbo, bbo_changes, rows: int):
+        """apply's bbo= and bbo_changes= as the arrays the core writes (or None), `rows` of them."""
         if isinstance(bbo, np.ndarray):
-            core.check_array(bbo, BBO_DTYPE, "bbo", writable=True, length=n)
+            core.check_array(bbo, BBO_DTYPE, "bbo", writable=True, length=rows)
             bbo_arr = bbo
         else:
-            bbo_arr = np.empty(n, BBO_DTYPE) if bbo else None
+            bbo_arr = np.empty(rows, BBO_DTYPE) if bbo else None
         bev = None
         if bbo_arr is not None and (isinstance(bbo_changes, np.ndarray) or bbo_changes):
-            bev = bbo_changes if isinstance(bbo_changes, np.ndarray) else np.empty(n, np.uint32)
-        nb = 0  # bbo rows so far, with bbo_changes
+            bev = bbo_changes if isinstance(bbo_changes, np.ndarray) else np.empty(rows, np.uint32)
+        return bbo_arr, bev
+
+    def _drain(self, events, ends, at_cut, results, bbo_arr, bev, exec_capacity, N: int) -> BatchResult:
+        """The one loop of apply and apply_pieces: C calls over events, piece by piece
+        (ends: None, one piece whose per-event outputs are the whole arrays; else the pieces'
+        (end, tag), each written from row 0 of the per-event arrays), the core's execution,
+        desync and depth buffers drained into the result whenever it stops for room, and
+        the buffers grown when one event needs more than a whole buffer."""
+        n = len(events)
         if exec_capacity is None:  # reuse scratch buffers; rows are copied out
             rows = min(max(n, 1), SCRATCH_ROWS)
             if len(self._scratch) < rows:
@@ -220,50 +275,69 @@ class Session:
         else:
             execs = np.empty(max(1, exec_capacity), EXEC_DTYPE)
             desyncs = np.empty(max(1, exec_capacity), DESYNC_DTYPE)
-        parts, dparts, zparts = [], [], []
-        N = int(depth_levels)
+        pieces = ends is not None
+        parts, dparts, zparts, bparts, eparts = [], [], [], [], []
         zbuf = self._depth_scratch(N, min(n + 1, 1 << 16)) if N else None
-        done = 0
-        while True:
-            # (a row per event at most: the changes so far leave room for the rest)
-            at = done if bev is None else nb
-            rc, k, nex, nd, nz, nbo = self._s.apply(events[done:], results[done:], execs,
-                                                    None if bbo_arr is None else bbo_arr[at:at + n - done],
-                                                    desyncs, zbuf, None if bev is None else bev[at:at + n - done])
-            if nbo:
-                bev[nb:nb + nbo] += done
-                nb += nbo
-            if nz:
-                zparts.append({"event": zbuf[1][:nz] + done,
-                               **{k: a[:nz * 2 * N].reshape(nz, 2, N).copy()
-                                  for k, a in zip(("prices", "qtys", "counts"), zbuf[2:])}})
-            if nex:
-                part = execs[:nex].copy()
-                part["event_index"] += done
-                parts.append(part)
-            if nd:
-                part = desyncs[:nd].copy()
-                part["event_index"] += done
-                dparts.append(part)
-            done += k
-            if rc == core.CONSTANTS["LOB_OK"]:
-                break
-            if k == 0 and nex == 0 and nd == 0 and nz == 0:  # one event needs more room than a whole buffer
-                inst = int(events["instrument"][done])
-                need = (self.book(inst).order_count if inst <= self.max_instrument and self._has_book[inst] else 0) + 3
-                if min(len(execs), len(desyncs)) >= need:  # lob.h: live orders + 3 rows always suffice
-                    raise core.exception_for(core.CONSTANTS["LOB_EEXECFULL"],
-                                             f"event {done} of the batch (with room for {min(len(execs), len(desyncs))} "
-                                             f"rows, its book's {need - 3} live orders + 3)")
-                execs = np.empty(2 * len(execs), EXEC_DTYPE)
-                desyncs = np.empty(2 * len(desyncs), DESYNC_DTYPE)
-                if exec_capacity is None:
-                    self._scratch, self._scratch_d = execs, desyncs
+        done = lo = 0
+        nb = 0  # bbo rows so far (of the piece), with bbo_changes
+        for end, tag in ends if pieces else ((n, None),):
+            base = lo if pieces else 0  # (the event of the per-event arrays' row 0)
+            while True:
+                # (a row per event at most: the changes so far leave room for the rest)
+                m = end - done
+                at = done - base if bev is None else nb
+                rc, k, nex, nd, nz, nbo = self._s.apply(events[done:end], results[done - base:end - base], execs,
+                                                        None if bbo_arr is None else bbo_arr[at:at + m],
+                                                        desyncs, zbuf, None if bev is None else bev[at:at + m])
+                if nbo:
+                    bev[nb:nb + nbo] += done
+                    nb += nbo
+                if nz:
+                    zparts.append({"event": zbuf[1][:nz] + done,
+                                   **{k: a[:nz * 2 * N].reshape(nz, 2, N).copy()
+                                      for k, a in zip(("prices", "qtys", "counts"), zbuf[2:])}})
+                if nex:
+                    part = execs[:nex].copy()
+                    part["event_index"] += done
+                    parts.append(part)
+                if nd:
+                    part = desyncs[:nd].copy()
+                    part["event_index"] += done
+                    dparts.append(part)
+                done += k
+                if rc == core.CONSTANTS["LOB_OK"]:
+                    break
+                if k == 0 and nex == 0 and nd == 0 and nz == 0:  # one event needs more room than a whole buffer
+                    inst = int(events["instrument"][done])
+                    need = (self.book(inst).order_count if inst <= self.max_instrument and self._has_book[inst]
+                            else 0) + 3
+                    if min(len(execs), len(desyncs)) >= need:  # lob.h: live orders + 3 rows always suffice
+                        raise core.exception_for(core.CONSTANTS["LOB_EEXECFULL"],
+                                                 f"event {done} of the batch (with room for "
+                                                 f"{min(len(execs), len(desyncs))} rows, its book's {need - 3} "
+                                                 f"live orders + 3)")
+                    execs = np.empty(2 * len(execs), EXEC_DTYPE)
+                    desyncs = np.empty(2 * len(desyncs), DESYNC_DTYPE)
+                    if exec_capacity is None:
+                        self._scratch, self._scratch_d = execs, desyncs
+            if pieces:  # (the per-event arrays are the next piece's: what is kept of them, copied)
+                if bev is not None and nb:
+                    bparts.append(bbo_arr[:nb].copy())
+                    eparts.append(bev[:nb].copy())
+                elif bev is None and bbo_arr is not None and end > lo:
+                    bparts.append(bbo_arr[:end - lo].copy())
+                nb = 0
+                if at_cut is not None:
+                    at_cut(lo, end, results[:end - lo], tag)
+                lo = end
         depth = _join_depth(zparts, N) if N else None
+        xs, ds = _join(parts, EXEC_DTYPE), _join(dparts, DESYNC_DTYPE)
+        if pieces:
+            return BatchResult(None, xs, None if bbo_arr is None else _join(bparts, BBO_DTYPE), ds, depth,
+                               None if bev is None else _join(eparts, np.uint32))
         if bev is not None:
-            return BatchResult(results, _join(parts, EXEC_DTYPE), bbo_arr[:nb], _join(dparts, DESYNC_DTYPE), depth,
-                               bev[:nb])
-        return BatchResult(results, _join(parts, EXEC_DTYPE), bbo_arr, _join(dparts, DESYNC_DTYPE), depth)
+            return BatchResult(results, xs, bbo_arr[:nb], ds, depth, bev[:nb])
+        return BatchResult(results, xs, bbo_arr, ds, depth)
 
     # ---- latency ----
 

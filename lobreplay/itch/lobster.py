@@ -1,8 +1,9 @@
 """LOBSTER files: export from an ITCH day, and verify a message/orderbook pair.
 
-`export_lobster` replays one symbol of an ITCH 5.0 file through the core (the
-ITCH replay's pass-1 sizing, then `itch_events` + `Session.apply` per chunk)
-and writes LOBSTER's message and orderbook files for the top N levels.
+`export_lobster` replays one symbol of an ITCH 5.0 file on the replay engine (the
+ITCH replay, lobreplay.itch.replay.ItchReplay: its pass 1 and sizing, its chunks
+applied by the core one call each) and writes LOBSTER's message and orderbook
+files for the top N levels from what each step hands on (_Export).
 `verify_lobster` replays a LOBSTER message file through the core, seeded from
 the first orderbook row, and compares the core's top N levels with the
 orderbook file row by row. See docs/lobster.md.
@@ -19,10 +20,10 @@ import zlib
 
 import numpy as np
 
-from lobreplay.core import _coreapi as core
 from lobreplay.core.book import Session
-from lobreplay.errors import InputError, refuse_input_as_output, refuse_overwrite
 from lobreplay.core.events import EVENT_DTYPE, Flag, Kind, Side, TIF
+from lobreplay.errors import InputError, refuse_input_as_output, refuse_overwrite
+from lobreplay.itch.replay import ItchReplay, ReplayConfig, given_date, session_date
 
 __all__ = ["export_lobster", "verify_lobster", "lobster_names", "read_message", "read_orderbook",
            "format_times", "ASK_EMPTY", "BID_EMPTY"]
@@ -184,25 +185,6 @@ class _Orders:
                 setattr(self, a, getattr(self, a)[keep])
 
 
-def _find_locate(src, symbol: str):
-    """Pass 1: sizing figures and the symbol's stock locate."""
-    from lobreplay.itch.decode import decode_type
-    scan = core.ItchScan()
-    locate = None
-    want = symbol.encode()
-    for chunk in src.chunks():
-        scan.feed(chunk.buf, chunk.offsets, chunk.types, chunk.n)
-        if locate is None:
-            for t in "RAF":
-                if chunk.has(t):
-                    c = decode_type(chunk, t, with_index=False)
-                    hit = np.flatnonzero(c["stock"] == want)
-                    if len(hit):
-                        locate = int(c["stock_locate"][hit[0]])
-                        break
-    return scan.stats(), locate
-
-
 def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, date=None,
                    start_ms: int = START_MS, end_ms: int = END_MS, chunk_bytes: int = 16 << 20,
                    headroom: float = 0.2, force: bool = False, allow_truncated: bool = False,
@@ -217,12 +199,12 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
     cut short; allow_gaps: a pcap whose sequence anomalies lose more than MAX_LOSS_SHARE of
     its messages is read all the same (lobreplay.itch.reader); `read`, a dict if given, is
     filled with the messages read, `truncated` (None, or offset, bytes, stream_break and
-    bytes_after_end_marker, as in a replay's summary.json) and `moldudp64` (as there)."""
-    from lobreplay.itch.decode import decode_type
-    from lobreplay.itch.reader import ItchFile
-    from lobreplay.itch.prices import PriceMaps
-    from lobreplay.itch.replay import all_order_prices, given_date, session_date, size_books
+    bytes_after_end_marker, as in a replay's summary.json) and `moldudp64` (as there).
 
+    The replay is the ITCH replay's own (lobreplay.itch.replay.ItchReplay on the engine,
+    stepped to the end of the window: pass 1, the book sized, each chunk's events made on
+    the reader's thread and applied by the core in one call); _Export writes the files from
+    what each step hands on."""
     levels = int(levels)
     if levels < 1:
         raise InputError(f"levels must be >= 1, got {levels}")
@@ -239,66 +221,38 @@ def export_lobster(itch_path: str, symbol: str, levels: int, out_dir: str, *, da
     mpath, opath = os.path.join(out_dir, mname), os.path.join(out_dir, oname)
     refuse_input_as_output((mpath, opath), itch_path)
     refuse_overwrite((mpath, opath), force)
-    src = ItchFile(itch_path, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated, allow_gaps=allow_gaps)
-    at = [1, 0]  # the pass, and the messages done in pass 2 (whole chunks)
+    cfg = ReplayConfig(reports=(), timing=False, chunk_bytes=chunk_bytes, headroom=headroom,
+                       allow_truncated=allow_truncated, allow_gaps=allow_gaps, hash=False, group_books=False,
+                       cache=False)
+    exp = _Export(itch_path, cfg, symbol, levels, int(start_ms) * 1_000_000, int(end_ms) * 1_000_000)
     renamed: list = []  # [True] once both files have their final names
     try:
-        stats, locate = _find_locate(src, symbol)
-        found = src.stats  # (what pass 1 read: pass 2 may stop at the end of the window)
-        if read is not None:
-            read.update(messages=found.messages, truncated=found.truncation(), moldudp64=found.moldudp64())
-        if locate is None:
-            raise InputError(f"{itch_path}: no such symbol in this file: {symbol}")
-        sizing, _ = size_books(stats, headroom, [locate], all_prices=lambda locs: all_order_prices(
-            itch_path, locs, chunk_bytes=chunk_bytes, allow_truncated=allow_truncated, allow_gaps=allow_gaps))
-        if not sizing:
-            raise InputError(f"{itch_path}: {symbol} has no orders")
-        z = sizing[0]
-        sess = Session(locate)
-        bv = sess.add_book(locate, z.band_low, z.band_high, z.tick, z.capacity)
-        pm = PriceMaps({locate: z.pmap}) if z.pmap is not None else None  # (far-off prices: docs/itch.md)
-        select = np.zeros(65536, np.uint8)
-        select[locate] = 1
-        start_ns, end_ns = int(start_ms) * 1_000_000, int(end_ms) * 1_000_000
-        os.makedirs(out_dir, exist_ok=True)
-        orders = _Orders()
-        st = _ExportState(sess, bv, levels, pm)
-        at[0] = 2
-        tmp = (mpath + PARTIAL, opath + PARTIAL)
-        try:
-            with open(tmp[0], "w", newline="\n") as fm, open(tmp[1], "w", newline="\n") as fo:
-                for chunk in src.chunks():
-                    ev = np.empty(chunk.n, EVENT_DTYPE)
-                    ts = np.empty(chunk.n, np.int64)
-                    mi = np.empty(chunk.n, np.uint32)
-                    k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi)
-                    rows = _chunk_rows(chunk, ev[:k], ts[:k], mi[:k], orders, locate, decode_type)
-                    if rows is not None and pm is not None:  # the core's events at its prices; the rows' real
-                        pm.to_core(rows["ev"])
-                    if rows is not None:
-                        msg, ob = st.run(rows, start_ns, end_ns)
-                        _write_rows(fm, message_lines(*msg))
-                        _write_rows(fo, orderbook_lines(ob))
-                    at[1] = chunk.first_message + chunk.n
-                    if rows is not None and k and ts[k - 1] >= end_ns and rows["ts"][-1] >= end_ns:
-                        break
-            _rename_both(tmp, (mpath, opath), renamed)
-        except BaseException as e:
-            if renamed:  # (a signal held back during the renames: the pair is whole)
+        with contextlib.closing(exp):
+            exp.start()  # pass 1 (its errors as they are: no file was begun), the book, pass 2 set up
+            found = exp.pass1_read  # (what pass 1 read: pass 2 may stop at the end of the window)
+            if read is not None:
+                read.update(messages=found.messages, truncated=found.truncation(), moldudp64=found.moldudp64())
+            os.makedirs(out_dir, exist_ok=True)
+            tmp = (mpath + PARTIAL, opath + PARTIAL)
+            try:
+                with open(tmp[0], "w", newline="\n") as fm, open(tmp[1], "w", newline="\n") as fo:
+                    exp.files = (fm, fo)
+                    exp.run_until(dt.timedelta(milliseconds=int(end_ms)))  # (the chunk there cut at end_ms)
+                _rename_both(tmp, (mpath, opath), renamed)
+            except BaseException as e:
+                if renamed:  # (a signal held back during the renames: the pair is whole)
+                    raise
+                for p in tmp:
+                    with contextlib.suppress(OSError):
+                        os.remove(p)
+                if type(e) is InputError:  # (e.g. the file changed since pass 1)
+                    raise InputError(f"{e}; no LOBSTER file was written") from None
                 raise
-            for p in tmp:
-                with contextlib.suppress(OSError):
-                    os.remove(p)
-            if type(e) is InputError:  # (e.g. the file changed since pass 1)
-                raise InputError(f"{e}; no LOBSTER file was written") from None
-            raise
     except KeyboardInterrupt as e:  # (Ctrl-C, and SIGTERM from the command line)
         if renamed:
             e.add_note(f"{itch_path}: after the export was written whole ({mpath}, {opath})")
             raise
-        where = (f"in pass 2, after {at[1]:,} messages" if at[0] == 2 else "in pass 1") + \
-            f" ({src.raw_position:,} of {src.size:,} bytes read)"
-        e.add_note(f"{itch_path}: {where}; no LOBSTER file was written (files already in {out_dir} are as they were)")
+        e.add_note(f"{exp.where_text()}; no LOBSTER file was written (files already in {out_dir} are as they were)")
         raise
     return mpath, opath
 
@@ -417,73 +371,117 @@ def _chunk_rows(chunk, ev, ts, mi, orders: _Orders, locate: int, decode_type) ->
     return {a: v[o] for a, v in allr.items()}
 
 
-class _ExportState:
-    """Applies a chunk's rows to the core and keeps those that touch the top N levels.
+class _Export(ItchReplay):
+    """The ITCH replay of one symbol (the engine's ITCH source) writing LOBSTER files: on the
+    reader's thread each chunk's events become LOBSTER rows (_chunk_rows: a U is a delete and
+    an add, each with its own row and core event), the core applies their events with the
+    N best levels written after every change (one call per chunk), and each step's rows that
+    touch the top N levels of the book as it stood are written with the book after them
+    (_piece_rows), all in numpy. Nothing is written but the two files (no reports, no
+    summary; the sizing cache is not used: `read` says what pass 1 read).
 
-    Events that cannot change the top N (price worse than the N-th level of a full side)
-    are applied in batches without looking at the book; after each event that can, the
-    top N levels are read (two depth queries) and become that row's orderbook row."""
+    Unlike the replay's, the export's book is never halted: the STATE events of H messages
+    are left out (the H messages are type-7 rows), as verify_lobster's core has none either;
+    so a FEED order that crosses the book during a halt removes the orders it meets as stale,
+    as it always did here (docs/lobster.md)."""
 
-    def __init__(self, sess, bv, levels, pm=None):
-        self.sess, self.bv, self.n, self.pm = sess, bv, levels, pm
-        self.snap = None
-        self.stale = True
+    def __init__(self, path: str, cfg, symbol: str, levels: int, start_ns: int, end_ns: int):
+        super().__init__(path, None, cfg)
+        self.symbol, self.levels, self.start_ns, self.end_ns = symbol, levels, start_ns, end_ns
+        self.files = None      # (message file, orderbook file), open during pass 2
+        self.pass1_read = None  # the reader's figures of pass 1
+        self._orders = _Orders()
+        self._locate = None
+        self._book = _empty_book(levels).reshape(-1)  # the top N levels where the last step left them
 
-    def _refresh(self):
-        self.snap = _snapshot(self.bv, self.n, self.pm)
-        a, b = self.snap[4 * (self.n - 1)], self.snap[4 * (self.n - 1) + 2]
-        self.ask_thr = a if a != ASK_EMPTY else _BIG      # an add/cancel at or below touches
-        self.bid_thr = b if b != BID_EMPTY else -_BIG
-        self.stale = False
+    def where_text(self) -> str:
+        w = self.where()
+        if w["pass"] == 2:
+            return super().where_text()
+        return f"{self.path}: in pass 1 ({w['file_bytes_read']:,} of {w['file_bytes']:,} bytes read)"
 
-    def _touch(self, r, a, b) -> np.ndarray:
-        t, p, s, v = r["type"][a:b], r["price"][a:b], r["side"][a:b], r["valid"][a:b]
-        book = np.where(s == Side.BUY, p >= self.bid_thr, p <= self.ask_thr)
-        hidden = (p >= self.bid_thr) & (p <= self.ask_thr)
-        return v & np.where(t <= 4, book, np.where(t == 5, hidden, True))
+    def sizing_pass(self, threads: int = 1):
+        p1 = self.pass1(threads)  # (the one book's distinct prices, if it needs them, read by size_books)
+        self.pass1_read = self.src.stats
+        return p1
 
-    def _apply(self, ev):
-        ev = ev[ev["kind"] != 0]
-        if len(ev):
-            self.sess.apply(ev)
+    def _select(self, p1) -> list[int]:
+        loc = next((k for k, s in p1.symbols.items() if s == self.symbol), None)
+        if loc is None:
+            raise InputError(f"{self.path}: no such symbol in this file: {self.symbol}")
+        if not p1.stats["price_gcd"][loc]:
+            raise InputError(f"{self.path}: {self.symbol} has no orders")
+        self._locate = loc
+        return [loc]
 
-    def run(self, r, start_ns, end_ns):
-        ts = r["ts"]
-        n = len(ts)
-        a = int(np.searchsorted(ts, start_ns, "left"))
-        b = int(np.searchsorted(ts, end_ns, "left"))
-        if a:
-            self._apply(r["ev"][:a])
-            self.stale = True
-        keep, books = [], []
-        i = a
-        while i < b:
-            if self.stale:
-                self._refresh()
-            w, j = 32, -1
-            lo = i
-            while lo < b:
-                hi = min(b, lo + w)
-                t = self._touch(r, lo, hi)
-                if t.any():
-                    j = lo + int(np.argmax(t))
-                    break
-                lo, w = hi, w * 2
-            if j < 0:
-                self._apply(r["ev"][i:b])
-                self.stale = True
-                break
-            self._apply(r["ev"][i:j + 1])
-            if r["type"][j] <= 4:
-                self._refresh()
-            keep.append(j)
-            books.append(self.snap)
-            i = j + 1
-        keep = np.array(keep, np.int64)
-        msg = (ts[keep], r["type"][keep], np.where(r["type"][keep] <= 5, r["id"][keep], 0), r["size"][keep],
-               r["price"][keep], np.where(r["side"][keep] == Side.BUY, 1, -1))
-        del n
-        return msg, (np.array(books) if books else np.empty((0, 4 * self.n), np.int64))
+    def _change_levels(self, reports, sampling: bool) -> int:
+        return self.levels
+
+    def _chunk_events(self, chunk, ev, ts, mi):
+        from lobreplay.itch.decode import decode_type
+        halts = ev["kind"] == Kind.STATE
+        if halts.any():  # the book never halts (its H messages are type-7 rows), as verify's does not
+            ev, ts, mi = ev[~halts], ts[~halts], mi[~halts]
+        rows = _chunk_rows(chunk, ev, ts, mi, self._orders, self._locate, decode_type)
+        if rows is None:
+            return (ev[:0], ts[:0], mi[:0]), None
+        has = rows["ev"]["kind"] != 0
+        rows["has"] = has
+        return (rows["ev"][has], rows["ts"][has], rows["msg"][has].astype(np.uint32)), rows
+
+    def _piece_rows(self, chunk, ev, ts, mi, out, rejects, span, events_span, rows) -> None:
+        if rows is None:
+            return
+        n = self.levels
+        if span is not None:  # (the rows of the piece's messages)
+            a, b = np.searchsorted(rows["msg"], span, "left")
+            rows = {k: v[a:b] for k, v in rows.items()}
+        has = rows["has"]
+        pos = np.cumsum(has) - has  # each row's event (or the next one's) among the piece's
+        z = out.depth
+        books = np.concatenate([self._book.reshape(1, -1), _books(z["prices"], z["qtys"], z["counts"], n)])
+        d = z["event"].astype(np.int64)
+        before = books[np.searchsorted(d, pos, "left")]   # the top N as the row found it
+        after = books[np.searchsorted(d, pos, "right")]   # ... and after its event
+        self._book = books[-1]
+        ask_n, bid_n = before[:, 4 * (n - 1)], before[:, 4 * (n - 1) + 2]
+        ask_thr = np.where(ask_n != ASK_EMPTY, ask_n, _BIG)   # an add/cancel at or below touches
+        bid_thr = np.where(bid_n != BID_EMPTY, bid_n, -_BIG)
+        t, p, s = rows["type"], rows["price"], rows["side"]
+        book = np.where(s == Side.BUY, p >= bid_thr, p <= ask_thr)
+        hidden = (p >= bid_thr) & (p <= ask_thr)
+        touch = rows["valid"] & np.where(t <= 4, book, np.where(t == 5, hidden, True))
+        ts_rows = rows["ts"]
+        lo, hi = np.searchsorted(ts_rows, [self.start_ns, self.end_ns], "left")  # the window
+        touch[:lo] = touch[hi:] = False
+        keep = np.flatnonzero(touch)
+        t = t[keep]
+        msg = (ts_rows[keep], t, np.where(t <= 5, rows["id"][keep], 0), rows["size"][keep], p[keep],
+               np.where(s[keep] == Side.BUY, 1, -1))
+        ob = np.where((t <= 4)[:, None], after[keep], before[keep])
+        fm, fo = self.files
+        _write_rows(fm, message_lines(*msg))
+        _write_rows(fo, orderbook_lines(ob))
+
+
+def _empty_book(n: int) -> np.ndarray:
+    """One LOBSTER orderbook row of an empty book (n levels), shaped (1, 4n)."""
+    row = np.zeros((1, 4 * n), np.int64)
+    row[:, 0::4], row[:, 2::4] = ASK_EMPTY, BID_EMPTY
+    return row
+
+
+def _books(prices, qtys, counts, n: int) -> np.ndarray:
+    """The core's depth rows (prices, qtys, counts shaped (rows, 2, n), side 0 the bids) as
+    LOBSTER orderbook rows: ask price, ask size, bid price, bid size per level, an empty level
+    as LOBSTER writes it."""
+    out = np.repeat(_empty_book(n), len(prices), axis=0)
+    ask, bid = counts[:, 1, :] > 0, counts[:, 0, :] > 0
+    out[:, 0::4] = np.where(ask, prices[:, 1, :], ASK_EMPTY)
+    out[:, 1::4] = np.where(ask, qtys[:, 1, :], 0)
+    out[:, 2::4] = np.where(bid, prices[:, 0, :], BID_EMPTY)
+    out[:, 3::4] = np.where(bid, qtys[:, 0, :], 0)
+    return out
 
 
 # ---------------------------------------------------------------- verify

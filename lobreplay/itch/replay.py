@@ -32,7 +32,7 @@ from lobreplay.replay import cache
 from lobreplay.core import _coreapi as core
 from lobreplay.core.book import Session, _touched
 from lobreplay.errors import InputError, LobError
-from lobreplay.core.events import BBO_DTYPE, DESYNC_DTYPE, EVENT_DTYPE, EXEC_DTYPE, RESULT_DTYPE, Cause, Kind, Status
+from lobreplay.core.events import BBO_DTYPE, EVENT_DTYPE, RESULT_DTYPE, Cause, Kind, Status
 from lobreplay.reports.latency import check_timing_every, histogram_table, report_rows
 from lobreplay.reports import schemas
 from lobreplay._ahead import read_ahead
@@ -567,16 +567,17 @@ class ItchReplay(Engine):
             ev, ts, mi = slots[slot][:3]
             k = core.itch_events(chunk.buf, chunk.offsets, chunk.types, chunk.n, select, ev, ts, mi,
                                  self._itch_state)
+            extra = None
             if not group:
-                out = ev[:k], ts[:k], mi[:k]
+                out, extra = self._chunk_events(chunk, ev[:k], ts[:k], mi[:k])
             else:
                 out = tuple(a[:k] for a in slots[slot][3:])
                 core.itch_group(ev[:k], ts[:k], mi[:k], counts, *out)  # (event order within each book kept)
             if pm is None:
-                return out + (None,)
+                return out + (None, extra)
             real = out[0]["price"].copy()  # (the events' real prices, for the reports)
             pm.to_core(out[0])
-            return out + (real,)
+            return out + (real, extra)
 
         sampling = bool(cfg.depth_levels and "depth" in reports and cfg.depth_every_ns)  # cuts chunks by time
         group = (sess.book_bytes >= GROUP_BYTES and not sampling) if cfg.group_books is None else cfg.group_books
@@ -590,7 +591,7 @@ class ItchReplay(Engine):
         prep = _touched if cfg.timing else (lambda a: a)
         scratch = (prep(np.empty(PIECE, RESULT_DTYPE)), prep(np.empty(PIECE, BBO_DTYPE)) if want_bbo else None,
                    prep(np.empty(PIECE, np.uint32)) if want_bbo else None)
-        change_depth = cfg.depth_levels if cfg.depth_levels and "depth" in reports and not sampling else 0
+        change_depth = self._change_levels(reports, sampling)
         self._pass2_state = (sess, pm, select, symtab, scratch, change_depth, sampling, group, reports)
         self._done = (2, 0)
         self._bar2 = self._bar("pass 2")
@@ -609,7 +610,7 @@ class ItchReplay(Engine):
                 return None
             self._cur = item
             self._lo = (0, 0)  # (the first event, the first message position) not yet applied
-        chunk, (ev, ts, mi, real) = self._cur
+        chunk, (ev, ts, mi, real, extra) = self._cur
         elo, plo = self._lo
         phi, ehi = chunk.n, len(ev)
         if target is not None:
@@ -628,18 +629,13 @@ class ItchReplay(Engine):
         out, rejects = self._apply_chunk(sess, ev, ts, scratch, change_depth, sampling)
         if pm is not None:
             self._real_prices(pm, out, ev, real)
-        if change_depth:
-            self._depth_changes(out.depth, ev, ts, mi, symtab, reports)
-        elif sampling:
-            self._flush_samples(symtab, reports)
         self._n_events += k
         if k:  # the piece's last event in file order
             self._last_ts = int(ts[int(np.argmax(mi))] if group else ts[k - 1])
         self._done = (2, chunk.first_message + phi)  # (replayed; its rows come next)
         self._last_time = int(timestamps(chunk, np.array([phi - 1]))[0])
         span = None if plo == 0 and phi == chunk.n else (plo, phi)
-        self._chunk_reports(chunk, ev, ts, mi, out, rejects, symtab, select, reports, self._desync_per_locate,
-                            span=span)
+        self._piece_rows(chunk, ev, ts, mi, out, rejects, span, (elo, ehi), extra)
         self._bar2.update(self.src.raw_position - self._bar2.n)
         piece = Piece(chunk.first_message + plo, chunk.first_message + phi)
         if capture:
@@ -649,6 +645,42 @@ class ItchReplay(Engine):
         else:
             self._lo = (ehi, phi)
         return piece
+
+    # ---- what the engine hands on: a consumer of the ITCH source (the LOBSTER export) replaces these ----
+
+    def _chunk_events(self, chunk, ev, ts, mi):
+        """On the reader's thread, in file order: a chunk's core events (ev, ts, mi, as
+        lob_itch_events made them, real prices) as the core is to apply them, and what
+        _piece_rows is to get with them (None here). A consumer may reshape them (new
+        arrays, still in file order: mi never falls)."""
+        return (ev, ts, mi), None
+
+    def _change_levels(self, reports, sampling: bool) -> int:
+        """N: the core writes the N best levels after every event that changed them (out.depth
+        of _piece_rows); 0: none. Here: the depth report's --every change."""
+        cfg = self.cfg
+        return cfg.depth_levels if cfg.depth_levels and "depth" in reports and not sampling else 0
+
+    def _piece_rows(self, chunk, ev, ts, mi, out, rejects, span, events_span, extra) -> None:
+        """What one step applied, handed on: the piece's events (ev, ts, mi: their positions
+        in the chunk; real prices), the core's rows (out: a BatchResult, event indices into
+        ev), the events it refused (rejects), span (the piece's message positions lo..hi in
+        the chunk; None: all of it), events_span (the piece's events lo..hi among the chunk's)
+        and _chunk_events' extra. Here: the reports' rows."""
+        sess, pm, select, symtab, scratch, change_depth, sampling, group, reports = self._pass2_state
+        if change_depth:
+            self._depth_changes(out.depth, ev, ts, mi, symtab, reports)
+        elif sampling:
+            self._flush_samples(symtab, reports)
+        self._chunk_reports(chunk, ev, ts, mi, out, rejects, symtab, select, reports, self._desync_per_locate,
+                            span=span)
+
+    def close(self) -> None:
+        """As Engine.close, and pass 2's reader stopped (its thread joined) if it runs."""
+        super().close()
+        chunks = getattr(self, "_chunks", None)
+        if chunks is not None:
+            chunks.close()
 
     def _cut(self, chunk, plo: int, target) -> int:
         """The position in the chunk (>= plo) of the first message at or past the target."""
@@ -788,7 +820,7 @@ class ItchReplay(Engine):
         refused and their statuses."""
         res, bbo, bev = scratch
         self._state_start = self._state_now.copy()
-        cuts = [(hi, None) for hi in range(PIECE, len(ev), PIECE)]
+        cuts = [(hi, None) for hi in range(PIECE, len(ev), PIECE)]  # (Session.apply_pieces: the pieces)
         every = self.cfg.depth_every_ns
         if sampling:
             if self._next_sample is None and len(ts):
@@ -797,42 +829,32 @@ class ItchReplay(Engine):
                 times = np.arange(self._next_sample, int(ts[-1]) + 1, every, dtype=np.int64)
                 cuts += zip(np.searchsorted(ts, times, side="left").tolist(), times.tolist())
                 cuts.sort(key=lambda c: (c[0], c[1] is not None))  # (a sample after the piece that ends there)
-        parts, dparts, bparts, eparts, rparts, zparts, lo = [], [], [], [], [], [], 0
-        for hi, when in cuts + [(len(ev), None)]:
+        rparts = []
+        aside = [0.0]  # the time of at_cut's own work (not the core's)
+
+        def at_cut(lo, hi, results, when):
+            """After each piece: its rejects, the books it touched, the trading states after
+            it; at a sample time, the sample."""
+            t = time.perf_counter()
             if hi > lo:
-                m = hi - lo
-                t = time.perf_counter()
-                out = sess.apply(ev[lo:hi], results=res[:m], bbo=bbo[:m] if bbo is not None else False,
-                                 bbo_changes=bev[:m] if bbo is not None else False, depth_levels=depth_levels)
-                self._core_s += time.perf_counter() - t
-                for src, dst in ((out.execs, parts), (out.desyncs, dparts)):
-                    if len(src):  # (fresh arrays: apply copies its rows out of its buffers)
-                        src["event_index"] += lo
-                        dst.append(src)
-                if bbo is not None and len(out.bbo):  # (views of scratch: copied)
-                    bparts.append(out.bbo.copy())
-                    eparts.append(out.bbo_event + lo)
-                st = res["status"][:m]
+                st = results["status"]
                 if st.any():  # (no copy of the strided field otherwise)
                     bad = np.flatnonzero(st)
                     rparts.append((bad + lo, st[bad]))
-                if depth_levels and len(out.depth["event"]):
-                    out.depth["event"] = out.depth["event"] + lo
-                    zparts.append(out.depth)
                 if sampling:
                     self._dirty.update(np.unique(ev["instrument"][lo:hi]).tolist())
                 self._states_after(ev[lo:hi])
-                lo = hi
             if when is not None:
                 self._sample(sess, when)
                 self._next_sample = when + every
-        from lobreplay.core.book import BatchResult, _join, _join_depth
-        depth = _join_depth(zparts, depth_levels) if depth_levels else None
+            aside[0] += time.perf_counter() - t
+
+        t = time.perf_counter()
+        out = sess.apply_pieces(ev, cuts, at_cut, results=res, bbo=bbo, bbo_changes=bev if bbo is not None else None,
+                                depth_levels=depth_levels)
+        self._core_s += time.perf_counter() - t - aside[0]
         rejects = ((np.concatenate([r[0] for r in rparts]), np.concatenate([r[1] for r in rparts])) if rparts
                    else (np.empty(0, np.int64), np.empty(0, np.int32)))
-        out = BatchResult(None, _join(parts, EXEC_DTYPE), _join(bparts, BBO_DTYPE) if bbo is not None else None,
-                          _join(dparts, DESYNC_DTYPE), depth,
-                          (np.concatenate(eparts) if eparts else np.empty(0, np.uint32)) if bbo is not None else None)
         return out, rejects
 
     def _states_after(self, ev: np.ndarray) -> None:

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import lobreplay as L
 from lobreplay.core import _coreapi
@@ -1067,3 +1068,71 @@ def test_session_apply_never_grows_its_outputs_without_bound(monkeypatch):
     with pytest.raises(L.LobError, match="EEXECFULL"):
         s.apply(ev, exec_capacity=1)
     assert calls == [1, 2, 4]  # 1 and 2 rows: less than 0 live orders + 3; then 4: the error
+
+
+# ---- apply in pieces (Session.apply_pieces: the ITCH replay's chunks, one draining with apply) ----
+
+_PIECE_FLOW = generate_flow(3000, n_instruments=3, seed=12, resting=100)
+_PIECE_WHOLE = _PIECE_FLOW.session().apply(_PIECE_FLOW.events, bbo=True, depth_levels=2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ends=st.lists(st.integers(0, len(_PIECE_FLOW.events)), max_size=12),
+       cap=st.sampled_from([None, 1, 3, 50]), changes=st.booleans())
+def test_pieces_give_the_rows_of_one_apply(ends, cap, changes):
+    """apply_pieces with any cuts, reused per-event arrays of the longest piece and any
+    execution buffer: the executions, desyncs, depth rows and bbo rows of one apply() of the
+    whole array (event indices into it); at_cut sees every piece in order (empty ones too)
+    with its results, the events before it applied and none after."""
+    ev, whole = _PIECE_FLOW.events, _PIECE_WHOLE
+    cuts = [(e, i) for i, e in enumerate(sorted(ends))]
+    bounds = [0] + sorted(ends) + [len(ev)]
+    longest = max(b - a for a, b in zip(bounds, bounds[1:]))
+    s = _PIECE_FLOW.session()
+    seen = []
+
+    def at_cut(lo, hi, results, tag):
+        assert len(results) == hi - lo
+        np.testing.assert_array_equal(results, whole.results[lo:hi])
+        if hi > lo:  # the book stands after event hi - 1: its top is the whole run's row there
+            top = whole.bbo[hi - 1]
+            assert s.book(int(top["instrument"])).best_bid() == (
+                (int(top["bid_price"]), int(top["bid_qty"]), int(top["bid_count"])) if top["bid_count"] else None)
+        seen.append((lo, hi, tag))
+
+    res = np.empty(longest, L.RESULT_DTYPE)
+    bbo = np.empty(longest, L.BBO_DTYPE)
+    out = s.apply_pieces(ev, cuts, at_cut, results=res, bbo=bbo,
+                         bbo_changes=np.empty(longest, np.uint32) if changes else None,
+                         exec_capacity=cap, depth_levels=2)
+    want, lo = [], 0
+    for e, tag in cuts + ([(len(ev), None)] if not cuts or cuts[-1][0] < len(ev) else []):
+        want.append((lo, e, tag))
+        lo = e
+    assert seen == want
+    assert out.results is None
+    assert out.execs.tobytes() == whole.execs.tobytes() and out.desyncs.tobytes() == whole.desyncs.tobytes()
+    for k in ("event", "prices", "qtys", "counts"):
+        np.testing.assert_array_equal(out.depth[k], whole.depth[k])
+    if changes:
+        ch = np.flatnonzero(whole.bbo["changed"])
+        assert (out.bbo_event == ch).all() and out.bbo.tobytes() == whole.bbo[ch].tobytes()
+    else:
+        assert out.bbo_event is None and out.bbo.tobytes() == whole.bbo.tobytes()
+
+
+def test_pieces_are_checked():
+    """Cuts out of order or past the end, and per-event arrays shorter than a piece: one error
+    naming them, before the core is called."""
+    ev = _PIECE_FLOW.events
+    s = _PIECE_FLOW.session()
+    with pytest.raises(L.BadEventError, match=r"cuts: expected ends in order within 0\.\.3000, got 10 after 20"):
+        s.apply_pieces(ev, [(20, None), (10, None)], results=np.empty(3000, L.RESULT_DTYPE))
+    with pytest.raises(L.BadEventError, match=r"cuts: .* got 3001 after 0"):
+        s.apply_pieces(ev, [(3001, None)], results=np.empty(3001, L.RESULT_DTYPE))
+    with pytest.raises(L.BadEventError, match=r"results: 1000 rows, the longest piece has 2000"):
+        s.apply_pieces(ev, [(1000, None)], results=np.empty(1000, L.RESULT_DTYPE))
+    with pytest.raises(L.BadEventError, match=r"bbo_changes: 10 rows, the longest piece has 1500"):
+        s.apply_pieces(ev, [(1500, None)], results=np.empty(1500, L.RESULT_DTYPE),
+                       bbo=np.empty(1500, L.BBO_DTYPE), bbo_changes=np.empty(10, np.uint32))
+    assert s.book(1).order_count == _PIECE_FLOW.session().book(1).order_count  # nothing applied

@@ -380,7 +380,7 @@ def test_a_failure_mid_export_removes_what_it_wrote(day, tmp_path, monkeypatch):
 
 def test_existing_files_are_refused_before_reading_the_input(day, tmp_path, monkeypatch):
     """The "exists; use --force" check ran only after a whole pass over the input."""
-    from lobreplay.itch import lobster
+    from lobreplay.itch import replay
     d, truth = day
     sym = list(truth.symbols.values())[0]
     m, _ = lobster_names_in(tmp_path, sym, truth.date, 5)
@@ -388,7 +388,7 @@ def test_existing_files_are_refused_before_reading_the_input(day, tmp_path, monk
 
     def never(*a, **k):
         raise AssertionError("the input was read before the check")
-    monkeypatch.setattr(lobster, "_find_locate", never)
+    monkeypatch.setattr(replay, "ItchFile", never)  # (the replay the export drives opens its input so)
     with pytest.raises(InputError, match=r"message_5\.csv exists; use --force to overwrite it"):
         export_lobster(str(d / "day.itch"), sym, 5, str(tmp_path), date=truth.date)
 

@@ -182,6 +182,23 @@ def test_a_closed_replay_leaves_no_spool():
     assert not os.path.exists(spool)
 
 
+def _readers() -> list:
+    import threading
+    return [t for t in threading.enumerate() if t.name == "lobreplay-read" and t.is_alive()]
+
+
+def test_close_stops_the_reader():
+    """close() (and leaving a `with`) stops pass 2's reader thread at once: it was left reading
+    ahead, holding its chunk buffers, until the replay object happened to be collected."""
+    assert _readers() == []
+    r = lr.open_itch(DAY, chunk_bytes=CHUNK)
+    r.run_until("10:00")
+    assert len(_readers()) == (1 if r._spare_core() else 0)
+    keep = r  # (still referenced: only close() may stop it)
+    r.close()
+    assert _readers() == [] and keep is r
+
+
 def test_itch_stats_and_decode_itch(tmp_path):
     s = lr.itch_stats(DAY)
     assert s.messages == len(_times()) and sum(s.by_type.values()) == s.messages and s.symbols == 50
