@@ -24,7 +24,7 @@ _FROM = {
                 "UnknownOrderError"),
     ".core.events": ("BBO_DTYPE", "DESYNC_DTYPE", "EVENT_DTYPE", "EXEC_DTYPE", "RESULT_DTYPE", "TIF", "Cause", "Flag",
                 "Kind", "Side", "Status"),
-    ".replay.api": ("open_itch", "open_lobc", "replay_itch", "replay_lobc"),
+    ".api": ("open_itch", "open_lobc", "replay_itch", "replay_lobc"),
     ".replay.engine": ("BookAt", "Chunk"),
     ".itch.replay": ("ReplayConfig",),
     ".l2.replay": ("L2ReplayConfig",),
