@@ -11,9 +11,9 @@ lobreplay.reports.schemas.RENAMES and requires the same rows and values.
 
 Inputs: the bundled sample day (data/sample_day.itch.gz) with every report and depth samples
 by time, again with depth samples at every change, and in two processes (--jobs 2); a real
-NASDAQ cut (nasdaq_20230822_0930.itch in the shared data folder: its residual orders and
+NASDAQ cut (nasdaq_20230822_0930.itch bundled in data/real: its residual orders and
 unknown references give desync rows); two small real Binance recordings (cryptofeed's spot and
-USD-M captures, in the shared data folder) converted to .lobc, with depth samples by time and
+USD-M captures, bundled in data/real) converted to .lobc, with depth samples by time and
 at every change; a seeded generated .lobc stream with crossing levels, gaps, resyncs and
 bookTicker errors (tests/l2/test_l2replay.py's synth_stream: desyncs and ticker_mismatches rows).
 Every run is deterministic; the latency figures and histogram buckets are timings, so of
@@ -37,7 +37,7 @@ sys.path[:0] = [str(ROOT), str(HERE.parent)]
 
 GOLDEN = HERE / "report_digests.json"
 SAMPLE_DAY = ROOT / "data" / "sample_day.itch.gz"
-ITCH_CUT = ROOT.parent / "shared" / "data" / "itch" / "nasdaq_20230822_0930.itch"
+ITCH_CUT = ROOT / "data" / "real" / "itch" / "nasdaq_20230822_0930.itch"
 LOBC_INPUTS = {"cryptofeed_spot": "BINANCE.ws.1.0", "cryptofeed_usdm": "BINANCE_FUTURES.ws.1.0"}
 # timings: only names, types and row counts (latency: its deterministic columns too)
 TIMED = {"latency": ("p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "max_ns"),

@@ -61,7 +61,7 @@ def test_nothing_reads_a_data_folder_beside_the_checkout():
     about a hundred tests. The tests, notebooks, benchmarks, the package and the Makefile now
     name data/real only."""
     beside = re.compile(r"""shared["']?\s*[/,]\s*["']?data""")  # shared/data, "shared" / "data", "shared", "data"
-    files = [ROOT / "Makefile", *ROOT.glob("tests/*.py"), *ROOT.glob("benchmarks/*.py"),
+    files = [ROOT / "Makefile", *ROOT.glob("tests/**/*.py"), *ROOT.glob("benchmarks/**/*.py"),
              *ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("lobreplay/**/*.py")]
     hits = [f"{f.relative_to(ROOT)}:{i}: {line.strip()}" for f in files if f.name != "test_real_data.py"
             for i, line in enumerate(f.read_text().splitlines(), 1) if beside.search(line)]
