@@ -117,3 +117,11 @@ def fmt_time(ns: int) -> str:
     h, s = divmod(s, 3600)
     m, s = divmod(s, 60)
     return f"{h:02d}:{m:02d}:{s:02d}.{ns:09d}"
+
+
+def add_timing_options(rp) -> None:
+    """--no-timing and --timing-every of a replay command (its config's timing and timing_every)."""
+    rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
+    rp.add_argument("--timing-every", type=int, metavar="N",
+                    help="time every Nth event inside the core (default 16: lobreplay.reports.latency.TIMING_EVERY; "
+                         "1: every event)")

@@ -4,9 +4,9 @@ from __future__ import annotations
 import sys
 import time
 
-from lobreplay.cli.common import (ALLOW_GAPS_HELP, MAX_CHUNK_MB, REPORTS_WHOLE, cut_notes, depth_options,
-                                  desyncs_text, fmt_time, m_per_s, note_gzip_jobs, note_non_ascii, note_sequence,
-                                  pass1_text, reports_text)
+from lobreplay.cli.common import (ALLOW_GAPS_HELP, MAX_CHUNK_MB, REPORTS_WHOLE, add_timing_options, cut_notes,
+                                  depth_options, desyncs_text, fmt_time, m_per_s, note_gzip_jobs, note_non_ascii,
+                                  note_sequence, pass1_text, reports_text)
 from lobreplay.errors import InputError
 
 
@@ -135,9 +135,7 @@ def add_itch_replay_options(rp) -> None:
     rp.add_argument("--headroom", type=float, default=0.2, help="band = price range widened by this (default 0.2)")
     rp.add_argument("--reports", help="comma-separated: desyncs,executions,bbo,latency,symbols,depth (default: all; "
                                       "depth with --depth N)")
-    rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
-    rp.add_argument("--timing-every", type=int, metavar="N",
-                    help="time every Nth event inside the core (default 16: lobreplay.reports.latency.TIMING_EVERY; 1: every event)")
+    add_timing_options(rp)
     rp.add_argument("--chunk-mb", type=int, default=8, help="bytes per chunk, in MiB (default 8, at most 1024)")
     rp.add_argument("--depth", type=int, default=0, metavar="N",
                     help="also sample the N best levels (at most 100) of every active book (depth.parquet)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import sys
 
-from lobreplay.cli.common import desyncs_text, pass1_text, reports_text
+from lobreplay.cli.common import add_timing_options, desyncs_text, pass1_text, reports_text
 
 
 def _utc(ns) -> str:
@@ -153,9 +153,7 @@ def replay_options(rp) -> None:
                     help="also sample the N best levels (at most 100) of every book that changed (depth.parquet)")
     rp.add_argument("--every", default="1s",
                     help="depth sample interval of receive time (100ms, 1s, 5m), or 'change': after every change")
-    rp.add_argument("--no-timing", action="store_true", help="do not time events inside the core")
-    rp.add_argument("--timing-every", type=int, metavar="N",
-                    help="time every Nth event inside the core (default 16: lobreplay.reports.latency.TIMING_EVERY; 1: every event)")
+    add_timing_options(rp)
     rp.add_argument("--price-mode", choices=("auto", "grid", "ladder"), default="auto",
                     help="core prices: the feed's on a tick grid, or ranks of the prices seen (default auto)")
     rp.add_argument("--allow-corrupt", action="store_true",

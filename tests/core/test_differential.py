@@ -526,7 +526,7 @@ def test_cli_runs_as_module_and_script():
 # The state machines' run sizes by hypothesis profile (tests/conftest.py loads the profile: its
 # derandomize and database settings apply here too).
 SIZES = {"dev": (100, 50), "ci": (150, 50), "expensive": (3000, 120)}
-_examples, _steps = SIZES[os.environ.get("HYPOTHESIS_PROFILE", "dev")]
+_examples, _steps = SIZES[settings.get_current_profile_name()]
 PROFILE = settings(settings.default, max_examples=_examples, stateful_step_count=_steps,
                    suppress_health_check=[HealthCheck.too_slow])
 
