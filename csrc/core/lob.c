@@ -2012,8 +2012,8 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
     for (i = 0; i < n; i++) {
         const lob_event *e = &events[i];
         int timed = 0;
-        to_go_i = to_go;
         if (every) {
+            to_go_i = to_go;
             if (to_go == 0) {
                 timed = 1;
                 to_go = every - 1;
