@@ -108,7 +108,7 @@ bench-itch-full: $(STAMP)
 PEERS_VENV := benchmarks/build/peers-venv
 PEERS_STAMP := $(PEERS_VENV)/.installed
 PEERS = itch-book itchcpp meatpy hftbacktest
-R ?= 3
+R ?= 5
 FILES ?= wide,narrow
 $(PEERS_STAMP): benchmarks/peers-requirements.txt
 	rm -rf $(PEERS_VENV)
