@@ -52,7 +52,8 @@ BUILD = ROOT / "benchmarks" / "build"
 WORK = BUILD / "peers"
 PEERS = ROOT / "benchmarks" / "peers"
 LOBREPLAY = Path(sys.executable).with_name("lobreplay")
-START, END = "<!-- bench-peers:start -->", "<!-- bench-peers:end -->"
+START, END = "<!-- bench-peers:start -->", "<!-- bench-peers:end -->"  # (earlier runs: one section for all days)
+PLACE = "<!-- bench-peers:next -->"  # where a day's first section goes
 
 PEER_IMPORTS = {"itch-book": "itch_book", "itchcpp": "itchcpp", "MeatPy": "meatpy", "hftbacktest": "hftbacktest"}
 
@@ -367,7 +368,7 @@ def configs() -> list[dict]:
         lobreplay_config("book-cached", ["--no-reports", "--no-timing"],
                          "book only, the day replayed before (pass 1 from the sizing cache)", cached=True),
         lobreplay_config("bbo", ["--reports", "bbo", "--no-timing"], "books + bbo report (`--reports bbo --no-timing`)"),
-        lobreplay_config("all", [], "every report, per-event timing (default)"),
+        lobreplay_config("all", [], "every report (the default command; latency timed on every 16th event)"),
         peer_config("itch-book", "run_itchbook.py", "books only (`tables=()`)", lambda d: ["--tables", "none"],
                     label="itch-book-book"),
         peer_config("itch-book", "run_itchbook.py", "books + bbo table (kept in memory)",
@@ -384,6 +385,15 @@ def configs() -> list[dict]:
         startup_config("itch-book", "itch-book-startup", "import itch_book, itch_book._core",
                        "start-up: interpreter + its Session's imports"),
     ]
+
+
+FULL_ROWS = {"book", "all", "itch-book-book", "itch-book-convert", "lobreplay-startup", "itch-book-startup"}
+
+
+def day_cfgs(day: Day, cfgs: list[dict]) -> list[dict]:
+    """The rows run on a day: on the full-size day only those of issue 28's ratios (the slow
+    peers would take hours, and itchcpp and hftbacktest's conversion hold the day in memory)."""
+    return [c for c in cfgs if c["label"] in FULL_ROWS] if day.name == "full" else cfgs
 
 
 def peer_status(python: str) -> dict[str, str | None]:
@@ -526,7 +536,7 @@ def target_lines(day: Day, results: dict) -> list[str]:
         med = statistics.median(ratios)
         verdict = ("met" if min(ratios) >= TARGET else "not met" if max(ratios) < TARGET
                    else f"{'met' if med >= TARGET else 'not met'} by the median; the pairs straddle {TARGET}x")
-        out.append(f"- {what}: **{med:.2f}x** ({min(ratios):.2f}-{max(ratios):.2f}, {len(pairs)} pairs; lobreplay "
+        out.append(f"- {what}: **{med:.2f}x** ({min(ratios):.2f}-{max(ratios):.2f}, {len(pairs)} pair{'s' if len(pairs) > 1 else ''}; lobreplay "
                    f"{statistics.median(a for a, _ in pairs):.2f} s, itch-book {statistics.median(b for _, b in pairs):.2f} s"
                    f"): {verdict}")
     floors = {k: [m["wall"] for m in results.get((day.name, k), []) if m["rc"] == 0]
@@ -544,22 +554,28 @@ def target_lines(day: Day, results: dict) -> list[str]:
 
 
 def report(days: list[Day], cfgs: list[dict], results: dict, status: dict, prep: dict, cmd: str,
-           versions: dict, machine: str, source: str, reps: int, elapsed: float) -> str:
-    L = []
-    L.append("## Peers side by side (issues 6 and 28)\n")
-    L.append(f"Written by `make bench` ({time.strftime('%Y-%m-%d')}); replaced by the next run.\n")
-    L.append("### Command\n\n```\n" + cmd + "\n```\n")
-    L.append(f"machine: {machine}; {reps} alternating repetitions; whole run {elapsed / 60:.1f} min.\n")
-    L.append("Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()) +
-             " (peers pinned in `benchmarks/peers-requirements.txt`, installed in their own virtualenv); "
-             + source + ".\n")
+           versions: dict, machine: str, source: str, reps: int, elapsed: float) -> dict[str, str]:
+    """Each day's section of RESULTS.md (its own command, machine and commit: a run of some
+    days replaces their sections and leaves the others')."""
+    sections = {}
     for day in days:
+        L = []
         i = day.info
-        L.append(f"### {day.name} 5M (`{day.path.name}`: {i['messages']:,} messages, {len(i['symbols']):,} symbols)\n")
-        L.append(f"Books compared after message {i['checkpoint_message']:,} (before the closing run of "
-                 f"{i['closing_deletes']:,} deletes, which empties every book) and at the end. "
-                 f"MeatPy: symbol {i['meatpy_symbol']} ({i['meatpy_symbol_messages']:,} of the first "
-                 f"{i['meatpy_prefix']:,} messages), compared after message {i['meatpy_prefix']:,}.\n")
+        L.append(f"### {day.name} {i['messages'] / 1e6:,.0f}M (`{day.path.name}`: {i['messages']:,} messages, "
+                 f"{len(i['symbols']):,} symbols)\n")
+        L.append(f"`{cmd}` ({time.strftime('%Y-%m-%d')}; whole run {elapsed / 60:.1f} min): machine {machine}; "
+                 f"{reps} alternating repetition{'s' if reps > 1 else ''}. Versions: "
+                 + ", ".join(f"{k} {v}" for k, v in versions.items()) +
+                 " (peers pinned in `benchmarks/peers-requirements.txt`, in their own virtualenv); " + source + ".\n")
+        if i["checkpoint_message"] < i["messages"]:
+            where = (f"Books compared after message {i['checkpoint_message']:,} (before the closing run of "
+                     f"{i['closing_deletes']:,} deletes, which empties every book) and at the end.")
+        else:
+            where = "Books compared at the end (the day has no closing run of deletes)."
+        if any(c["tool"] == "MeatPy" for c in day_cfgs(day, cfgs)):
+            where += (f" MeatPy: symbol {i['meatpy_symbol']} ({i['meatpy_symbol_messages']:,} of the first "
+                      f"{i['meatpy_prefix']:,} messages), compared after message {i['meatpy_prefix']:,}.")
+        L.append(where + "\n")
         L.append("| tool | what | messages | wall s, median (min-max) | M msg/s | ns/msg | in-process s | "
                  "in-process M msg/s | peak RSS MiB | speed vs lobreplay book only (wall / in-process) | "
                  "BBO agrees: after K / at the end |")
@@ -569,7 +585,7 @@ def report(days: list[Day], cfgs: list[dict], results: dict, status: dict, prep:
         # the baseline as its own row computes it: messages over the median time
         b_wall = base_ok[0]["messages"] / statistics.median(m["wall"] for m in base_ok) if base_ok else None
         b_in = base_ok[0]["messages"] / statistics.median(m["inproc"] for m in base_ok) if base_ok else None
-        for c in cfgs:
+        for c in day_cfgs(day, cfgs):
             if c.get("floor"):
                 continue
             runs = results.get((day.name, c["label"]))
@@ -654,22 +670,31 @@ def report(days: list[Day], cfgs: list[dict], results: dict, status: dict, prep:
                          f"{p['rss'] / 2**20:,.0f} MiB peak RSS, {p['events']:,} events.")
             else:
                 L.append(f"hftbacktest's conversion FAILED: {tail(p['log'])}")
-        L.append("")
-    # (the notes stay here, not in RESULTS.md, which holds current figures only)
-    L.append("How each tool is run (columns, page cache, each peer's driver, the fairness check): `NOTES` in "
-             "`benchmarks/bench_peers.py`.")
-    return "\n".join(L)
+        sections[day.name] = "\n".join(L).rstrip() + "\n"
+    return sections
 
 
-def write_section(path: Path, text: str) -> None:
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- bench-peers:{name}:start -->", f"<!-- bench-peers:{name}:end -->"
+
+
+def write_sections(path: Path, sections: dict[str, str]) -> None:
+    """Replace each day's delimited section of the Markdown file (appended at the end of the
+    peers' part, before its notes line, if new); the other days' sections stay."""
     body = path.read_text() if path.exists() else "# Benchmark results\n"
-    block = f"{START}\n{text.rstrip()}\n{END}\n"
-    if START in body and END in body:
+    if START in body and END in body:  # the single section of earlier runs: its place kept for the days'
         pre, rest = body.split(START, 1)
-        post = rest.split(END, 1)[1].lstrip("\n")
-        body = pre + block + ("\n" + post if post else "")
-    else:
-        body = body.rstrip("\n") + "\n\n" + block
+        body = pre + PLACE + rest.split(END, 1)[1]
+    for name, text in sections.items():
+        a, b = markers(name)
+        block = f"{a}\n{text.rstrip()}\n{b}\n"
+        if a in body and b in body:
+            pre, rest = body.split(a, 1)
+            body = pre + block.rstrip("\n") + rest.split(b, 1)[1]
+        elif PLACE in body:
+            body = body.replace(PLACE, block + PLACE)
+        else:
+            body = body.rstrip("\n") + "\n\n" + block + PLACE + "\n"
     path.write_text(body)
 
 
@@ -680,7 +705,9 @@ def main() -> int:
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peers-python", default=str(BUILD / "peers-venv" / "bin" / "python"))
-    ap.add_argument("--files", default="wide,narrow", help="comma-separated generated days (wide, narrow)")
+    ap.add_argument("--files", default="wide,narrow",
+                    help="comma-separated generated days: wide, narrow (5M messages each), full (the full-size day: "
+                         "270M messages, ~8 GB, only lobreplay's and itch-book's rows of issue 28's ratios)")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--millions", type=int, default=5, help="messages per day, in millions")
     ap.add_argument("--meatpy-messages", type=int, default=200_000, help="MeatPy's prefix of the day")
@@ -700,9 +727,12 @@ def main() -> int:
     days = []
     for name in ARGS.files.split(","):
         name = name.strip()
-        if name not in bench_itch.DAYS:
-            sys.exit(f"unknown day {name!r}; have {sorted(bench_itch.DAYS)}")
-        path = bench_itch.make_day(name, ARGS.millions)
+        if name == "full":  # the full-size day of `make bench-itch-full` (made once, ~8 GB)
+            path = bench_itch.make_full_day("all", bench_itch.FULL_MESSAGES // 1_000_000)
+        elif name in bench_itch.DAYS:
+            path = bench_itch.make_day(name, ARGS.millions)
+        else:
+            sys.exit(f"unknown day {name!r}; have {sorted(bench_itch.DAYS) + ['full']}")
         days.append(Day(name, path, scan(path, ARGS.meatpy_messages)))
     cfgs = configs()
     if ARGS.only:
@@ -711,7 +741,7 @@ def main() -> int:
         cfgs = [c for c in cfgs if c["label"] in keep]
     prep = {}
     if not status.get("hftbacktest") and any(c["tool"] == "hftbacktest" for c in cfgs):
-        for day in days:
+        for day in (d for d in days if any(c["tool"] == "hftbacktest" for c in day_cfgs(d, cfgs))):
             out = day.dir / "hftbacktest_prep.json"
             m = measure([ARGS.peers_python, str(PEERS / "prep_hftbacktest.py"), str(day.path), "--npz", str(day.npz),
                          "--out", str(out)], day.dir / "hftbacktest_prep.log")
@@ -729,15 +759,16 @@ def main() -> int:
     # that the first timed repetition finds what a later one finds (files, libraries, the
     # kernel's page and slab caches); the slow peers' rows are not worth one
     for day in days:
-        for c in cfgs:
+        for c in day_cfgs(day, cfgs):
             if c["tool"] in ("lobreplay", "itch-book") and not (c["needs"] and status.get(c["needs"])):
                 warm(day.path)
                 c["run"](day, -1)
     for rep in range(ARGS.reps):
         for day in days:
             # each repetition starts one row later: no row always runs right after the same one
-            turn = rep % len(cfgs)
-            for c in cfgs[turn:] + cfgs[:turn]:
+            mine = day_cfgs(day, cfgs)
+            turn = rep % len(mine)
+            for c in mine[turn:] + mine[:turn]:
                 if c["needs"] and status.get(c["needs"]):
                     continue
                 warm(day.path, day.npz)
@@ -772,12 +803,12 @@ def main() -> int:
     loads = [m["load"] for rs in results.values() for m in rs]
     if loads:
         machine += f"; 1-minute load average {min(loads):.2f}-{max(loads):.2f} (median {statistics.median(loads):.2f}) before the runs"
-    text = report(days, cfgs, results, status, prep, cmd, versions, machine, source, ARGS.reps,
-                  time.perf_counter() - t_start)
-    print(text)
+    sections = report(days, cfgs, results, status, prep, cmd, versions, machine, source, ARGS.reps,
+                      time.perf_counter() - t_start)
+    print("\n".join(sections.values()))
     if ARGS.write:
-        write_section(Path(ARGS.write), text)
-        print(f"wrote the section of {ARGS.write}", file=sys.stderr)
+        write_sections(Path(ARGS.write), sections)
+        print(f"wrote the sections of {', '.join(sections)} in {ARGS.write}", file=sys.stderr)
     disagreements = any(c[0] != c[1] for rs in results.values() for m in rs if m["rc"] == 0
                         for c in (m.get("agree") or {}).values())
     return 1 if disagreements else 0
