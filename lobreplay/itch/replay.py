@@ -318,6 +318,7 @@ class ItchReplay(Engine):
         self._itch_state = np.zeros(65536, np.uint16)
         self._state_now = np.full(65536, ord("T"), np.uint8)
         self._state_start = self._state_now.copy()
+        self._chunk_states = True  # the current chunk may hold trading-state events (_step)
         self.halts = {"state_changes": 0, "halted_locates": set()}
         self.price_maps: PriceMaps | None = None  # pass 2's mapped books (lobreplay.itch.prices)
 
@@ -626,6 +627,9 @@ class ItchReplay(Engine):
             ev, ts, mi = ev[elo:ehi], ts[elo:ehi], mi[elo:ehi]
             real = real[elo:ehi] if real is not None else None
         k = len(ev)
+        # (trading-state events come from H and h messages only: without one in the chunk,
+        # every book's state is the one at the chunk's start, and no event needs looking at)
+        self._chunk_states = chunk.has("H") or chunk.has("h")
         out, rejects = self._apply_chunk(sess, ev, ts, scratch, change_depth, sampling)
         if pm is not None:
             self._real_prices(pm, out, ev, real)
@@ -859,6 +863,8 @@ class ItchReplay(Engine):
 
     def _states_after(self, ev: np.ndarray) -> None:
         """_state_now after these events (their STATE events, in order)."""
+        if not self._chunk_states:
+            return
         k = np.flatnonzero(ev["kind"] == Kind.STATE)
         if len(k):
             locs = ev["instrument"][k]
@@ -871,6 +877,8 @@ class ItchReplay(Engine):
         the last STATE event of its book at or before it, else the state at the chunk's start."""
         locs = ev["instrument"][rows]
         out = self._state_start[locs]
+        if not self._chunk_states:
+            return out
         k = np.flatnonzero(ev["kind"] == Kind.STATE)
         if len(k) and len(rows):
             key = (ev["instrument"][k].astype(np.int64) << 32) | k
