@@ -178,6 +178,7 @@ class Day:
         self.ref: dict | None = None         # lobreplay's BBO at the checkpoint, the end, and MeatPy's prefix
         self.npz = self.dir / "hftbacktest_events.npz"
         self.cache_filled = False            # lobreplay's sizing cache holds this day (the cached row)
+        self.stages: dict | None = None      # benchmarks/stages_itch.py's figures (the design's floor)
         shutil.rmtree(self.dir / "sizing-cache", ignore_errors=True)
 
 
@@ -381,7 +382,8 @@ def configs() -> list[dict]:
                     lambda d: ["--npz", str(d.npz), "--assets", "all"], label="hftbacktest-all"),
         peer_config("MeatPy", "run_meatpy.py", "one symbol, day prefix",
                     lambda d: ["--symbol", d.info["meatpy_symbol"], "--max-messages", str(d.info["meatpy_prefix"])]),
-        startup_config("lobreplay", "lobreplay-startup", PRIME["lobreplay"], "start-up: interpreter + a replay's imports"),
+        startup_config("lobreplay", "lobreplay-startup", "import lobreplay.cli.main, lobreplay.cli.itch, lobreplay.itch.replay",
+                       "start-up: interpreter + a book-only replay's imports (no pyarrow)"),
         startup_config("itch-book", "itch-book-startup", "import itch_book, itch_book._core",
                        "start-up: interpreter + its Session's imports"),
     ]
@@ -546,6 +548,15 @@ def target_lines(day: Day, results: dict) -> list[str]:
                    f"{statistics.median(floors['lobreplay-startup']):.2f} s, itch-book "
                    f"{statistics.median(floors['itch-book-startup']):.2f} s")
     nb = [m["wall"] for m in results.get((day.name, "itch-book-book"), []) if m["rc"] == 0]
+    st = day.stages
+    if st and floors["lobreplay-startup"] and nb:
+        least = statistics.median(floors["lobreplay-startup"]) + st["main_thread_least_s"]
+        out.append(f"- lobreplay's floor, book only: start-up {statistics.median(floors['lobreplay-startup']):.2f} s + "
+                   f"the main thread's least {st['main_thread_least_s']:.2f} s (pass 1's scan {st['scan_s']:.2f} s, "
+                   f"prices read again {st['prices_again_s']:.2f} s and the core {st['core_s']:.2f} s, each alone over "
+                   f"the day in memory: `benchmarks/stages_itch.py`, best of {st['reps']}) = {least:.2f} s, against "
+                   f"itch-book's {statistics.median(nb):.2f} s: at most **{statistics.median(nb) / least:.2f}x** "
+                   "for this design here, with no Python, reader or report cost at all")
     wb = [m["wall"] for m in results.get((day.name, "itch-book-bbo"), []) if m["rc"] == 0]
     if nb and wb and statistics.median(nb) > statistics.median(wb):
         out.append(f"- **noisy run**: itch-book without tables ({statistics.median(nb):.2f} s) took longer than with "
@@ -796,6 +807,16 @@ def main() -> int:
                     print(f"!!! rep {rep + 1} {day.name} {c['label']} FAILED (exit {m['rc']}): {tail(m['log'])}",
                           file=sys.stderr, flush=True)
                 results.setdefault((day.name, c["label"]), []).append(m)
+    # the floor of lobreplay's design on each day: its stages alone, in memory (benchmarks/stages_itch.py;
+    # not on the full-size day, which it would hold in memory)
+    for day in days:
+        if day.name != "full":
+            out = day.dir / "stages.json"
+            out.unlink(missing_ok=True)
+            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "stages_itch.py"), str(day.path), "--reps", "3",
+                            "--json", str(out)], stdout=subprocess.DEVNULL, cwd=ROOT)
+            if out.exists():
+                day.stages = json.loads(out.read_text())
     cmd = ARGS.command or " ".join(shlex.quote(a) for a in [rel(sys.executable), rel(__file__), *sys.argv[1:]])
     if source_note() != source:
         source += (" -- **lobreplay's sources changed during this run** (the checkout is shared): its rows may "
