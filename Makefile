@@ -104,7 +104,9 @@ bench-itch-full: $(STAMP)
 # lobreplay against the ITCH peers from the package index, side by side on the generated days
 # (benchmarks/RESULTS.md, "Peers side by side"). The peers get their own virtualenv, made from
 # the pinned benchmarks/peers-requirements.txt; lobreplay runs from $(VENV).
-# R = alternating repetitions, FILES = generated days (wide, narrow).
+# R = alternating repetitions, FILES = generated days (wide, narrow; full: the full-size day of
+# bench-itch-full, only the rows of issue 28's two ratios, e.g. `make bench FILES=full R=1`).
+# Each day's section of RESULTS.md is replaced by the next run of that day.
 PEERS_VENV := benchmarks/build/peers-venv
 PEERS_STAMP := $(PEERS_VENV)/.installed
 PEERS = itch-book itchcpp meatpy hftbacktest
