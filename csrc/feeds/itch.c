@@ -99,7 +99,8 @@ typedef struct ref_slot {
     uint16_t locate;
 } ref_slot;
 
-/* The live-order map: open addressing, linear probing, backward-shift deletion.
+/* The live-order map: open addressing, linear probing in Robin Hood order,
+ * backward-shift deletion.
  * A feed numbers its orders in sequence (NASDAQ: one counter for the day), and
  * most messages name an order added shortly before. So a reference's home slot
  * is first the reference itself (modulo the size): the orders of a stretch of
@@ -116,10 +117,16 @@ typedef struct ref_slot {
  * Sequential homes also make long runs of occupied slots (every order of a
  * stretch of the feed still live), each at its home. A lookup or a deletion
  * that walked such a run to its end would cost its length (80,000 live
- * consecutive orders deleted oldest first: 7 s instead of milliseconds), so
- * both stop max_dist slots past where they started: no entry sits farther
- * than that from its home (the largest distance of any placement since the
- * last rebuild).
+ * consecutive orders deleted oldest first: 7 s instead of milliseconds). Robin
+ * Hood order keeps the entries of a run in the order of their homes (an
+ * insertion takes the slot of the first entry nearer its own home than the new
+ * one would be, and places that entry further on), so a lookup stops at the
+ * first entry nearer its home than the reference would be there, and a deletion
+ * shifts entries back only up to the first empty slot or entry at its home: in
+ * a run of entries at their homes, both stop at once. (It replaced a bound on
+ * every walk by the largest displacement since the last rebuild, which made a
+ * deletion in such a run step that many slots: pass 1 on the 1,000-symbol day
+ * about -14 % CPU time; benchmarks/RESULTS.md has the figures.)
  * The scan's loop copies the map's fields into a local ref_map and writes them
  * back when it returns or rebuilds the map, so that they stay in registers
  * (through s they would be loaded and stored again at each message: the stores
@@ -128,7 +135,6 @@ typedef struct ref_slot {
 typedef struct ref_map {
     ref_slot *slots;
     uint64_t mask, used;
-    uint64_t max_dist;            /* no entry is more than this many slots past its home */
     uint64_t lookups, probes;     /* in the current window: probes, and slots stepped past home (sequential only) */
     int shift;                    /* 0: sequential homes; 64 - log2(size): scrambled */
 } ref_map;
@@ -172,7 +178,15 @@ static inline uint64_t ref_home(const ref_map *m, uint64_t ref, int scrambled)
     return scrambled ? (ref * FIB) >> m->shift : ref & m->mask;
 }
 
-/* The slot that holds ref, or NULL. */
+/* How far the entry in slot j sits past its home. */
+static inline uint64_t ref_dist(const ref_map *m, uint64_t j, int scrambled)
+{
+    return (j - ref_home(m, m->slots[j].ref, scrambled)) & m->mask;
+}
+
+/* The slot that holds ref, or NULL: the walk from its home stops at an empty slot or
+ * at an entry nearer its own home than ref would be there (Robin Hood order: ref
+ * would have taken that slot). */
 static inline ref_slot *ref_find(ref_map *m, uint64_t ref, int scrambled)
 {
     uint64_t i = ref_home(m, ref, scrambled);
@@ -180,39 +194,51 @@ static inline ref_slot *ref_find(ref_map *m, uint64_t ref, int scrambled)
     for (uint64_t d = 0;; d++) {
         uint64_t r = m->slots[i].ref;
         if (r == ref) return &m->slots[i];
-        if (r == 0 || d == m->max_dist) return NULL;
+        if (r == 0 || (d && ref_dist(m, i, scrambled) < d)) return NULL;
         i = (i + 1) & m->mask;
         if (!scrambled) m->probes++;
     }
 }
 
-/* The slot that holds ref, or the first empty slot from its home, where it goes. */
-static inline ref_slot *ref_place(ref_map *m, uint64_t ref, int scrambled)
+/* Insert ref unless it is there already (returns 0 then, 1 when inserted). Robin Hood:
+ * an entry nearer its home than the one being placed gives up its slot and is placed
+ * further on, so the entries of a run sit in the order of their homes. */
+static inline int ref_insert(ref_map *m, ref_slot e, int scrambled)
 {
-    uint64_t home = ref_home(m, ref, scrambled), i = home;
+    uint64_t i = ref_home(m, e.ref, scrambled);
     if (!scrambled) m->lookups++;
-    while (m->slots[i].ref != ref && m->slots[i].ref != 0) {
+    int first = 1; /* still placing ref itself (not an entry it displaced) */
+    for (uint64_t d = 0;; d++) {
+        uint64_t r = m->slots[i].ref;
+        if (r == 0) {
+            m->slots[i] = e;
+            m->used++;
+            return 1;
+        }
+        if (first && r == e.ref) return 0;
+        uint64_t rd = d ? ref_dist(m, i, scrambled) : 0;
+        if (rd < d) {
+            ref_slot t = m->slots[i];
+            m->slots[i] = e;
+            e = t;
+            d = rd;
+            first = 0;
+        }
         i = (i + 1) & m->mask;
         if (!scrambled) m->probes++;
     }
-    uint64_t d = (i - home) & m->mask;
-    if (d > m->max_dist) m->max_dist = d;
-    return &m->slots[i];
 }
 
+/* Backward shift: the entries after the slot move back one until an empty slot or one
+ * at its home. */
 static inline void ref_delete(ref_map *m, ref_slot *slot, int scrambled)
 {
-    uint64_t i = (uint64_t)(slot - m->slots), j = i;
+    uint64_t i = (uint64_t)(slot - m->slots);
     for (;;) {
-        j = (j + 1) & m->mask;
-        /* an entry at j moves back to i if it sits at least j - i past its home */
-        if (m->slots[j].ref == 0 || ((j - i) & m->mask) > m->max_dist) break;
-        uint64_t k = ref_home(m, m->slots[j].ref, scrambled);
-        int home_in_between = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
-        if (!home_in_between) {
-            m->slots[i] = m->slots[j];
-            i = j;
-        }
+        uint64_t j = (i + 1) & m->mask;
+        if (m->slots[j].ref == 0 || ref_dist(m, j, scrambled) == 0) break;
+        m->slots[i] = m->slots[j];
+        i = j;
     }
     m->slots[i].ref = 0;
     m->used--;
@@ -228,9 +254,9 @@ static int ref_rebuild(ref_map *m, uint64_t n, int scrambled)
     m->slots = fresh;
     m->mask = n - 1;
     m->shift = scrambled ? 64 - __builtin_ctzll(n) : 0;
-    m->max_dist = 0;
+    m->used = 0;
     for (uint64_t i = 0; i < old_n; i++)
-        if (old[i].ref) *ref_place(m, old[i].ref, scrambled) = old[i];
+        if (old[i].ref) ref_insert(m, old[i], scrambled);
     huge_free(old, old_n, sizeof *old);
     m->lookups = m->probes = 0;
     return LOB_OK;
@@ -325,12 +351,8 @@ static inline __attribute__((always_inline)) int order_added(lob_itch_scan *s, r
         }
         if (m->lookups >= PROBE_WINDOW) m->lookups = m->probes = 0;
     }
-    ref_slot *o = scrambled ? ref_place(m, ref, 1) : ref_place(m, ref, 0);
-    if (o->ref) return LOB_OK;
-    o->ref = ref;
-    o->shares = shares;
-    o->locate = locate;
-    m->used++;
+    ref_slot e = {ref, shares, locate};
+    if (!(scrambled ? ref_insert(m, e, 1) : ref_insert(m, e, 0))) return LOB_OK;
     if (++L->live > L->peak_live) L->peak_live = L->live;
     return LOB_OK;
 }

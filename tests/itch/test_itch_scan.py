@@ -339,3 +339,39 @@ def test_distinct_min_counts_the_hash_bits_of_the_prices(tmp_path_factory, data)
     check(str(p))
     want = len({price_bit(px) for px in prices}) if any(prices) else 0
     assert int(c_scan(str(p), 1 << 17)["distinct_min"][4]) == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_order_map_agrees_on_random_operations(tmp_path_factory, data):
+    """Random adds, deletes, executions, cancels and replaces (duplicates and unknown
+    references among them) on references that share home slots in the order map's
+    first 2^20 slots (k * 2^20 + j), sit at its end (a walk from slot 2^20 - 1 wraps to
+    slot 0), or are large: every figure is the naive scan's, after chunks of any size."""
+    import struct
+    top = 1 << 20
+    low = data.draw(st.lists(st.sampled_from([1, 2, 3, top - 2, top - 1]), min_size=1, max_size=3, unique=True))
+    pool = [k * top + j for k in range(4) for j in low] + [2**63 + 5, 2**64 - 1]
+    refs = st.sampled_from(data.draw(st.lists(st.sampled_from(pool), min_size=2, max_size=6, unique=True)))
+
+    def msg(t, locate, ts, body):
+        payload = struct.pack(">cHH", t.encode(), locate, 0) + ts.to_bytes(6, "big") + body
+        return struct.pack(">H", len(payload)) + payload
+
+    ops = data.draw(st.lists(st.tuples(st.sampled_from("AAADDEXU"), refs, refs, st.integers(1, 300),
+                                       st.sampled_from([3, 4])), min_size=8, max_size=120))
+    out = []
+    for ts, (t, ref, new, q, loc) in enumerate(ops, 1):
+        if t == "A":
+            out.append(msg("A", loc, ts, struct.pack(">QcI8sI", ref, b"B", q, b"XYZ     ", 1000 + q)))
+        elif t == "D":
+            out.append(msg("D", loc, ts, struct.pack(">Q", ref)))
+        elif t == "E":
+            out.append(msg("E", loc, ts, struct.pack(">QIQ", ref, q, ts)))
+        elif t == "X":
+            out.append(msg("X", loc, ts, struct.pack(">QI", ref, q)))
+        else:
+            out.append(msg("U", loc, ts, struct.pack(">QQII", ref, new, q, 1000 + q)))
+    p = tmp_path_factory.mktemp("ops") / "ops.itch"
+    p.write_bytes(b"".join(out))
+    check(str(p), chunk_bytes=data.draw(st.sampled_from([64, 256, 1 << 17])))
