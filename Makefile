@@ -47,7 +47,8 @@ test-browser: $(STAMP)
 # update ids, malformed records, outputs that run out of room, a message longer than
 # the limit of one, held across chunks, bookTicker ids that land inside the history, a
 # full history dropping one of two tickers with one id), the Binance decoder of the JSONL
-# conversion and the sync machine (against its reference); then the ITCH day generator (csrc/tools/itch_synth.c).
+# conversion and the sync machine (against its reference); then the ITCH day generator (csrc/tools/itch_synth.c)
+# and the ITCH first pass (csrc/feeds/itch.c's scan and its order map, against the naive scan).
 ASAN_SO = build/asan/lobreplay/_core*.so
 asan: $(STAMP)
 	rm -rf build/asan
@@ -62,6 +63,10 @@ asan: $(STAMP)
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	LOBREPLAY_CORE=$$(ls $(ASAN_SO)) \
 	$(VPY) -m pytest -q -p no:cacheprovider tests/itch/test_itch_synth_fast.py -k "same_seed or gzip or planted or rejects"
+	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	LOBREPLAY_CORE=$$(ls $(ASAN_SO)) \
+	$(VPY) -m pytest -q -p no:cacheprovider tests/itch/test_itch_scan.py
 
 # sdist + wheel from a clean tree, as a user would build them.
 dist: $(STAMP)

@@ -9,6 +9,7 @@
 #include "hugemem.h"
 #include "prefetch.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,7 +99,8 @@ typedef struct ref_slot {
     uint16_t locate;
 } ref_slot;
 
-/* The live-order map: open addressing, linear probing, backward-shift deletion.
+/* The live-order map: open addressing, linear probing in Robin Hood order,
+ * backward-shift deletion.
  * A feed numbers its orders in sequence (NASDAQ: one counter for the day), and
  * most messages name an order added shortly before. So a reference's home slot
  * is first the reference itself (modulo the size): the orders of a stretch of
@@ -110,131 +112,176 @@ typedef struct ref_slot {
  * before each insertion, with PROBE_SLACK spare), the map is rebuilt with a
  * multiplicative hash (Fibonacci hashing: the top bits of ref * 2^64/phi) and
  * keeps it: a pathological feed costs a few thousand long probes, not a
- * quadratic pile-up. home = ((ref * mul) >> shift) & mask covers both.
+ * quadratic pile-up. home = ref & mask while sequential (shift 0), else
+ * (ref * FIB) >> shift.
  * Sequential homes also make long runs of occupied slots (every order of a
  * stretch of the feed still live), each at its home. A lookup or a deletion
  * that walked such a run to its end would cost its length (80,000 live
- * consecutive orders deleted oldest first: 7 s instead of milliseconds), so
- * both stop max_dist slots past where they started: no entry sits farther
- * than that from its home (the largest distance of any placement since the
- * last rebuild). */
+ * consecutive orders deleted oldest first: 7 s instead of milliseconds). Robin
+ * Hood order keeps the entries of a run in the order of their homes (an
+ * insertion takes the slot of the first entry nearer its own home than the new
+ * one would be, and places that entry further on), so a lookup stops at the
+ * first entry nearer its home than the reference would be there, and a deletion
+ * shifts entries back only up to the first empty slot or entry at its home: in
+ * a run of entries at their homes, both stop at once. (It replaced a bound on
+ * every walk by the largest displacement since the last rebuild, which made a
+ * deletion in such a run step that many slots: pass 1 on the 1,000-symbol day
+ * about -14 % CPU time; benchmarks/RESULTS.md has the figures.)
+ * The scan's loop copies the map's fields into a local ref_map and writes them
+ * back when it returns or rebuilds the map, so that they stay in registers
+ * (through s they would be loaded and stored again at each message: the stores
+ * of the per-locate counts might alias them), and it is compiled twice, for
+ * sequential and for scrambled homes, so that neither tests the mode per message. */
+typedef struct ref_map {
+    ref_slot *slots;
+    uint64_t mask, used;
+    uint64_t lookups, probes;     /* in the current window: probes, and slots stepped past home (sequential only) */
+    int shift;                    /* 0: sequential homes; 64 - log2(size): scrambled */
+} ref_map;
+
+/* One locate's running figures (lob_itch_scan_stats writes them out as a lob_itch_locate).
+ * All zero is the state before the locate's first message, so the table is calloc'd and
+ * only the locates a feed names are ever touched. The first cache line holds what an add
+ * (A, F) or a delete (D), nearly every message, reads and writes; the second the rest. */
+typedef struct scan_loc {
+    int64_t last_ts;
+    uint64_t messages;
+    uint64_t adds, deletes;
+    uint32_t live, peak_live;
+    uint64_t last_px;             /* the last A/F/U price + 1 (0: no price yet) */
+    uint32_t min_not, max_price;  /* ~ the least price (0 before any: ~UINT32_MAX), the greatest */
+    uint64_t gcd_div;             /* UINT64_MAX / gcd (0 while gcd is 0): see_price's divisibility test */
+    /* second line */
+    int64_t first_ts;             /* valid once messages > 0 */
+    uint32_t gcd, unused;         /* gcd of the prices (0 while every one is 0) */
+    uint64_t replaces, executions, cancels, executed_shares, unknown_refs;
+    uint64_t pad;
+} scan_loc;
+_Static_assert(sizeof(scan_loc) == 128 && offsetof(scan_loc, first_ts) == 64, "scan_loc: two cache lines");
+
 enum { OFF_WORDS = 64 };         /* 4,096 bits a locate: lob_itch_locate.distinct_min */
 
 struct lob_itch_scan {
-    lob_itch_locate loc[65536];
-    int64_t last_price[65536];    /* the last A/F/U price seen per locate (-1: none) */
-    ref_slot *slots;
-    uint64_t mask, used;
-    uint64_t max_dist;            /* no entry is more than this many slots past its home */
-    uint64_t mul;                 /* 1: sequential homes; FIB: scrambled */
-    int shift;                    /* 0, or 64 - log2(size) when scrambled */
-    uint64_t lookups, probes;     /* in the current window: probes, and slots stepped past home */
+    scan_loc *loc;                /* [65536], 64-byte aligned in loc_block */
+    void *loc_block;
+    uint64_t seen[65536 / 64];    /* the locates with a message (the others' loc entries are never read) */
+    ref_map map;
     uint64_t (*offbits)[OFF_WORDS]; /* per locate: a hash of its prices (distinct_min) */
 };
 
 #define FIB 0x9E3779B97F4A7C15ULL
 enum { SCRAMBLE_PROBES = 4, PROBE_SLACK = 4096, PROBE_WINDOW = 1 << 16 };
 
-static inline uint64_t ref_home(const lob_itch_scan *s, uint64_t ref)
+/* scrambled: the caller's knowledge of m->shift != 0 (a constant where it is known) */
+static inline uint64_t ref_home(const ref_map *m, uint64_t ref, int scrambled)
 {
-    return ((ref * s->mul) >> s->shift) & s->mask;
+    return scrambled ? (ref * FIB) >> m->shift : ref & m->mask;
 }
 
-/* The slot that holds ref, or NULL. */
-static inline ref_slot *ref_find(lob_itch_scan *s, uint64_t ref)
+/* How far the entry in slot j sits past its home. */
+static inline uint64_t ref_dist(const ref_map *m, uint64_t j, int scrambled)
 {
-    uint64_t i = ref_home(s, ref);
-    s->lookups++;
+    return (j - ref_home(m, m->slots[j].ref, scrambled)) & m->mask;
+}
+
+/* The slot that holds ref, or NULL: the walk from its home stops at an empty slot or
+ * at an entry nearer its own home than ref would be there (Robin Hood order: ref
+ * would have taken that slot). */
+static inline ref_slot *ref_find(ref_map *m, uint64_t ref, int scrambled)
+{
+    uint64_t i = ref_home(m, ref, scrambled);
+    if (!scrambled) m->lookups++;
     for (uint64_t d = 0;; d++) {
-        uint64_t r = s->slots[i].ref;
-        if (r == ref) return &s->slots[i];
-        if (r == 0 || d == s->max_dist) return NULL;
-        i = (i + 1) & s->mask;
-        s->probes++;
+        uint64_t r = m->slots[i].ref;
+        if (r == ref) return &m->slots[i];
+        if (r == 0 || (d && ref_dist(m, i, scrambled) < d)) return NULL;
+        i = (i + 1) & m->mask;
+        if (!scrambled) m->probes++;
     }
 }
 
-/* The slot that holds ref, or the first empty slot from its home, where it goes. */
-static inline ref_slot *ref_place(lob_itch_scan *s, uint64_t ref)
+/* Insert ref unless it is there already (returns 0 then, 1 when inserted). Robin Hood:
+ * an entry nearer its home than the one being placed gives up its slot and is placed
+ * further on, so the entries of a run sit in the order of their homes. */
+static inline int ref_insert(ref_map *m, ref_slot e, int scrambled)
 {
-    uint64_t home = ref_home(s, ref), i = home;
-    s->lookups++;
-    while (s->slots[i].ref != ref && s->slots[i].ref != 0) {
-        i = (i + 1) & s->mask;
-        s->probes++;
-    }
-    uint64_t d = (i - home) & s->mask;
-    if (d > s->max_dist) s->max_dist = d;
-    return &s->slots[i];
-}
-
-static void ref_delete(lob_itch_scan *s, ref_slot *slot)
-{
-    uint64_t i = (uint64_t)(slot - s->slots), j = i;
-    for (;;) {
-        j = (j + 1) & s->mask;
-        /* an entry at j moves back to i if it sits at least j - i past its home */
-        if (s->slots[j].ref == 0 || ((j - i) & s->mask) > s->max_dist) break;
-        uint64_t k = ref_home(s, s->slots[j].ref);
-        int home_in_between = (i <= j) ? (i < k && k <= j) : (i < k || k <= j);
-        if (!home_in_between) {
-            s->slots[i] = s->slots[j];
-            i = j;
+    uint64_t i = ref_home(m, e.ref, scrambled);
+    if (!scrambled) m->lookups++;
+    int first = 1; /* still placing ref itself (not an entry it displaced) */
+    for (uint64_t d = 0;; d++) {
+        uint64_t r = m->slots[i].ref;
+        if (r == 0) {
+            m->slots[i] = e;
+            m->used++;
+            return 1;
         }
+        if (first && r == e.ref) return 0;
+        uint64_t rd = d ? ref_dist(m, i, scrambled) : 0;
+        if (rd < d) {
+            ref_slot t = m->slots[i];
+            m->slots[i] = e;
+            e = t;
+            d = rd;
+            first = 0;
+        }
+        i = (i + 1) & m->mask;
+        if (!scrambled) m->probes++;
     }
-    s->slots[i].ref = 0;
-    s->used--;
+}
+
+/* Backward shift: the entries after the slot move back one until an empty slot or one
+ * at its home. */
+static inline void ref_delete(ref_map *m, ref_slot *slot, int scrambled)
+{
+    uint64_t i = (uint64_t)(slot - m->slots);
+    for (;;) {
+        uint64_t j = (i + 1) & m->mask;
+        if (m->slots[j].ref == 0 || ref_dist(m, j, scrambled) == 0) break;
+        m->slots[i] = m->slots[j];
+        i = j;
+    }
+    m->slots[i].ref = 0;
+    m->used--;
 }
 
 /* Rebuild the map with n slots (a power of two), scrambled or not. */
-static int ref_rebuild(lob_itch_scan *s, uint64_t n, int scrambled)
+static int ref_rebuild(ref_map *m, uint64_t n, int scrambled)
 {
-    uint64_t old_n = s->mask + 1;
-    ref_slot *old = s->slots;
+    uint64_t old_n = m->mask + 1;
+    ref_slot *old = m->slots;
     ref_slot *fresh = huge_calloc(n, sizeof *fresh);
     if (!fresh) return LOB_ENOMEM;
-    s->slots = fresh;
-    s->mask = n - 1;
-    s->mul = scrambled ? FIB : 1;
-    s->shift = scrambled ? 64 - __builtin_ctzll(n) : 0;
-    s->max_dist = 0;
+    m->slots = fresh;
+    m->mask = n - 1;
+    m->shift = scrambled ? 64 - __builtin_ctzll(n) : 0;
+    m->used = 0;
     for (uint64_t i = 0; i < old_n; i++)
-        if (old[i].ref) *ref_place(s, old[i].ref) = old[i];
+        if (old[i].ref) ref_insert(m, old[i], scrambled);
     huge_free(old, old_n, sizeof *old);
-    s->lookups = s->probes = 0;
+    m->lookups = m->probes = 0;
     return LOB_OK;
-}
-
-static int ref_grow(lob_itch_scan *s)
-{
-    return ref_rebuild(s, 2 * (s->mask + 1), s->mul != 1);
 }
 
 int lob_itch_scan_scrambled(const lob_itch_scan *s)
 {
-    return s->mul != 1;
+    return s->map.shift != 0;
 }
 
 lob_itch_scan *lob_itch_scan_new(int *status)
 {
     lob_itch_scan *s = calloc(1, sizeof *s);
     if (s) {
-        s->mask = (1u << 20) - 1; /* 16 MiB: grows past 512k live orders (a 1,000-symbol day
-                                     has 360k); untouched parts are never faulted in */
-        s->mul = 1;
-        s->slots = huge_calloc(s->mask + 1, sizeof *s->slots);
+        s->map.mask = (1u << 20) - 1; /* 16 MiB: grows past 512k live orders (a 1,000-symbol day
+                                         has 360k) */
+        s->map.slots = huge_calloc(s->map.mask + 1, sizeof *s->map.slots);
         s->offbits = calloc(65536, sizeof *s->offbits); /* (32 MiB of zero pages: 512 B touched a locate with prices) */
+        s->loc_block = calloc(1, 65536 * sizeof *s->loc + 64); /* (8 MiB of zero pages, likewise) */
+        if (s->loc_block) s->loc = (scan_loc *)(((uintptr_t)s->loc_block + 63) & ~(uintptr_t)63);
     }
-    if (!s || !s->slots || !s->offbits) {
+    if (!s || !s->map.slots || !s->offbits || !s->loc_block) {
         lob_itch_scan_free(s);
         if (status) *status = LOB_ENOMEM;
         return NULL;
-    }
-    for (size_t i = 0; i < 65536; i++) {
-        s->loc[i].min_price = INT64_MAX;
-        s->loc[i].max_price = INT64_MIN;
-        s->loc[i].first_ts = -1;
-        s->last_price[i] = -1;
     }
     if (status) *status = LOB_OK;
     return s;
@@ -243,8 +290,9 @@ lob_itch_scan *lob_itch_scan_new(int *status)
 void lob_itch_scan_free(lob_itch_scan *s)
 {
     if (!s) return;
-    huge_free(s->slots, s->mask + 1, sizeof *s->slots);
+    huge_free(s->map.slots, s->map.mask + 1, sizeof *s->map.slots);
     free(s->offbits);
+    free(s->loc_block);
     free(s);
 }
 
@@ -258,42 +306,53 @@ static inline uint32_t gcd32(uint32_t a, uint32_t b)
     return a;
 }
 
-/* Prices are ITCH Price(4): 32-bit. A repeat of the last price changes nothing. */
-static inline void see_price(lob_itch_scan *s, lob_itch_locate *L, uint16_t locate, uint32_t px)
+/* Prices are ITCH Price(4): 32-bit. A repeat of the last price changes nothing.
+ * The gcd only changes when px is not a multiple of it, which a multiplication tells
+ * without a division (Lemire, Kaser and Kurz, "Faster remainder by direct computation",
+ * 2019): for 32-bit px and g > 0, with c = UINT64_MAX / g + 1 (mod 2^64), g divides px
+ * exactly when px * c (mod 2^64) <= c - 1. With gcd_div = c - 1 = 0 while the gcd is 0,
+ * the test says "a multiple" exactly when px is 0, as gcd(0, px) = px wants. */
+static inline __attribute__((always_inline)) void see_price(uint64_t *bits, scan_loc *L, uint32_t px)
 {
-    if ((int64_t)px == s->last_price[locate]) return;
-    s->last_price[locate] = px;
-    if ((int64_t)px < L->min_price) L->min_price = px;
-    if ((int64_t)px > L->max_price) L->max_price = px;
-    uint32_t g = (uint32_t)L->price_gcd;
-    if (g == 0) L->price_gcd = px;
-    else if (px % g) L->price_gcd = gcd32(g, px);
+    uint64_t p1 = (uint64_t)px + 1;
+    if (p1 == L->last_px) return;
+    L->last_px = p1;
+    if (~px > L->min_not) L->min_not = ~px;
+    if (px > L->max_price) L->max_price = px;
+    if ((uint64_t)px * (L->gcd_div + 1) > L->gcd_div) {
+        uint32_t g = gcd32(L->gcd, px); /* px > 0 here, so g > 0 */
+        L->gcd = g;
+        L->gcd_div = UINT64_MAX / g;
+    }
     uint32_t h = (px * 0x9E3779B1u) >> 20; /* 12 bits */
-    s->offbits[locate][h >> 6] |= 1ULL << (h & 63);
+    bits[h >> 6] |= 1ULL << (h & 63);
 }
 
-static inline void order_gone(lob_itch_scan *s, ref_slot *slot)
-{
-    s->loc[slot->locate].live--;
-    ref_delete(s, slot);
-}
-
-/* Add ref unless it is live already (a duplicate reference is not a second order). */
-static inline int order_added(lob_itch_scan *s, lob_itch_locate *L, uint64_t ref, uint32_t shares,
-                              uint16_t locate)
+/* Add ref unless it is live already (a duplicate reference is not a second order).
+ * The map may be rebuilt: m is written back to s->map for that and read again. */
+static inline __attribute__((always_inline)) int order_added(lob_itch_scan *s, ref_map *m, scan_loc *L,
+                                                             uint64_t ref, uint32_t shares, uint16_t locate,
+                                                             int scrambled)
 {
     if (!ref) return LOB_OK;
-    if (2 * (s->used + 1) > s->mask + 1 && ref_grow(s) != LOB_OK) return LOB_ENOMEM;
-    if (s->mul == 1 && s->probes > SCRAMBLE_PROBES * s->lookups + PROBE_SLACK &&
-        ref_rebuild(s, s->mask + 1, 1) != LOB_OK)
-        return LOB_ENOMEM;
-    if (s->lookups >= PROBE_WINDOW) s->lookups = s->probes = 0;
-    ref_slot *o = ref_place(s, ref);
-    if (o->ref) return LOB_OK;
-    o->ref = ref;
-    o->shares = shares;
-    o->locate = locate;
-    s->used++;
+    if (2 * (m->used + 1) > m->mask + 1) {
+        s->map = *m;
+        int rc = ref_rebuild(&s->map, 2 * (m->mask + 1), scrambled);
+        *m = s->map;
+        if (rc != LOB_OK) return rc;
+    }
+    if (!scrambled) {
+        if (m->probes > SCRAMBLE_PROBES * m->lookups + PROBE_SLACK) {
+            s->map = *m;
+            int rc = ref_rebuild(&s->map, m->mask + 1, 1);
+            *m = s->map;
+            if (rc != LOB_OK) return rc;
+            scrambled = 1;
+        }
+        if (m->lookups >= PROBE_WINDOW) m->lookups = m->probes = 0;
+    }
+    ref_slot e = {ref, shares, locate};
+    if (!(scrambled ? ref_insert(m, e, 1) : ref_insert(m, e, 0))) return LOB_OK;
     if (++L->live > L->peak_live) L->peak_live = L->live;
     return LOB_OK;
 }
@@ -301,70 +360,109 @@ static inline int order_added(lob_itch_scan *s, lob_itch_locate *L, uint64_t ref
 /* The order messages: the types whose reference the scan follows and that become events. */
 static const uint8_t ORDER_MSG[256] = {['A'] = 1, ['F'] = 1, ['E'] = 1, ['C'] = 1, ['X'] = 1, ['D'] = 1, ['U'] = 1};
 
-enum { SCAN_PF = 8 }; /* messages ahead whose order slot is fetched (the map outgrows the cache) */
+enum { SCAN_PF = 16 }; /* messages ahead whose order slot is fetched (the map outgrows the cache) */
 
-int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
-                       size_t n, const uint8_t *select)
+/* lob_itch_scan_feed's loop from message k, with the map sequential (scrambled 0) or
+ * scrambled (1): to n, or to just past the insertion that scrambled a sequential map
+ * (the caller goes on with the other loop). Returns where it stopped; *rc LOB_ENOMEM
+ * if the map could not grow. */
+static inline __attribute__((always_inline)) size_t scan_run(lob_itch_scan *s, const uint8_t *buf,
+                                                             const uint32_t *offsets, const uint8_t *types,
+                                                             size_t k, size_t n, const uint8_t *select,
+                                                             const int scrambled, int *rc)
 {
-    for (size_t k = 0; k < n; k++) {
+    ref_map m = s->map;
+    scan_loc *loc = s->loc;
+    for (; k < n; k++) {
         if (k + SCAN_PF < n && ORDER_MSG[types[k + SCAN_PF]]) {
             const uint8_t *ahead = buf + offsets[k + SCAN_PF];
-            if (!select || select[be16(ahead + O_LOCATE)]) /* another part's order: not needed here */
-                prefetch(&s->slots[ref_home(s, be64(ahead + O_REF))]);
+            if (!select || select[be16(ahead + O_LOCATE)]) { /* another part's order: not needed here */
+                uint64_t ha = ref_home(&m, be64(ahead + O_REF), scrambled);
+                prefetch(&m.slots[ha]);
+                prefetch(&m.slots[(ha + 1) & m.mask]); /* a deletion looks at the next slot too */
+            }
         }
-        const uint8_t *m = buf + offsets[k];
-        uint16_t locate = be16(m + O_LOCATE);
+        const uint8_t *m8 = buf + offsets[k];
+        uint16_t locate = be16(m8 + O_LOCATE);
         if (select && !select[locate]) continue;
-        lob_itch_locate *L = &s->loc[locate];
-        int64_t ts = be48(m + O_TS);
-        if (L->first_ts < 0) L->first_ts = ts;
+        scan_loc *L = &loc[locate];
+        int64_t ts = (int64_t)(be64(m8 + O_TS - 2) & 0xFFFFFFFFFFFFULL); /* the 6 bytes at O_TS */
+        if (!L->messages) {
+            L->first_ts = ts;
+            s->seen[locate >> 6] |= 1ULL << (locate & 63);
+        }
         L->last_ts = ts;
         L->messages++;
         uint8_t t = types[k];
         if (!ORDER_MSG[t]) continue;
-        uint64_t ref = be64(m + O_REF);
+        uint64_t ref = be64(m8 + O_REF);
         switch (t) {
         case 'A':
         case 'F':
-            see_price(s, L, locate, be32(m + O_A_PRICE));
+            see_price(s->offbits[locate], L, be32(m8 + O_A_PRICE));
             L->adds++;
-            if (order_added(s, L, ref, be32(m + O_A_SHARES), locate) != LOB_OK) return LOB_ENOMEM;
+            if (order_added(s, &m, L, ref, be32(m8 + O_A_SHARES), locate, scrambled) != LOB_OK) goto nomem;
             break;
         case 'D': {
-            ref_slot *o = ref_find(s, ref);
+            ref_slot *o = ref_find(&m, ref, scrambled);
             L->deletes++;
             if (!o) L->unknown_refs++;
-            else order_gone(s, o);
+            else {
+                loc[o->locate].live--;
+                ref_delete(&m, o, scrambled);
+            }
             break;
         }
         case 'U': {
-            ref_slot *o = ref_find(s, ref);
-            see_price(s, L, locate, be32(m + O_U_PRICE));
+            ref_slot *o = ref_find(&m, ref, scrambled);
+            see_price(s->offbits[locate], L, be32(m8 + O_U_PRICE));
             L->replaces++;
             if (!o) L->unknown_refs++;
             else {
-                order_gone(s, o);
-                if (order_added(s, L, be64(m + O_U_NEW), be32(m + O_U_SHARES), locate) != LOB_OK)
-                    return LOB_ENOMEM;
+                loc[o->locate].live--;
+                ref_delete(&m, o, scrambled);
+                if (order_added(s, &m, L, be64(m8 + O_U_NEW), be32(m8 + O_U_SHARES), locate, scrambled) != LOB_OK)
+                    goto nomem;
             }
             break;
         }
         default: { /* E, C, X */
-            uint32_t q = be32(m + (t == 'X' ? O_X_SHARES : O_E_SHARES));
-            ref_slot *o = ref_find(s, ref);
+            uint32_t q = be32(m8 + (t == 'X' ? O_X_SHARES : O_E_SHARES));
+            ref_slot *o = ref_find(&m, ref, scrambled);
             if (t == 'X') L->cancels++;
             else {
                 L->executions++;
                 L->executed_shares += q;
             }
             if (!o) L->unknown_refs++;
-            else if (q >= o->shares) order_gone(s, o);
-            else o->shares -= q;
+            else if (q >= o->shares) {
+                loc[o->locate].live--;
+                ref_delete(&m, o, scrambled);
+            } else o->shares -= q;
             break;
         }
         }
+        if (!scrambled && m.shift) { /* this insertion scrambled the map */
+            k++;
+            break;
+        }
     }
-    return LOB_OK;
+    s->map = m;
+    return k;
+nomem:
+    s->map = m;
+    *rc = LOB_ENOMEM;
+    return k;
+}
+
+int lob_itch_scan_feed(lob_itch_scan *s, const uint8_t *buf, const uint32_t *offsets, const uint8_t *types,
+                       size_t n, const uint8_t *select)
+{
+    int rc = LOB_OK;
+    for (size_t k = 0; k < n && rc == LOB_OK;)
+        k = s->map.shift ? scan_run(s, buf, offsets, types, k, n, select, 1, &rc)
+                         : scan_run(s, buf, offsets, types, k, n, select, 0, &rc);
+    return rc;
 }
 
 void lob_itch_partition(const uint8_t *buf, const uint32_t *offsets, const uint8_t *types, size_t n,
@@ -383,12 +481,35 @@ void lob_itch_partition(const uint8_t *buf, const uint32_t *offsets, const uint8
 
 void lob_itch_scan_stats(const lob_itch_scan *s, lob_itch_locate *out)
 {
-    memcpy(out, s->loc, sizeof s->loc);
     for (size_t i = 0; i < 65536; i++) {
-        if (!out[i].price_gcd) continue; /* no price: no bit (and distinct_min 0 from the scan) */
-        uint32_t n = 0;
-        for (int w = 0; w < OFF_WORDS; w++) n += (uint32_t)__builtin_popcountll(s->offbits[i][w]);
-        out[i].distinct_min = n;
+        lob_itch_locate *o = &out[i];
+        memset(o, 0, sizeof *o);
+        o->min_price = INT64_MAX;
+        o->max_price = INT64_MIN;
+        o->first_ts = -1;
+        if (!(s->seen[i >> 6] >> (i & 63) & 1)) continue; /* no message */
+        const scan_loc *l = &s->loc[i];
+        if (l->last_px) {
+            o->min_price = (uint32_t)~l->min_not;
+            o->max_price = l->max_price;
+        }
+        o->price_gcd = l->gcd;
+        o->messages = l->messages;
+        o->adds = l->adds;
+        o->deletes = l->deletes;
+        o->replaces = l->replaces;
+        o->executions = l->executions;
+        o->cancels = l->cancels;
+        o->executed_shares = l->executed_shares;
+        o->unknown_refs = l->unknown_refs;
+        o->live = l->live;
+        o->peak_live = l->peak_live;
+        o->first_ts = l->first_ts;
+        o->last_ts = l->last_ts;
+        if (!l->gcd) continue; /* no price but 0: no bit (and distinct_min 0 from the scan) */
+        uint32_t b = 0;
+        for (int w = 0; w < OFF_WORDS; w++) b += (uint32_t)__builtin_popcountll(s->offbits[i][w]);
+        o->distinct_min = b;
     }
 }
 

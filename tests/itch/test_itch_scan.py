@@ -1,6 +1,8 @@
 """Pass 1 (the C scan, lobreplay.core._coreapi.ItchScan) against a naive Python scan
-of tests/itch_ref.py's decoded messages: every per-locate figure, on generated
-days, days with injected faults and the real samples."""
+of tests/itch_ref.py's decoded messages: every field of every locate's record (the
+distinct-price hash and the blank records of locates without a message too), on
+generated days (plain and with the real-day features), days with injected faults and
+the real samples."""
 from __future__ import annotations
 
 import math
@@ -12,12 +14,20 @@ from hypothesis import strategies as st
 
 from lobreplay.core import _coreapi as core
 from lobreplay.testing.itch_faults import FAULTS, inject
+from lobreplay.testing.itch_synth import FEATURES, generate_day, generate_day_fast
 from lobreplay.itch.reader import ItchFile
 from tests.conftest import REAL_ITCH
 from tests.itch_ref import read_messages
 
-FIELDS = ("min_price", "max_price", "price_gcd", "messages", "adds", "deletes", "replaces", "executions",
-          "cancels", "executed_shares", "unknown_refs", "live", "peak_live", "first_ts", "last_ts")
+FIELDS = core.LOCATE_DTYPE.names  # every field of lob_itch_locate
+BLANK = {f: 0 for f in FIELDS} | {"min_price": np.iinfo(np.int64).max, "max_price": np.iinfo(np.int64).min,
+                                   "first_ts": -1}  # a locate without a message
+
+
+def price_bit(px: int) -> int:
+    """The bit of px in a locate's 4,096-bit price hash (lob_itch_locate.distinct_min, itch.h):
+    the top 12 bits of the 32-bit product px * 0x9E3779B1."""
+    return ((px * 0x9E3779B1) & 0xFFFFFFFF) >> 20
 
 
 def naive_scan(data: bytes) -> dict[int, dict]:
@@ -84,6 +94,9 @@ def naive_scan(data: bytes) -> dict[int, dict]:
         L["min_price"] = min(p) if p else np.iinfo(np.int64).max
         L["max_price"] = max(p) if p else np.iinfo(np.int64).min
         L["price_gcd"] = math.gcd(*p) if p else 0
+        # a lower bound on the distinct prices: the hash's set bits, none while every price is 0
+        L["distinct_min"] = len({price_bit(px) for px in p}) if L["price_gcd"] else 0
+        L["reserved"] = 0
     return out
 
 
@@ -95,17 +108,51 @@ def c_scan(path: str, chunk_bytes: int) -> np.ndarray:
 
 
 def check(path: str, chunk_bytes: int = 1 << 17) -> tuple[int, int]:
-    """Asserts the two scans agree; returns (messages, adds) seen."""
+    """Asserts the two scans agree on every locate's record; returns (messages, adds) seen."""
     want = naive_scan(open(path, "rb").read())
     got = c_scan(path, chunk_bytes)
     assert set(np.flatnonzero(got["messages"]).tolist()) == {k for k, v in want.items() if v["messages"]}
     for locate, w in want.items():
         assert {f: int(got[f][locate]) for f in FIELDS} == w, f"locate {locate}"
+    blank = np.ones(65536, bool)
+    blank[list(want)] = False
+    for f in FIELDS:  # every other locate's record is the blank one
+        assert (got[f][blank] == BLANK[f]).all(), f
     return sum(w["messages"] for w in want.values()), sum(w["adds"] for w in want.values())
 
 
 def test_scan_agrees_on_a_generated_day(synthetic_day):
     assert check(synthetic_day.path)[1] > 1000
+
+
+@pytest.mark.parametrize("engine, features", [("python", FEATURES), ("python", ("far_off",)), ("c", FEATURES)])
+def test_scan_agrees_on_generated_days_with_real_day_features(tmp_path, engine, features):
+    """Halts and their crosses, an IPO, operational halts, a MWCB, far-off prices (8x, the
+    highest Price(4), $1,000 in a sub-dollar stock on a sub-penny grid): the scan's records,
+    read in chunks of different sizes (feed boundaries anywhere), are the naive scan's; and
+    a scan of some locates only (select) gives exactly their records and blank others."""
+    path = tmp_path / "20191230.features.itch"
+    if engine == "python":
+        generate_day(path, n_messages=60_000, n_symbols=40, seed=13, features=features)
+    else:
+        generate_day_fast(path, n_messages=120_000, n_symbols=40, seed=13, features=features)
+    messages, adds = check(str(path), chunk_bytes=1 << 15)
+    assert adds > 1000
+    got = c_scan(str(path), 1 << 20)
+    priced = got["price_gcd"] != 0
+    assert (got["price_gcd"][priced] % 100 != 0).any()  # a sub-penny grid
+    assert (got["max_price"][priced] >= 8 * got["min_price"][priced]).any()  # a far-off price
+    assert (got["distinct_min"][priced] > 1).all()
+    select = np.zeros(65536, np.uint8)
+    select[np.flatnonzero(got["messages"])[::2]] = 1
+    scan = core.ItchScan()
+    for c in ItchFile(str(path), chunk_bytes=1 << 16).chunks():
+        scan.feed(c.buf, c.offsets, c.types, c.n, select)
+    part = scan.stats()
+    on = select.astype(bool)
+    assert part[on].tobytes() == got[on].tobytes()
+    for f in FIELDS:
+        assert (part[f][~on] == BLANK[f]).all(), f
 
 
 @pytest.mark.parametrize("kind", sorted(FAULTS))
@@ -248,7 +295,7 @@ def test_price_gcd_is_the_gcd_of_the_prices(tmp_path_factory, data):
     before Euclid) against math.gcd on prices that share factors, are 0, 1 or 2^32 - 1,
     repeat or change."""
     import struct
-    base = data.draw(st.sampled_from([1, 2, 3, 7, 100, 625, 65536, 4294967295]))
+    base = data.draw(st.sampled_from([1, 2, 3, 7, 100, 625, 65521, 65536, 2**31, 4294967291, 4294967295]))
     prices = data.draw(st.lists(st.one_of(st.integers(0, (2**32 - 1) // base).map(lambda k: k * base),
                                           st.integers(0, 2**32 - 1), st.sampled_from([0, 1, 2**32 - 1])),
                                 min_size=1, max_size=40))
@@ -261,3 +308,70 @@ def test_price_gcd_is_the_gcd_of_the_prices(tmp_path_factory, data):
     p = tmp_path_factory.mktemp("gcd") / "gcd.itch"
     p.write_bytes(b"".join(a(i + 1, i + 1, px) for i, px in enumerate(prices)))
     assert int(c_scan(str(p), 1 << 17)["price_gcd"][9]) == math.gcd(*prices)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_distinct_min_counts_the_hash_bits_of_the_prices(tmp_path_factory, data):
+    """distinct_min against the set of the prices' hash bits (price_bit), on prices made to
+    land on chosen bits: the same bit from different prices, bits 32 and 1 apart in the same
+    64-bit word, the first and last of the 4,096; prices of 0 (no bit while every price is 0)."""
+    import struct
+    inverse = pow(0x9E3779B1, -1, 2**32)  # px * 0x9E3779B1 (mod 2^32) is a bijection
+    word = data.draw(st.integers(0, 63))
+    bits = st.one_of(st.sampled_from([[0], [4095], [0, 4095]]), st.integers(0, 4095).map(lambda b: [b]),
+                     st.integers(0, 31).map(lambda b: [word * 64 + b, word * 64 + b + 32]),  # bits 32 apart
+                     st.integers(0, 62).map(lambda b: [word * 64 + b, word * 64 + b + 1]))
+    groups = data.draw(st.lists(bits, min_size=1, max_size=12))
+    wanted = [(b, data.draw(st.integers(0, 2**20 - 1))) for g in groups for b in g]
+    prices = [((b << 20 | low) * inverse) % 2**32 for b, low in wanted]
+    prices += data.draw(st.lists(st.just(0), max_size=2))
+    prices = data.draw(st.permutations(prices))
+    assert sorted(price_bit(px) for px in prices if px) == sorted(b for b, low in wanted if b << 20 | low)
+
+    def a(ts, ref, px):
+        payload = struct.pack(">cHH", b"A", 4, 0) + ts.to_bytes(6, "big") + struct.pack(">QcI8sI", ref, b"B", 1,
+                                                                                         b"XYZ     ", px)
+        return struct.pack(">H", len(payload)) + payload
+
+    p = tmp_path_factory.mktemp("bits") / "bits.itch"
+    p.write_bytes(b"".join(a(i + 1, i + 1, px) for i, px in enumerate(prices)))
+    check(str(p))
+    want = len({price_bit(px) for px in prices}) if any(prices) else 0
+    assert int(c_scan(str(p), 1 << 17)["distinct_min"][4]) == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_order_map_agrees_on_random_operations(tmp_path_factory, data):
+    """Random adds, deletes, executions, cancels and replaces (duplicates and unknown
+    references among them) on references that share home slots in the order map's
+    first 2^20 slots (k * 2^20 + j), sit at its end (a walk from slot 2^20 - 1 wraps to
+    slot 0), or are large: every figure is the naive scan's, after chunks of any size."""
+    import struct
+    top = 1 << 20
+    low = data.draw(st.lists(st.sampled_from([1, 2, 3, top - 2, top - 1]), min_size=1, max_size=3, unique=True))
+    pool = [k * top + j for k in range(4) for j in low] + [2**63 + 5, 2**64 - 1]
+    refs = st.sampled_from(data.draw(st.lists(st.sampled_from(pool), min_size=2, max_size=6, unique=True)))
+
+    def msg(t, locate, ts, body):
+        payload = struct.pack(">cHH", t.encode(), locate, 0) + ts.to_bytes(6, "big") + body
+        return struct.pack(">H", len(payload)) + payload
+
+    ops = data.draw(st.lists(st.tuples(st.sampled_from("AAADDEXU"), refs, refs, st.integers(1, 300),
+                                       st.sampled_from([3, 4])), min_size=8, max_size=120))
+    out = []
+    for ts, (t, ref, new, q, loc) in enumerate(ops, 1):
+        if t == "A":
+            out.append(msg("A", loc, ts, struct.pack(">QcI8sI", ref, b"B", q, b"XYZ     ", 1000 + q)))
+        elif t == "D":
+            out.append(msg("D", loc, ts, struct.pack(">Q", ref)))
+        elif t == "E":
+            out.append(msg("E", loc, ts, struct.pack(">QIQ", ref, q, ts)))
+        elif t == "X":
+            out.append(msg("X", loc, ts, struct.pack(">QI", ref, q)))
+        else:
+            out.append(msg("U", loc, ts, struct.pack(">QQII", ref, new, q, 1000 + q)))
+    p = tmp_path_factory.mktemp("ops") / "ops.itch"
+    p.write_bytes(b"".join(out))
+    check(str(p), chunk_bytes=data.draw(st.sampled_from([64, 256, 1 << 17])))
