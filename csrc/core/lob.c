@@ -713,8 +713,9 @@ static inline __attribute__((always_inline)) void crossing(const lob_book *b, ui
 
 /* Match an incoming order against the opposite side up to level lim.
  * Writes executions to ex (room checked by the caller); returns shares traded. */
-static int64_t match(lob_book *b, uint8_t side, int64_t lim, uint64_t taker, int64_t qty,
-                     lob_exec *ex, size_t *nex, uint32_t event_index, uint32_t instrument)
+static inline __attribute__((always_inline)) int64_t match(lob_book *b, uint8_t side, int64_t lim, uint64_t taker,
+                                                           int64_t qty, lob_exec *ex, size_t *nex,
+                                                           uint32_t event_index, uint32_t instrument)
 {
     int64_t left = qty;
     for (;;) {
@@ -1571,7 +1572,7 @@ __attribute__((noinline)) static int order_flags_ok(const lob_event *e)
 
 /* Checks an event against its book before anything changes (the order of the
  * checks is part of the contract: see docs/core.md). Returns a status. */
-static inline int check_event(const lob_book *b, const lob_event *e, plan_t *p)
+static inline __attribute__((always_inline)) int check_event(const lob_book *b, const lob_event *e, plan_t *p)
 {
     int found;
     if (e->flags & ~(LOB_F_FEED | LOB_F_PRICE | LOB_F_NOCHECK)) { /* reserved bits, or order flags */
@@ -1682,8 +1683,8 @@ static inline __attribute__((always_inline)) void clear_crossing(lob_book *b, ui
 
 /* LOB_EXEC: check the feed's fill against price-time priority, record the fill
  * priority expected, then apply the feed's (see lob.h). */
-static void apply_exec(lob_book *b, const lob_event *e, const plan_t *p, sink_t *out, size_t i,
-                       lob_result *r)
+static inline __attribute__((always_inline)) void apply_exec(lob_book *b, const lob_event *e, const plan_t *p,
+                                                             sink_t *out, size_t i, lob_result *r)
 {
     order_t *o = &b->orders[p->old];
     int parked = o->level == PARKED; /* no priority among parked orders to check */
@@ -1719,9 +1720,15 @@ static void apply_exec(lob_book *b, const lob_event *e, const plan_t *p, sink_t 
     }
 }
 
-/* A NEW or REPLACE on a halted book: it rests whole on the parked list (lob.h). */
-__attribute__((noinline)) static void park_incoming(lob_book *b, const lob_event *e, plan_t *p, lob_result *r)
+/* A NEW or REPLACE on a halted book: it rests whole on the parked list (lob.h). Its plan
+ * comes and its result goes through io (as for apply_ext), so that the batch loop never
+ * takes the address of its own: a loop whose plan and result have their address taken keeps
+ * them in memory on every path, 13 stack loads and stores an event (callgrind). */
+__attribute__((noinline)) static void park_incoming(lob_book *b, const lob_event *e, ext_io_t *io)
 {
+    plan_t *p = &io->plan;
+    lob_result *r = &io->r;
+    *r = (lob_result){0, 0, 0, LOB_OK};
     uint64_t id = e->id;
     uint32_t part;
     if (e->kind == LOB_NEW) {
@@ -1745,7 +1752,7 @@ __attribute__((noinline)) static void park_incoming(lob_book *b, const lob_event
 
 /* LOB_STATE 0 on a halted book: the parked orders rest in arrival order, each as a feed
  * order (any opposite order it meets is removed, a LOB_D_CROSSED desync each). */
-__attribute__((noinline)) static void unpark(lob_book *b, sink_t *out, size_t i, uint32_t instrument)
+static void unpark(lob_book *b, sink_t *out, size_t i, uint32_t instrument)
 {
     while (b->park_head != NIL) {
         uint32_t oi = b->park_head, info = b->pinfo[oi];
@@ -1759,6 +1766,24 @@ __attribute__((noinline)) static void unpark(lob_book *b, sink_t *out, size_t i,
         b->pb_ok[k] = 1;
         b->pb_cnt[k] = 0;
     }
+}
+
+/* LOB_STATE (checked): halt, or resume and unpark. The sink comes and goes through io, as
+ * for apply_ext. Returns LOB_EEXECFULL (nothing changed) when the desyncs a resume could
+ * write do not fit, else LOB_OK with the result in io->r. */
+__attribute__((noinline)) static int apply_state(lob_book *b, const lob_event *e, ext_io_t *io, size_t i)
+{
+    sink_t *sk = &io->sink;
+    io->r = (lob_result){0, 0, 0, LOB_OK};
+    if (e->qty) {
+        b->halted = 1;
+    } else if (b->halted) {
+        if (b->parked && sk->desync_cap - sk->n_desync < b->live) return LOB_EEXECFULL;
+        b->halted = 0;
+        unpark(b, sk, i, e->instrument);
+    }
+    io->r.resting = b->parked;
+    return LOB_OK;
 }
 
 /* ---- STP and notional orders ---------------------------------------------------- */
@@ -1952,7 +1977,7 @@ static inline void prefetch_order(books_t bk, const lob_event *e)
     }
 }
 
-static inline void prefetch_links(books_t bk, const lob_event *e)
+static inline __attribute__((always_inline)) void prefetch_links(books_t bk, const lob_event *e)
 {
     const lob_book *b = event_book(bk, e);
     if (!b) return;
@@ -1982,46 +2007,37 @@ static int depth_rows_equal(const lob_outputs *out, size_t a, size_t b)
            !memcmp(out->depth_counts + a * w, out->depth_counts + b * w, w * sizeof *out->depth_counts);
 }
 
-int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out)
+/* The batch loop of lob_session_apply (arguments checked), one copy per mode: pf (prefetch),
+ * with_bbo (out->bbo set) and deep (depth rows asked for) are constants in each call below
+ * but the last, so that each copy carries only the tests and the live values its mode needs.
+ * One loop for every mode kept them all live at once: the compiler spilled the plan, the
+ * result and the loop's pointers to the stack, a dozen loads and stores an event more
+ * (callgrind). Timing is a single compare an event (t_next) in every copy. */
+static inline __attribute__((always_inline)) int apply_loop(lob_session *s, const lob_event *events, size_t n,
+                                                            lob_outputs *out, const int pf, const int with_bbo,
+                                                            const int deep)
 {
     size_t i;
     int rc = LOB_OK;
-    if (!s || !out || (n && (!events || !out->results)) || (out->exec_cap && !out->execs) ||
-        (out->desync_cap && !out->desyncs) ||
-        (out->depth_levels && (!out->depth_event || !out->depth_prices || !out->depth_qtys || !out->depth_counts))) {
-        if (out) out->n_done = out->n_exec = out->n_desync = out->n_depth = out->n_bbo = 0;
-        return LOB_EARG;
-    }
     size_t nd = 0; /* depth rows written */
     sink_t sk = {out->execs, out->desyncs, 0, out->exec_cap, 0, out->desync_cap};
     lob_result *results = out->results;
-    lob_bbo *bbo = out->bbo;
-    uint32_t *bbo_event = bbo ? out->bbo_event : NULL;
+    lob_bbo *const bbo = with_bbo ? out->bbo : NULL;
+    uint32_t *const bbo_event = with_bbo ? out->bbo_event : NULL;
     size_t nb = 0; /* bbo rows written, with bbo_event */
     /* Read once: the calls in the loop could change *out and *s for all the compiler knows. */
-    const uint32_t depth_levels = out->depth_levels;
+    const uint32_t depth_levels = deep ? out->depth_levels : 0;
     const uint32_t every = s->timing;
-    uint32_t to_go = s->timing_left, to_go_i = to_go; /* to_go_i: before event i (an event not done keeps its turn) */
+    /* The index of the next event to time (SIZE_MAX: none): one compare an event, no store,
+     * when timing is off. An event not done keeps its turn (t_next - i is the countdown). */
+    size_t t_next = every ? (size_t)s->timing_left : SIZE_MAX;
     const books_t bk = {s->books, s->max_instrument};
     /* Timing every event: one clock reading ends an event and starts the next. Every Nth
      * (N > 1): a reading before the timed event and one after it. */
     uint64_t t_prev = every == 1 ? clock_ticks(s->clock) : 0;
-    /* Prefetch only where the books outgrow the caches: on books that fit, it
-     * costs more than it saves (benchmarks/RESULTS.md). */
-    int pf = s->prefetch < 0 ? s->book_bytes > PF_AUTO_BYTES : s->prefetch;
     for (i = 0; i < n; i++) {
         const lob_event *e = &events[i];
-        int timed = 0;
-        if (every) {
-            to_go_i = to_go;
-            if (to_go == 0) {
-                timed = 1;
-                to_go = every - 1;
-                if (every > 1) t_prev = clock_ticks(s->clock);
-            } else {
-                to_go--;
-            }
-        }
+        if (__builtin_expect(i == t_next, 0) && every > 1) t_prev = clock_ticks(s->clock);
         if (pf) {
             if (i + PF_SLOT < n) prefetch_slot(bk, &events[i + PF_SLOT]);
             if (i + PF_ORDER < n) prefetch_order(bk, &events[i + PF_ORDER]);
@@ -2046,7 +2062,9 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
         if (r.status != LOB_OK) goto done;
         if (e->kind == LOB_NEW || e->kind == LOB_REPLACE) {
             if (__builtin_expect(b->halted, 0)) {
-                park_incoming(b, e, &p, &r);
+                s->ext.plan = p;
+                park_incoming(b, e, &s->ext);
+                r = s->ext.r;
                 goto done;
             }
             if (__builtin_expect(p.ext, 0)) { /* participants, STP, notional: see plan_t */
@@ -2145,17 +2163,13 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
                 r.resting = o->qty;
             }
         } else if (__builtin_expect(e->kind == LOB_STATE, 0)) {
-            if (e->qty) {
-                b->halted = 1;
-            } else if (b->halted) {
-                if (b->parked && sk.desync_cap - sk.n_desync < b->live) {
-                    rc = LOB_EEXECFULL;
-                    break;
-                }
-                b->halted = 0;
-                unpark(b, &sk, i, e->instrument);
+            s->ext.sink = sk;
+            if (apply_state(b, e, &s->ext, i) != LOB_OK) {
+                rc = LOB_EEXECFULL;
+                break;
             }
-            r.resting = b->parked;
+            r = s->ext.r;
+            sk.n_desync = s->ext.sink.n_desync;
         } else { /* LOB_EXEC */
             if (sk.exec_cap - sk.n_exec < 1 || sk.desync_cap - sk.n_desync < 3) {
                 rc = LOB_EEXECFULL;
@@ -2180,7 +2194,8 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
             if (bbo_event && after.changed) bbo_event[nb++] = (uint32_t)i;
         }
         results[i] = r;
-        if (timed) {
+        if (__builtin_expect(i == t_next, 0)) {
+            t_next = i + every;
             uint64_t t = clock_ticks(s->clock), dt = t - t_prev;
             t_prev = t;
             int k = (e->kind >= 1 && e->kind < HIST_KINDS) ? e->kind : 0;
@@ -2189,11 +2204,28 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
             if (b && b->hist) b->hist[(size_t)k * BOOK_HIST + lob_book_hist_index(v)]++;
         }
     }
-    s->timing_left = i < n ? to_go_i : to_go;
+    if (every) s->timing_left = (uint32_t)(t_next - i);
     out->n_done = i;
     out->n_exec = sk.n_exec;
     out->n_desync = sk.n_desync;
     out->n_depth = nd;
     out->n_bbo = nb;
     return rc;
+}
+
+int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out)
+{
+    if (!s || !out || (n && (!events || !out->results)) || (out->exec_cap && !out->execs) ||
+        (out->desync_cap && !out->desyncs) ||
+        (out->depth_levels && (!out->depth_event || !out->depth_prices || !out->depth_qtys || !out->depth_counts))) {
+        if (out) out->n_done = out->n_exec = out->n_desync = out->n_depth = out->n_bbo = 0;
+        return LOB_EARG;
+    }
+    /* Prefetch only where the books outgrow the caches: on books that fit, it
+     * costs more than it saves (benchmarks/RESULTS.md). */
+    int pf = s->prefetch < 0 ? s->book_bytes > PF_AUTO_BYTES : s->prefetch;
+    int with_bbo = out->bbo != NULL;
+    if (out->depth_levels) return apply_loop(s, events, n, out, pf, with_bbo, 1);
+    if (pf) return with_bbo ? apply_loop(s, events, n, out, 1, 1, 0) : apply_loop(s, events, n, out, 1, 0, 0);
+    return with_bbo ? apply_loop(s, events, n, out, 0, 1, 0) : apply_loop(s, events, n, out, 0, 0, 0);
 }
