@@ -631,6 +631,29 @@ static inline void set_owner(lob_book *b, uint32_t oi, uint32_t part)
     }
 }
 
+/* Put order record oi (off every list, out of the index) back on the free list. */
+static inline void order_free(lob_book *b, uint32_t oi)
+{
+    order_t *o = &b->orders[oi];
+    o->level = NIL;
+    o->slot = NIL;
+    o->qty = 0;
+    o->prev = NIL;
+    o->next = b->free_head;
+    b->free_head = oi;
+    b->live--;
+}
+
+/* order_remove of a parked order, out of line: inlined, its code made the common
+ * removal save and restore one register more (callgrind: 5 instructions a removal). */
+__attribute__((noinline, cold)) static void remove_parked(lob_book *b, uint32_t oi)
+{
+    uint32_t info = b->pinfo[oi];
+    pb_shrink(b, (info & PSELL) != 0, info & ~PSELL, b->orders[oi].qty, 1);
+    park_unlink(b, oi);
+    order_free(b, oi);
+}
+
 /* Remove an order: out of the index, off its level (keeping the cached best
  * prices right) and back to the free list. */
 static void order_remove(lob_book *b, uint32_t oi)
@@ -639,10 +662,8 @@ static void order_remove(lob_book *b, uint32_t oi)
     index_remove_at(b, o->slot);
     uint32_t li = o->level;
     if (__builtin_expect(li == PARKED, 0)) {
-        uint32_t info = b->pinfo[oi];
-        pb_shrink(b, (info & PSELL) != 0, info & ~PSELL, o->qty, 1);
-        park_unlink(b, oi);
-        goto freed;
+        remove_parked(b, oi);
+        return;
     }
     level_t *L = &b->levels[li];
     if (o->prev != NIL) b->orders[o->prev].next = o->next;
@@ -659,14 +680,7 @@ static void order_remove(lob_book *b, uint32_t oi)
             b->best_ask = find_ge(b, (int64_t)li + 1);
         }
     }
-freed:
-    o->level = NIL;
-    o->slot = NIL;
-    o->qty = 0;
-    o->prev = NIL;
-    o->next = b->free_head;
-    b->free_head = oi;
-    b->live--;
+    order_free(b, oi);
 }
 
 /* How much opposite quantity crosses a limit (level index lim; a market
