@@ -206,9 +206,12 @@ struct lob_book {
     uint32_t nwords, nwords2;
     order_t *orders;
     slot_t *slots;
-    uint32_t *hist;               /* per-kind coarse latency histograms, when timing is on (else NULL) */
     uint64_t slot_mask;
     int tag_shift;                /* home = tag >> tag_shift */
+    int slow;                     /* halted || owners_used: the one test a NEW or REPLACE pays for
+                                     both (check_event), in the same two cache lines as everything
+                                     else an event reads here */
+    uint32_t *hist;               /* per-kind coarse latency histograms, when timing is on (else NULL) */
     int owners_used;              /* a non-zero participant has rested since creation/clear */
     int in_arena;                 /* the book and its arrays belong to a session's arena */
     uint32_t *owner;              /* participant per order record, beside the pool so that a record
@@ -472,6 +475,7 @@ void lob_book_clear(lob_book *b)
     for (uint64_t i = 0; i <= b->slot_mask; i++) b->slots[i].order = NIL;
     if (b->owners_used) memset(b->owner, 0, (size_t)b->capacity * sizeof *b->owner);
     b->owners_used = 0;
+    b->slow = 0;
     b->free_head = 0;
     b->live = 0;
     b->best_bid = b->best_ask = -1;
@@ -627,7 +631,7 @@ static inline void set_owner(lob_book *b, uint32_t oi, uint32_t part)
 {
     if (part | (uint32_t)b->owners_used) {
         b->owner[oi] = part;
-        if (part) b->owners_used = 1;
+        if (part) b->owners_used = b->slow = 1;
     }
 }
 
@@ -1097,6 +1101,8 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
     if (np != b->parked) FAIL("%u orders on the parked list, count %u", np, b->parked);
     if (pprev != b->park_tail) FAIL("parked list: tail %u, last linked %u", b->park_tail, pprev);
     if (np && !b->halted) FAIL("%u parked orders in a book that is not halted", np);
+    if (b->slow != (b->halted || b->owners_used))
+        FAIL("slow flag %d, halted %d, participants seen %d", b->slow, b->halted, b->owners_used);
     for (int k = 0; k < 2; k++) {
         if (!b->pb_ok[k]) continue;
         uint8_t side = k ? LOB_SELL : LOB_BUY;
@@ -1189,9 +1195,9 @@ int lob_book_break(lob_book *b, int what)
 /* What check_event learns about an event that passes. */
 typedef struct plan {
     uint8_t side;      /* NEW/REPLACE: side of the incoming order */
-    uint8_t ext;       /* NEW/REPLACE: order flags, a participant, or a book that has seen
-                          participants (whose every resting order needs its entry in b->owner):
-                          apply_ext instead of the plain path */
+    uint8_t ext;       /* NEW/REPLACE: order flags, a participant, or a book that is halted
+                          (park_incoming) or has seen participants (whose every resting order
+                          needs its entry in b->owner): off the plain path */
     int64_t lim;       /* NEW/REPLACE: limit level (MARKET: the far end of the band) */
     uint32_t old;      /* CANCEL/REDUCE/REPLACE: order index of id */
     uint32_t tag;      /* NEW: hash tag of id */
@@ -1597,7 +1603,8 @@ static inline __attribute__((always_inline)) int check_event(const lob_book *b, 
     case LOB_NEW:
         if ((e->side != LOB_BUY && e->side != LOB_SELL) || e->tif > LOB_MARKET) return LOB_EKIND;
         if ((e->flags & LOB_F_FEED) && e->tif != LOB_GTC) return LOB_EKIND; /* a feed order rests */
-        if (__builtin_expect(e->new_id | (uint64_t)b->owners_used, 0)) {
+        if (__builtin_expect(e->new_id | (uint64_t)b->slow, 0)) { /* a participant, or a book that is
+                                                                      halted or has seen participants */
             if (e->new_id > UINT32_MAX) return LOB_EKIND; /* the participant */
             p->ext = 1;
         }
@@ -1634,7 +1641,7 @@ static inline __attribute__((always_inline)) int check_event(const lob_book *b, 
         if (p->old == NIL) return LOB_EUNKNOWN_ID;
         if (e->new_id != e->id && index_find(b, e->new_id) != NIL) return LOB_EDUP_ID;
         p->side = order_side(b, p->old);
-        if (b->owners_used) p->ext = 1;
+        if (b->slow) p->ext = 1;
         return LOB_OK;
     case LOB_STATE:
         return e->qty == 0 || e->qty == 1 ? LOB_OK : LOB_EQTY;
@@ -1790,10 +1797,11 @@ __attribute__((noinline)) static int apply_state(lob_book *b, const lob_event *e
     sink_t *sk = &io->sink;
     io->r = (lob_result){0, 0, 0, LOB_OK};
     if (e->qty) {
-        b->halted = 1;
+        b->halted = b->slow = 1;
     } else if (b->halted) {
         if (b->parked && sk->desync_cap - sk->n_desync < b->live) return LOB_EEXECFULL;
         b->halted = 0;
+        b->slow = b->owners_used;
         unpark(b, sk, i, e->instrument);
     }
     io->r.resting = b->parked;
@@ -2075,14 +2083,13 @@ static inline __attribute__((always_inline)) int apply_loop(lob_session *s, cons
         r.status = check_event(b, e, &p);
         if (r.status != LOB_OK) goto done;
         if (e->kind == LOB_NEW || e->kind == LOB_REPLACE) {
-            if (__builtin_expect(b->halted, 0)) {
+            if (__builtin_expect(p.ext, 0)) { /* halted, participants, STP, notional: see plan_t */
                 s->ext.plan = p;
-                park_incoming(b, e, &s->ext);
-                r = s->ext.r;
-                goto done;
-            }
-            if (__builtin_expect(p.ext, 0)) { /* participants, STP, notional: see plan_t */
-                s->ext.plan = p;
+                if (b->halted) { /* before anything else: the order parks */
+                    park_incoming(b, e, &s->ext);
+                    r = s->ext.r;
+                    goto done;
+                }
                 s->ext.sink = sk;
                 if (apply_ext(b, e, &s->ext, i) != LOB_OK) {
                     rc = LOB_EEXECFULL;

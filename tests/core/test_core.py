@@ -253,6 +253,23 @@ def test_stp_cancel_resting_cancels_own_orders_and_goes_on():
     b.validate()
 
 
+def test_participants_seen_before_a_halt_still_count_after_the_resume():
+    """A book that has seen a participant keeps every order record's participant right after a
+    halt ends (lob.c: its NEWs stay off the plain path): an order of no participant resting in
+    the record a participant's order had must not inherit that participant, or STP would
+    cancel it for a self-trade."""
+    b = L.OrderBook(100, 200, 1, 16)
+    b.new(1, S, 101, 5, participant=7)
+    b.halt()
+    b.resume()
+    b.cancel(1)            # its record goes back to the free list...
+    b.new(2, S, 101, 4)    # ...and this order, of no participant, takes it
+    assert b.participant(2) == 0
+    f = b.new(9, B, 101, 4, participant=7, flags=RESTING)
+    assert f.trades == [(2, 101, 4)] and f.stp == []
+    b.validate()
+
+
 def test_stp_cancel_incoming_stops_the_order_there():
     b = _stp_book()
     f = b.new(9, B, 102, 10, participant=7, flags=INCOMING)  # GTC: its remainder does not rest
