@@ -1975,7 +1975,11 @@ enum { PF_SLOT = 12, PF_ORDER = 6, PF_LINKS = 3 };
 static inline void prefetch_slot(books_t bk, const lob_event *e)
 {
     const lob_book *b = event_book(bk, e);
-    if (b) prefetch(&b->slots[tag_home(b, id_tag(e->id))]);
+    if (!b) return;
+    prefetch(&b->slots[tag_home(b, id_tag(e->id))]);
+    /* A REPLACE probes its new id's slot too (the duplicate check, then its place): without
+     * this, that miss was an eighth of the core's time on the wide day (perf, 8 % of events). */
+    if (e->kind == LOB_REPLACE) prefetch(&b->slots[tag_home(b, id_tag(e->new_id))]);
 }
 
 /* The order an event names, if its home slot holds its tag (the common case). */
@@ -1996,6 +2000,10 @@ static inline void prefetch_order(books_t bk, const lob_event *e)
     } else {
         const order_t *o = peek_order(b, e);
         if (o) prefetch(o);
+        if (e->kind == LOB_REPLACE) { /* and the level where it goes */
+            int64_t li = price_level(b, e->price);
+            if (li >= 0) prefetch(&b->levels[li]);
+        }
     }
 }
 
