@@ -1972,7 +1972,7 @@ static int apply_ext(lob_book *b, const lob_event *e, ext_io_t *io, size_t i)
 enum { PF_SLOT = 12, PF_ORDER = 6, PF_LINKS = 3 };
 #define PF_AUTO_BYTES (16u << 20) /* about half of this machine's L3 */
 
-static inline void prefetch_slot(books_t bk, const lob_event *e)
+static inline __attribute__((always_inline)) void prefetch_slot(books_t bk, const lob_event *e)
 {
     const lob_book *b = event_book(bk, e);
     if (!b) return;
@@ -1990,7 +1990,7 @@ static inline const order_t *peek_order(const lob_book *b, const lob_event *e)
     return (sl->order != NIL && sl->tag == tag) ? &b->orders[sl->order] : NULL;
 }
 
-static inline void prefetch_order(books_t bk, const lob_event *e)
+static inline __attribute__((always_inline)) void prefetch_order(books_t bk, const lob_event *e)
 {
     const lob_book *b = event_book(bk, e);
     if (!b) return;
