@@ -1548,7 +1548,12 @@ static void read_bbo_parked(const lob_book *b, lob_bbo *o)
 static inline void read_bbo(const lob_book *b, lob_bbo *o)
 {
     if (__builtin_expect(b->parked != 0, 0)) {
-        read_bbo_parked(b, o);
+        /* through a copy: were o (the loop's local row) handed to the out-of-line call,
+         * the compiler would keep that row in memory on the common path too, zeroed and
+         * copied through the stack every event (callgrind: 7 instructions an event) */
+        lob_bbo t = *o;
+        read_bbo_parked(b, &t);
+        *o = t;
         return;
     }
     if (b->best_bid >= 0) {
