@@ -206,9 +206,12 @@ struct lob_book {
     uint32_t nwords, nwords2;
     order_t *orders;
     slot_t *slots;
-    uint32_t *hist;               /* per-kind coarse latency histograms, when timing is on (else NULL) */
     uint64_t slot_mask;
     int tag_shift;                /* home = tag >> tag_shift */
+    int slow;                     /* halted || owners_used: the one test a NEW or REPLACE pays for
+                                     both (check_event), in the same two cache lines as everything
+                                     else an event reads here */
+    uint32_t *hist;               /* per-kind coarse latency histograms, when timing is on (else NULL) */
     int owners_used;              /* a non-zero participant has rested since creation/clear */
     int in_arena;                 /* the book and its arrays belong to a session's arena */
     uint32_t *owner;              /* participant per order record, beside the pool so that a record
@@ -472,6 +475,7 @@ void lob_book_clear(lob_book *b)
     for (uint64_t i = 0; i <= b->slot_mask; i++) b->slots[i].order = NIL;
     if (b->owners_used) memset(b->owner, 0, (size_t)b->capacity * sizeof *b->owner);
     b->owners_used = 0;
+    b->slow = 0;
     b->free_head = 0;
     b->live = 0;
     b->best_bid = b->best_ask = -1;
@@ -627,8 +631,31 @@ static inline void set_owner(lob_book *b, uint32_t oi, uint32_t part)
 {
     if (part | (uint32_t)b->owners_used) {
         b->owner[oi] = part;
-        if (part) b->owners_used = 1;
+        if (part) b->owners_used = b->slow = 1;
     }
+}
+
+/* Put order record oi (off every list, out of the index) back on the free list. */
+static inline void order_free(lob_book *b, uint32_t oi)
+{
+    order_t *o = &b->orders[oi];
+    o->level = NIL;
+    o->slot = NIL;
+    o->qty = 0;
+    o->prev = NIL;
+    o->next = b->free_head;
+    b->free_head = oi;
+    b->live--;
+}
+
+/* order_remove of a parked order, out of line: inlined, its code made the common
+ * removal save and restore one register more (callgrind: 5 instructions a removal). */
+__attribute__((noinline, cold)) static void remove_parked(lob_book *b, uint32_t oi)
+{
+    uint32_t info = b->pinfo[oi];
+    pb_shrink(b, (info & PSELL) != 0, info & ~PSELL, b->orders[oi].qty, 1);
+    park_unlink(b, oi);
+    order_free(b, oi);
 }
 
 /* Remove an order: out of the index, off its level (keeping the cached best
@@ -639,10 +666,8 @@ static void order_remove(lob_book *b, uint32_t oi)
     index_remove_at(b, o->slot);
     uint32_t li = o->level;
     if (__builtin_expect(li == PARKED, 0)) {
-        uint32_t info = b->pinfo[oi];
-        pb_shrink(b, (info & PSELL) != 0, info & ~PSELL, o->qty, 1);
-        park_unlink(b, oi);
-        goto freed;
+        remove_parked(b, oi);
+        return;
     }
     level_t *L = &b->levels[li];
     if (o->prev != NIL) b->orders[o->prev].next = o->next;
@@ -659,14 +684,7 @@ static void order_remove(lob_book *b, uint32_t oi)
             b->best_ask = find_ge(b, (int64_t)li + 1);
         }
     }
-freed:
-    o->level = NIL;
-    o->slot = NIL;
-    o->qty = 0;
-    o->prev = NIL;
-    o->next = b->free_head;
-    b->free_head = oi;
-    b->live--;
+    order_free(b, oi);
 }
 
 /* How much opposite quantity crosses a limit (level index lim; a market
@@ -713,8 +731,9 @@ static inline __attribute__((always_inline)) void crossing(const lob_book *b, ui
 
 /* Match an incoming order against the opposite side up to level lim.
  * Writes executions to ex (room checked by the caller); returns shares traded. */
-static int64_t match(lob_book *b, uint8_t side, int64_t lim, uint64_t taker, int64_t qty,
-                     lob_exec *ex, size_t *nex, uint32_t event_index, uint32_t instrument)
+static inline __attribute__((always_inline)) int64_t match(lob_book *b, uint8_t side, int64_t lim, uint64_t taker,
+                                                           int64_t qty, lob_exec *ex, size_t *nex,
+                                                           uint32_t event_index, uint32_t instrument)
 {
     int64_t left = qty;
     for (;;) {
@@ -1082,6 +1101,8 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
     if (np != b->parked) FAIL("%u orders on the parked list, count %u", np, b->parked);
     if (pprev != b->park_tail) FAIL("parked list: tail %u, last linked %u", b->park_tail, pprev);
     if (np && !b->halted) FAIL("%u parked orders in a book that is not halted", np);
+    if (b->slow != (b->halted || b->owners_used))
+        FAIL("slow flag %d, halted %d, participants seen %d", b->slow, b->halted, b->owners_used);
     for (int k = 0; k < 2; k++) {
         if (!b->pb_ok[k]) continue;
         uint8_t side = k ? LOB_SELL : LOB_BUY;
@@ -1174,9 +1195,9 @@ int lob_book_break(lob_book *b, int what)
 /* What check_event learns about an event that passes. */
 typedef struct plan {
     uint8_t side;      /* NEW/REPLACE: side of the incoming order */
-    uint8_t ext;       /* NEW/REPLACE: order flags, a participant, or a book that has seen
-                          participants (whose every resting order needs its entry in b->owner):
-                          apply_ext instead of the plain path */
+    uint8_t ext;       /* NEW/REPLACE: order flags, a participant, or a book that is halted
+                          (park_incoming) or has seen participants (whose every resting order
+                          needs its entry in b->owner): off the plain path */
     int64_t lim;       /* NEW/REPLACE: limit level (MARKET: the far end of the band) */
     uint32_t old;      /* CANCEL/REDUCE/REPLACE: order index of id */
     uint32_t tag;      /* NEW: hash tag of id */
@@ -1527,7 +1548,12 @@ static void read_bbo_parked(const lob_book *b, lob_bbo *o)
 static inline void read_bbo(const lob_book *b, lob_bbo *o)
 {
     if (__builtin_expect(b->parked != 0, 0)) {
-        read_bbo_parked(b, o);
+        /* through a copy: were o (the loop's local row) handed to the out-of-line call,
+         * the compiler would keep that row in memory on the common path too, zeroed and
+         * copied through the stack every event (callgrind: 7 instructions an event) */
+        lob_bbo t = *o;
+        read_bbo_parked(b, &t);
+        *o = t;
         return;
     }
     if (b->best_bid >= 0) {
@@ -1571,7 +1597,7 @@ __attribute__((noinline)) static int order_flags_ok(const lob_event *e)
 
 /* Checks an event against its book before anything changes (the order of the
  * checks is part of the contract: see docs/core.md). Returns a status. */
-static inline int check_event(const lob_book *b, const lob_event *e, plan_t *p)
+static inline __attribute__((always_inline)) int check_event(const lob_book *b, const lob_event *e, plan_t *p)
 {
     int found;
     if (e->flags & ~(LOB_F_FEED | LOB_F_PRICE | LOB_F_NOCHECK)) { /* reserved bits, or order flags */
@@ -1582,7 +1608,8 @@ static inline int check_event(const lob_book *b, const lob_event *e, plan_t *p)
     case LOB_NEW:
         if ((e->side != LOB_BUY && e->side != LOB_SELL) || e->tif > LOB_MARKET) return LOB_EKIND;
         if ((e->flags & LOB_F_FEED) && e->tif != LOB_GTC) return LOB_EKIND; /* a feed order rests */
-        if (__builtin_expect(e->new_id | (uint64_t)b->owners_used, 0)) {
+        if (__builtin_expect(e->new_id | (uint64_t)b->slow, 0)) { /* a participant, or a book that is
+                                                                      halted or has seen participants */
             if (e->new_id > UINT32_MAX) return LOB_EKIND; /* the participant */
             p->ext = 1;
         }
@@ -1619,7 +1646,7 @@ static inline int check_event(const lob_book *b, const lob_event *e, plan_t *p)
         if (p->old == NIL) return LOB_EUNKNOWN_ID;
         if (e->new_id != e->id && index_find(b, e->new_id) != NIL) return LOB_EDUP_ID;
         p->side = order_side(b, p->old);
-        if (b->owners_used) p->ext = 1;
+        if (b->slow) p->ext = 1;
         return LOB_OK;
     case LOB_STATE:
         return e->qty == 0 || e->qty == 1 ? LOB_OK : LOB_EQTY;
@@ -1682,8 +1709,8 @@ static inline __attribute__((always_inline)) void clear_crossing(lob_book *b, ui
 
 /* LOB_EXEC: check the feed's fill against price-time priority, record the fill
  * priority expected, then apply the feed's (see lob.h). */
-static void apply_exec(lob_book *b, const lob_event *e, const plan_t *p, sink_t *out, size_t i,
-                       lob_result *r)
+static inline __attribute__((always_inline)) void apply_exec(lob_book *b, const lob_event *e, const plan_t *p,
+                                                             sink_t *out, size_t i, lob_result *r)
 {
     order_t *o = &b->orders[p->old];
     int parked = o->level == PARKED; /* no priority among parked orders to check */
@@ -1719,9 +1746,15 @@ static void apply_exec(lob_book *b, const lob_event *e, const plan_t *p, sink_t 
     }
 }
 
-/* A NEW or REPLACE on a halted book: it rests whole on the parked list (lob.h). */
-__attribute__((noinline)) static void park_incoming(lob_book *b, const lob_event *e, plan_t *p, lob_result *r)
+/* A NEW or REPLACE on a halted book: it rests whole on the parked list (lob.h). Its plan
+ * comes and its result goes through io (as for apply_ext), so that the batch loop never
+ * takes the address of its own: a loop whose plan and result have their address taken keeps
+ * them in memory on every path (callgrind: 5 instructions an event more on the 5M days). */
+__attribute__((noinline)) static void park_incoming(lob_book *b, const lob_event *e, ext_io_t *io)
 {
+    plan_t *p = &io->plan;
+    lob_result *r = &io->r;
+    *r = (lob_result){0, 0, 0, LOB_OK};
     uint64_t id = e->id;
     uint32_t part;
     if (e->kind == LOB_NEW) {
@@ -1745,7 +1778,7 @@ __attribute__((noinline)) static void park_incoming(lob_book *b, const lob_event
 
 /* LOB_STATE 0 on a halted book: the parked orders rest in arrival order, each as a feed
  * order (any opposite order it meets is removed, a LOB_D_CROSSED desync each). */
-__attribute__((noinline)) static void unpark(lob_book *b, sink_t *out, size_t i, uint32_t instrument)
+static void unpark(lob_book *b, sink_t *out, size_t i, uint32_t instrument)
 {
     while (b->park_head != NIL) {
         uint32_t oi = b->park_head, info = b->pinfo[oi];
@@ -1759,6 +1792,25 @@ __attribute__((noinline)) static void unpark(lob_book *b, sink_t *out, size_t i,
         b->pb_ok[k] = 1;
         b->pb_cnt[k] = 0;
     }
+}
+
+/* LOB_STATE (checked): halt, or resume and unpark. The sink comes and goes through io, as
+ * for apply_ext. Returns LOB_EEXECFULL (nothing changed) when the desyncs a resume could
+ * write do not fit, else LOB_OK with the result in io->r. */
+__attribute__((noinline)) static int apply_state(lob_book *b, const lob_event *e, ext_io_t *io, size_t i)
+{
+    sink_t *sk = &io->sink;
+    io->r = (lob_result){0, 0, 0, LOB_OK};
+    if (e->qty) {
+        b->halted = b->slow = 1;
+    } else if (b->halted) {
+        if (b->parked && sk->desync_cap - sk->n_desync < b->live) return LOB_EEXECFULL;
+        b->halted = 0;
+        b->slow = b->owners_used;
+        unpark(b, sk, i, e->instrument);
+    }
+    io->r.resting = b->parked;
+    return LOB_OK;
 }
 
 /* ---- STP and notional orders ---------------------------------------------------- */
@@ -1925,10 +1977,14 @@ static int apply_ext(lob_book *b, const lob_event *e, ext_io_t *io, size_t i)
 enum { PF_SLOT = 12, PF_ORDER = 6, PF_LINKS = 3 };
 #define PF_AUTO_BYTES (16u << 20) /* about half of this machine's L3 */
 
-static inline void prefetch_slot(books_t bk, const lob_event *e)
+static inline __attribute__((always_inline)) void prefetch_slot(books_t bk, const lob_event *e)
 {
     const lob_book *b = event_book(bk, e);
-    if (b) prefetch(&b->slots[tag_home(b, id_tag(e->id))]);
+    if (!b) return;
+    prefetch(&b->slots[tag_home(b, id_tag(e->id))]);
+    /* A REPLACE probes its new id's slot too (the duplicate check, then its place): without
+     * this, that miss was an eighth of the core's time on the wide day (perf, 8 % of events). */
+    if (e->kind == LOB_REPLACE) prefetch(&b->slots[tag_home(b, id_tag(e->new_id))]);
 }
 
 /* The order an event names, if its home slot holds its tag (the common case). */
@@ -1939,7 +1995,7 @@ static inline const order_t *peek_order(const lob_book *b, const lob_event *e)
     return (sl->order != NIL && sl->tag == tag) ? &b->orders[sl->order] : NULL;
 }
 
-static inline void prefetch_order(books_t bk, const lob_event *e)
+static inline __attribute__((always_inline)) void prefetch_order(books_t bk, const lob_event *e)
 {
     const lob_book *b = event_book(bk, e);
     if (!b) return;
@@ -1949,10 +2005,14 @@ static inline void prefetch_order(books_t bk, const lob_event *e)
     } else {
         const order_t *o = peek_order(b, e);
         if (o) prefetch(o);
+        if (e->kind == LOB_REPLACE) { /* and the level where it goes */
+            int64_t li = price_level(b, e->price);
+            if (li >= 0) prefetch(&b->levels[li]);
+        }
     }
 }
 
-static inline void prefetch_links(books_t bk, const lob_event *e)
+static inline __attribute__((always_inline)) void prefetch_links(books_t bk, const lob_event *e)
 {
     const lob_book *b = event_book(bk, e);
     if (!b) return;
@@ -1982,46 +2042,37 @@ static int depth_rows_equal(const lob_outputs *out, size_t a, size_t b)
            !memcmp(out->depth_counts + a * w, out->depth_counts + b * w, w * sizeof *out->depth_counts);
 }
 
-int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out)
+/* The batch loop of lob_session_apply (arguments checked), one copy per mode: pf (prefetch),
+ * with_bbo (out->bbo set) and deep (depth rows asked for) are constants in each call below
+ * but the last, so that each copy carries only the tests and the live values its mode needs.
+ * One loop for every mode kept them all live at once: the compiler spilled the plan, the
+ * result and the loop's pointers to the stack, a dozen loads and stores an event more
+ * (callgrind). Timing is a single compare an event (t_next) in every copy. */
+static inline __attribute__((always_inline)) int apply_loop(lob_session *s, const lob_event *events, size_t n,
+                                                            lob_outputs *out, const int pf, const int with_bbo,
+                                                            const int deep)
 {
     size_t i;
     int rc = LOB_OK;
-    if (!s || !out || (n && (!events || !out->results)) || (out->exec_cap && !out->execs) ||
-        (out->desync_cap && !out->desyncs) ||
-        (out->depth_levels && (!out->depth_event || !out->depth_prices || !out->depth_qtys || !out->depth_counts))) {
-        if (out) out->n_done = out->n_exec = out->n_desync = out->n_depth = out->n_bbo = 0;
-        return LOB_EARG;
-    }
     size_t nd = 0; /* depth rows written */
     sink_t sk = {out->execs, out->desyncs, 0, out->exec_cap, 0, out->desync_cap};
     lob_result *results = out->results;
-    lob_bbo *bbo = out->bbo;
-    uint32_t *bbo_event = bbo ? out->bbo_event : NULL;
+    lob_bbo *const bbo = with_bbo ? out->bbo : NULL;
+    uint32_t *const bbo_event = with_bbo ? out->bbo_event : NULL;
     size_t nb = 0; /* bbo rows written, with bbo_event */
     /* Read once: the calls in the loop could change *out and *s for all the compiler knows. */
-    const uint32_t depth_levels = out->depth_levels;
+    const uint32_t depth_levels = deep ? out->depth_levels : 0;
     const uint32_t every = s->timing;
-    uint32_t to_go = s->timing_left, to_go_i = to_go; /* to_go_i: before event i (an event not done keeps its turn) */
+    /* The index of the next event to time (SIZE_MAX: none): one compare an event, no store,
+     * when timing is off. An event not done keeps its turn (t_next - i is the countdown). */
+    size_t t_next = every ? (size_t)s->timing_left : SIZE_MAX;
     const books_t bk = {s->books, s->max_instrument};
     /* Timing every event: one clock reading ends an event and starts the next. Every Nth
      * (N > 1): a reading before the timed event and one after it. */
     uint64_t t_prev = every == 1 ? clock_ticks(s->clock) : 0;
-    /* Prefetch only where the books outgrow the caches: on books that fit, it
-     * costs more than it saves (benchmarks/RESULTS.md). */
-    int pf = s->prefetch < 0 ? s->book_bytes > PF_AUTO_BYTES : s->prefetch;
     for (i = 0; i < n; i++) {
         const lob_event *e = &events[i];
-        int timed = 0;
-        if (every) {
-            to_go_i = to_go;
-            if (to_go == 0) {
-                timed = 1;
-                to_go = every - 1;
-                if (every > 1) t_prev = clock_ticks(s->clock);
-            } else {
-                to_go--;
-            }
-        }
+        if (__builtin_expect(i == t_next, 0) && every > 1) t_prev = clock_ticks(s->clock);
         if (pf) {
             if (i + PF_SLOT < n) prefetch_slot(bk, &events[i + PF_SLOT]);
             if (i + PF_ORDER < n) prefetch_order(bk, &events[i + PF_ORDER]);
@@ -2045,12 +2096,13 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
         r.status = check_event(b, e, &p);
         if (r.status != LOB_OK) goto done;
         if (e->kind == LOB_NEW || e->kind == LOB_REPLACE) {
-            if (__builtin_expect(b->halted, 0)) {
-                park_incoming(b, e, &p, &r);
-                goto done;
-            }
-            if (__builtin_expect(p.ext, 0)) { /* participants, STP, notional: see plan_t */
+            if (__builtin_expect(p.ext, 0)) { /* halted, participants, STP, notional: see plan_t */
                 s->ext.plan = p;
+                if (b->halted) { /* before anything else: the order parks */
+                    park_incoming(b, e, &s->ext);
+                    r = s->ext.r;
+                    goto done;
+                }
                 s->ext.sink = sk;
                 if (apply_ext(b, e, &s->ext, i) != LOB_OK) {
                     rc = LOB_EEXECFULL;
@@ -2145,17 +2197,13 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
                 r.resting = o->qty;
             }
         } else if (__builtin_expect(e->kind == LOB_STATE, 0)) {
-            if (e->qty) {
-                b->halted = 1;
-            } else if (b->halted) {
-                if (b->parked && sk.desync_cap - sk.n_desync < b->live) {
-                    rc = LOB_EEXECFULL;
-                    break;
-                }
-                b->halted = 0;
-                unpark(b, &sk, i, e->instrument);
+            s->ext.sink = sk;
+            if (apply_state(b, e, &s->ext, i) != LOB_OK) {
+                rc = LOB_EEXECFULL;
+                break;
             }
-            r.resting = b->parked;
+            r = s->ext.r;
+            sk.n_desync = s->ext.sink.n_desync;
         } else { /* LOB_EXEC */
             if (sk.exec_cap - sk.n_exec < 1 || sk.desync_cap - sk.n_desync < 3) {
                 rc = LOB_EEXECFULL;
@@ -2180,7 +2228,8 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
             if (bbo_event && after.changed) bbo_event[nb++] = (uint32_t)i;
         }
         results[i] = r;
-        if (timed) {
+        if (__builtin_expect(i == t_next, 0)) {
+            t_next = i + every;
             uint64_t t = clock_ticks(s->clock), dt = t - t_prev;
             t_prev = t;
             int k = (e->kind >= 1 && e->kind < HIST_KINDS) ? e->kind : 0;
@@ -2189,11 +2238,28 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
             if (b && b->hist) b->hist[(size_t)k * BOOK_HIST + lob_book_hist_index(v)]++;
         }
     }
-    s->timing_left = i < n ? to_go_i : to_go;
+    if (every) s->timing_left = (uint32_t)(t_next - i);
     out->n_done = i;
     out->n_exec = sk.n_exec;
     out->n_desync = sk.n_desync;
     out->n_depth = nd;
     out->n_bbo = nb;
     return rc;
+}
+
+int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_outputs *out)
+{
+    if (!s || !out || (n && (!events || !out->results)) || (out->exec_cap && !out->execs) ||
+        (out->desync_cap && !out->desyncs) ||
+        (out->depth_levels && (!out->depth_event || !out->depth_prices || !out->depth_qtys || !out->depth_counts))) {
+        if (out) out->n_done = out->n_exec = out->n_desync = out->n_depth = out->n_bbo = 0;
+        return LOB_EARG;
+    }
+    /* Prefetch only where the books outgrow the caches: on books that fit, it
+     * costs more than it saves (benchmarks/RESULTS.md). */
+    int pf = s->prefetch < 0 ? s->book_bytes > PF_AUTO_BYTES : s->prefetch;
+    int with_bbo = out->bbo != NULL;
+    if (out->depth_levels) return apply_loop(s, events, n, out, pf, with_bbo, 1);
+    if (pf) return with_bbo ? apply_loop(s, events, n, out, 1, 1, 0) : apply_loop(s, events, n, out, 1, 0, 0);
+    return with_bbo ? apply_loop(s, events, n, out, 0, 1, 0) : apply_loop(s, events, n, out, 0, 0, 0);
 }

@@ -253,6 +253,23 @@ def test_stp_cancel_resting_cancels_own_orders_and_goes_on():
     b.validate()
 
 
+def test_participants_seen_before_a_halt_still_count_after_the_resume():
+    """A book that has seen a participant keeps every order record's participant right after a
+    halt ends (lob.c: its NEWs stay off the plain path): an order of no participant resting in
+    the record a participant's order had must not inherit that participant, or STP would
+    cancel it for a self-trade."""
+    b = L.OrderBook(100, 200, 1, 16)
+    b.new(1, S, 101, 5, participant=7)
+    b.halt()
+    b.resume()
+    b.cancel(1)            # its record goes back to the free list...
+    b.new(2, S, 101, 4)    # ...and this order, of no participant, takes it
+    assert b.participant(2) == 0
+    f = b.new(9, B, 101, 4, participant=7, flags=RESTING)
+    assert f.trades == [(2, 101, 4)] and f.stp == []
+    b.validate()
+
+
 def test_stp_cancel_incoming_stops_the_order_there():
     b = _stp_book()
     f = b.new(9, B, 102, 10, participant=7, flags=INCOMING)  # GTC: its remainder does not rest
@@ -392,6 +409,79 @@ def test_result_does_not_depend_on_prefetching(prefetch):
     np.testing.assert_array_equal(got.results, ref.results)
     np.testing.assert_array_equal(got.execs, ref.execs)
     np.testing.assert_array_equal(got.bbo, ref.bbo)
+
+
+def _flow_with_halts():
+    """A flow over three books in which book 1 is halted for a while and book 2 twice (its
+    orders park, IOCs are cancelled, and the parked orders rest at the resumption, removing
+    what they cross with a desync each)."""
+    flow = generate_flow(4000, n_instruments=3, seed=11, resting=200)
+    ev = flow.events
+    marks = {600: (1, 1), 1700: (1, 0), 900: (2, 1), 1300: (2, 0), 2500: (2, 1), 3900: (2, 0)}
+    parts, prev = [], 0
+    for at in sorted(marks):
+        inst, qty = marks[at]
+        state = np.zeros(1, ev.dtype)
+        state[["instrument", "kind", "qty"]] = (inst, L.Kind.STATE, qty)
+        parts += [ev[prev:at], state]
+        prev = at
+    flow.events = np.concatenate(parts + [ev[prev:]])
+    return flow
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+@pytest.mark.parametrize("bbo", ["none", "every", "changes"])
+@pytest.mark.parametrize("depth", [0, 3])
+@pytest.mark.parametrize("timing", [0, 1, 7])
+def test_result_does_not_depend_on_the_outputs_asked_for(prefetch, bbo, depth, timing):
+    """The core runs one copy of its batch loop per combination of prefetching, bbo rows and
+    depth rows (lob.c, apply_loop), with timing in each: every combination, on a flow with
+    halted books, gives the same results, executions, desyncs, bbo rows and books."""
+    flow = _flow_with_halts()
+    ref_s = flow.session()
+    ref = ref_s.apply(flow.events, bbo=True)
+    ref_ch = flow.session().apply(flow.events, bbo=True, bbo_changes=True)
+    assert len(ref.desyncs) > 0 and (ref.results["status"] == 0).sum() > 3000
+    s = flow.session()
+    s.set_prefetch(prefetch)
+    if timing:
+        s.set_timing(True, every=timing)
+    got = s.apply(flow.events, bbo=bbo != "none", bbo_changes=bbo == "changes", depth_levels=depth)
+    np.testing.assert_array_equal(got.results, ref.results)
+    np.testing.assert_array_equal(got.execs, ref.execs)
+    np.testing.assert_array_equal(got.desyncs, ref.desyncs)
+    if bbo == "every":
+        np.testing.assert_array_equal(got.bbo, ref.bbo)
+    elif bbo == "changes":
+        np.testing.assert_array_equal(got.bbo, ref_ch.bbo)
+        np.testing.assert_array_equal(got.bbo_event, ref_ch.bbo_event)
+    if depth:
+        assert len(got.depth["event"]) > 0
+    if timing:
+        assert s.latency()["ALL"]["count"] == -(-len(flow.events) // timing)
+    for i in s.instruments():
+        s.book(i).validate()
+        for side in (B, S):
+            for a, b in zip(s.book(i).orders(side), ref_s.book(i).orders(side)):
+                np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("every", [1, 3, 16])
+def test_timing_every_nth_event_when_batches_stop_for_room(every):
+    """An event the core stops before (no room for its executions) keeps its turn to be
+    timed: with the smallest buffers, which stop the batch again and again, the same events
+    are timed as in one call."""
+    flow = generate_flow(3000, n_instruments=3, seed=9, resting=100)
+    ev = flow.events
+    timed = np.zeros(len(ev), bool)
+    timed[::every] = True
+    s = flow.session()
+    s.set_timing(True, every=every)
+    out = s.apply(ev, exec_capacity=1)
+    assert len(out.execs) > 100
+    for k in L.Kind:
+        assert s.histogram(k).sum() == ((ev["kind"] == k) & timed).sum()
+    assert s.latency()["ALL"]["count"] == -(-len(ev) // every)
 
 
 @pytest.mark.parametrize("cap", [1, 2, 3, 17, 1000])
