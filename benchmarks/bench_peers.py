@@ -768,8 +768,9 @@ def main() -> int:
     versions: dict = {}
     # one untimed round of the rows issue 28's ratios compare (lobreplay's and itch-book's), so
     # that the first timed repetition finds what a later one finds (files, libraries, the
-    # kernel's page and slab caches); the slow peers' rows are not worth one
-    for day in days:
+    # kernel's page and slab caches); the slow peers' rows are not worth one, nor the full-size
+    # day's rows (minutes each, against start-up effects of a fraction of a second)
+    for day in (d for d in days if d.name != "full"):
         for c in day_cfgs(day, cfgs):
             if c["tool"] in ("lobreplay", "itch-book") and not (c["needs"] and status.get(c["needs"])):
                 warm(day.path)
