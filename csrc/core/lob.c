@@ -230,6 +230,15 @@ struct lob_book {
     int pb_ok[2];
     int64_t pb_li[2], pb_qty[2];
     uint32_t pb_cnt[2];           /* 0 (with pb_ok): no parked order on that side */
+    /* The top of book as the bbo output last saw it (read_bbo; instrument and changed unused),
+     * so that an event with bbo rows on reads the top once, after it, and compares that with
+     * this copy instead of reading it before the event too. Valid while top_epoch equals
+     * *epoch_now (its session's bbo_epoch): a session moves that on at every call without bbo
+     * rows, and lob_book_clear, lob_book_break and a batch stopped at this book set top_epoch
+     * to 0 (never an epoch). A standalone book has no epoch_now and no valid top. */
+    uint64_t top_epoch;
+    const uint64_t *epoch_now;
+    lob_bbo top;
 };
 
 enum { PARKED = NIL - 1 };        /* order.level of a parked order */
@@ -488,6 +497,7 @@ void lob_book_clear(lob_book *b)
         b->pb_li[k] = -1;
         b->pb_qty[k] = 0;
     }
+    b->top_epoch = 0;
 }
 
 void lob_book_info(const lob_book *b, int64_t *band_low, int64_t *band_high,
@@ -1040,6 +1050,55 @@ int lob_book_find(const lob_book *b, uint64_t id, uint8_t *side, int64_t *price,
         return LOB_ECORRUPT;                            \
     } while (0)
 
+/* ---- top of book (the bbo output) ------------------------------------------ */
+
+static void read_bbo_parked(const lob_book *b, lob_bbo *o)
+{
+    uint32_t n = 0;
+    if (!lob_book_best(b, LOB_BUY, &o->bid_price, &o->bid_qty, &n)) o->bid_price = o->bid_qty = 0;
+    o->bid_count = n;
+    n = 0;
+    if (!lob_book_best(b, LOB_SELL, &o->ask_price, &o->ask_qty, &n)) o->ask_price = o->ask_qty = 0;
+    o->ask_count = n;
+}
+
+static inline void read_bbo(const lob_book *b, lob_bbo *o)
+{
+    if (__builtin_expect(b->parked != 0, 0)) {
+        /* through a copy: were o (the loop's local row) handed to the out-of-line call,
+         * the compiler would keep that row in memory on the common path too, zeroed and
+         * copied through the stack every event (callgrind: 7 instructions an event) */
+        lob_bbo t = *o;
+        read_bbo_parked(b, &t);
+        *o = t;
+        return;
+    }
+    if (b->best_bid >= 0) {
+        const level_t *L = &b->levels[b->best_bid];
+        o->bid_price = level_price(b, b->best_bid);
+        o->bid_qty = L->total;
+        o->bid_count = L->count;
+    } else {
+        o->bid_price = o->bid_qty = 0;
+        o->bid_count = 0;
+    }
+    if (b->best_ask >= 0) {
+        const level_t *L = &b->levels[b->best_ask];
+        o->ask_price = level_price(b, b->best_ask);
+        o->ask_qty = L->total;
+        o->ask_count = L->count;
+    } else {
+        o->ask_price = o->ask_qty = 0;
+        o->ask_count = 0;
+    }
+}
+
+static inline int bbo_differs(const lob_bbo *a, const lob_bbo *b)
+{
+    return a->bid_price != b->bid_price || a->bid_qty != b->bid_qty || a->ask_price != b->ask_price ||
+           a->ask_qty != b->ask_qty || a->bid_count != b->bid_count || a->ask_count != b->ask_count;
+}
+
 int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
 {
     uint64_t seen = 0;
@@ -1152,12 +1211,32 @@ int lob_book_validate(const lob_book *b, char *msg, size_t msglen)
     if (!b->owners_used) /* set_owner writes an entry only once a participant has rested */
         for (uint32_t oi = 0; oi < b->capacity; oi++)
             if (b->owner[oi]) FAIL("order record %u has participant %u in a book that has seen none", oi, b->owner[oi]);
+    if (b->epoch_now && b->top_epoch == *b->epoch_now) {
+        lob_bbo t = {0};
+        read_bbo(b, &t);
+        if (bbo_differs(&t, &b->top))
+            FAIL("the bbo output's copy of the top (bid %lld x %lld in %u, ask %lld x %lld in %u) is not the "
+                 "book's (bid %lld x %lld in %u, ask %lld x %lld in %u)",
+                 (long long)b->top.bid_price, (long long)b->top.bid_qty, b->top.bid_count,
+                 (long long)b->top.ask_price, (long long)b->top.ask_qty, b->top.ask_count, (long long)t.bid_price,
+                 (long long)t.bid_qty, t.bid_count, (long long)t.ask_price, (long long)t.ask_qty, t.ask_count);
+    }
     if (msg && msglen) msg[0] = 0;
     return LOB_OK;
 }
 
 int lob_book_break(lob_book *b, int what)
 {
+    if (what == LOB_BREAK_BBO_TOP) { /* a copy that the next event would trust, one share off */
+        if (!b->epoch_now) return LOB_EARG;
+        lob_bbo t = {0};
+        read_bbo(b, &t);
+        t.bid_qty += 1;
+        b->top = t;
+        b->top_epoch = *b->epoch_now;
+        return LOB_OK;
+    }
+    b->top_epoch = 0; /* whatever else it breaks, the bbo output reads the top afresh */
     if (what == LOB_BREAK_PARK_LINK) {
         if (b->park_head == NIL) return LOB_EARG;
         b->orders[b->park_head].prev = b->park_head;
@@ -1234,6 +1313,7 @@ struct lob_session {
     arena books_arena;   /* where its books live */
     uint64_t *hist; /* HIST_KINDS x LOB_HIST_BUCKETS */
     ext_io_t ext;
+    uint64_t bbo_epoch;  /* from 1; one more at every call without bbo rows (lob_book.top_epoch) */
 };
 
 lob_session *lob_session_new(uint32_t max_instrument, int *status)
@@ -1246,6 +1326,7 @@ lob_session *lob_session_new(uint32_t max_instrument, int *status)
     if (s) {
         s->max_instrument = max_instrument;
         s->prefetch = -1;
+        s->bbo_epoch = 1;
         s->books = lob_calloc((size_t)max_instrument + 1, sizeof *s->books);
         s->hist = lob_calloc((size_t)HIST_KINDS * LOB_HIST_BUCKETS, sizeof *s->hist);
     }
@@ -1278,6 +1359,7 @@ int lob_session_add_book(lob_session *s, uint32_t instrument, int64_t band_low, 
     int st;
     lob_book *b = book_new(&s->books_arena, band_low, band_high, tick, capacity, &st);
     s->books[instrument] = b;
+    if (b) b->epoch_now = &s->bbo_epoch;
     if (b)
         s->book_bytes += (uint64_t)b->nlevels * sizeof(level_t) + (uint64_t)b->capacity * sizeof(order_t) +
                          (b->slot_mask + 1) * sizeof(slot_t) + (uint64_t)(b->nwords + b->nwords2) * 8 +
@@ -1534,53 +1616,6 @@ void lob_session_reset_histograms(lob_session *s)
 }
 
 /* ---- the batch loop ---------------------------------------------------------- */
-
-static void read_bbo_parked(const lob_book *b, lob_bbo *o)
-{
-    uint32_t n = 0;
-    if (!lob_book_best(b, LOB_BUY, &o->bid_price, &o->bid_qty, &n)) o->bid_price = o->bid_qty = 0;
-    o->bid_count = n;
-    n = 0;
-    if (!lob_book_best(b, LOB_SELL, &o->ask_price, &o->ask_qty, &n)) o->ask_price = o->ask_qty = 0;
-    o->ask_count = n;
-}
-
-static inline void read_bbo(const lob_book *b, lob_bbo *o)
-{
-    if (__builtin_expect(b->parked != 0, 0)) {
-        /* through a copy: were o (the loop's local row) handed to the out-of-line call,
-         * the compiler would keep that row in memory on the common path too, zeroed and
-         * copied through the stack every event (callgrind: 7 instructions an event) */
-        lob_bbo t = *o;
-        read_bbo_parked(b, &t);
-        *o = t;
-        return;
-    }
-    if (b->best_bid >= 0) {
-        const level_t *L = &b->levels[b->best_bid];
-        o->bid_price = level_price(b, b->best_bid);
-        o->bid_qty = L->total;
-        o->bid_count = L->count;
-    } else {
-        o->bid_price = o->bid_qty = 0;
-        o->bid_count = 0;
-    }
-    if (b->best_ask >= 0) {
-        const level_t *L = &b->levels[b->best_ask];
-        o->ask_price = level_price(b, b->best_ask);
-        o->ask_qty = L->total;
-        o->ask_count = L->count;
-    } else {
-        o->ask_price = o->ask_qty = 0;
-        o->ask_count = 0;
-    }
-}
-
-static inline int bbo_differs(const lob_bbo *a, const lob_bbo *b)
-{
-    return a->bid_price != b->bid_price || a->bid_qty != b->bid_qty || a->ask_price != b->ask_price ||
-           a->ask_qty != b->ask_qty || a->bid_count != b->bid_count || a->ask_count != b->ask_count;
-}
 
 #define KNOWN_FLAGS (LOB_F_FEED | LOB_F_PRICE | LOB_F_NOCHECK | LOB_F_NOTIONAL | LOB_F_STP_CANCEL_BOTH)
 #define ORDER_FLAGS (LOB_F_NOTIONAL | LOB_F_STP_CANCEL_BOTH)
@@ -2042,6 +2077,15 @@ static int depth_rows_equal(const lob_outputs *out, size_t a, size_t b)
            !memcmp(out->depth_counts + a * w, out->depth_counts + b * w, w * sizeof *out->depth_counts);
 }
 
+/* Before an event with bbo rows on, when b->top may not be the book's top (see lob_book). */
+__attribute__((noinline)) static void top_refresh(lob_book *b, uint64_t epoch)
+{
+    lob_bbo t = {0};
+    read_bbo(b, &t);
+    b->top = t;
+    b->top_epoch = epoch;
+}
+
 /* The batch loop of lob_session_apply (arguments checked), one copy per mode: pf (prefetch),
  * with_bbo (out->bbo set) and deep (depth rows asked for) are constants in each call below
  * but the last, so that each copy carries only the tests and the live values its mode needs.
@@ -2060,6 +2104,7 @@ static inline __attribute__((always_inline)) int apply_loop(lob_session *s, cons
     lob_bbo *const bbo = with_bbo ? out->bbo : NULL;
     uint32_t *const bbo_event = with_bbo ? out->bbo_event : NULL;
     size_t nb = 0; /* bbo rows written, with bbo_event */
+    const uint64_t epoch = with_bbo ? s->bbo_epoch : 0;
     /* Read once: the calls in the loop could change *out and *s for all the compiler knows. */
     const uint32_t depth_levels = deep ? out->depth_levels : 0;
     const uint32_t every = s->timing;
@@ -2092,7 +2137,7 @@ static inline __attribute__((always_inline)) int apply_loop(lob_session *s, cons
             }
             depth_row(b, out, nd + 1); /* the levels before the event, in the scratch row */
         }
-        if (bbo) read_bbo(b, &bbo[bbo_event ? nb : i]); /* the top before the event, compared after it */
+        if (bbo && __builtin_expect(b->top_epoch != epoch, 0)) top_refresh(b, epoch); /* else b->top is the top */
         r.status = check_event(b, e, &p);
         if (r.status != LOB_OK) goto done;
         if (e->kind == LOB_NEW || e->kind == LOB_REPLACE) {
@@ -2217,15 +2262,20 @@ static inline __attribute__((always_inline)) int apply_loop(lob_session *s, cons
             if (!depth_rows_equal(out, nd, nd + 1)) out->depth_event[nd++] = (uint32_t)i;
         }
         if (bbo) {
-            size_t row = bbo_event ? nb : i;
             lob_bbo after = {0};
             if (b) {
                 read_bbo(b, &after);
-                after.changed = (uint32_t)bbo_differs(&bbo[row], &after);
+                if (bbo_differs(&b->top, &after)) {
+                    after.changed = 1;
+                    b->top = after;
+                }
             }
             after.instrument = e->instrument;
-            bbo[row] = after;
-            if (bbo_event && after.changed) bbo_event[nb++] = (uint32_t)i;
+            if (!bbo_event) bbo[i] = after;
+            else if (after.changed) {
+                bbo[nb] = after;
+                bbo_event[nb++] = (uint32_t)i;
+            }
         }
         results[i] = r;
         if (__builtin_expect(i == t_next, 0)) {
@@ -2238,6 +2288,12 @@ static inline __attribute__((always_inline)) int apply_loop(lob_session *s, cons
             if (b && b->hist) b->hist[(size_t)k * BOOK_HIST + lob_book_hist_index(v)]++;
         }
     }
+    if (bbo && i < n) { /* stopped before event i, which changed nothing (lob.h); its book's copy of
+                           its top is read afresh all the same */
+        lob_book *b = event_book(bk, &events[i]);
+        if (b) b->top_epoch = 0;
+    }
+    if (!with_bbo) s->bbo_epoch++; /* the books' copies of their tops may be stale now (lob_book.top_epoch) */
     if (every) s->timing_left = (uint32_t)(t_next - i);
     out->n_done = i;
     out->n_exec = sk.n_exec;
@@ -2259,6 +2315,7 @@ int lob_session_apply(lob_session *s, const lob_event *events, size_t n, lob_out
      * costs more than it saves (benchmarks/RESULTS.md). */
     int pf = s->prefetch < 0 ? s->book_bytes > PF_AUTO_BYTES : s->prefetch;
     int with_bbo = out->bbo != NULL;
+
     if (out->depth_levels) return apply_loop(s, events, n, out, pf, with_bbo, 1);
     if (pf) return with_bbo ? apply_loop(s, events, n, out, 1, 1, 0) : apply_loop(s, events, n, out, 1, 0, 0);
     return with_bbo ? apply_loop(s, events, n, out, 0, 1, 0) : apply_loop(s, events, n, out, 0, 0, 0);

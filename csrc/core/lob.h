@@ -291,7 +291,8 @@ enum {
     LOB_BREAK_LEVEL_TOTAL = 1, LOB_BREAK_LEVEL_COUNT, LOB_BREAK_PREV_LINK, LOB_BREAK_LEVEL_BIT,
     LOB_BREAK_SUMMARY_BIT, LOB_BREAK_BEST_BID, LOB_BREAK_INDEX_TAG, LOB_BREAK_ORDER_QTY,
     LOB_BREAK_LIVE_COUNT, LOB_BREAK_FREE_LIST, LOB_BREAK_PARTICIPANT,
-    LOB_BREAK_PARK_LINK   /* needs a parked order */
+    LOB_BREAK_PARK_LINK,  /* needs a parked order */
+    LOB_BREAK_BBO_TOP     /* the bbo output's copy of the top (a session's book only) */
 };
 /* 1 while the book is halted (LOB_STATE), else 0; and the number of parked orders. Can't fail. */
 int lob_book_halted(const lob_book *b);

@@ -466,6 +466,31 @@ def test_result_does_not_depend_on_the_outputs_asked_for(prefetch, bbo, depth, t
                 np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("modes", [("every", "none", "every", "changes", "none", "changes"),
+                                   ("changes", "none", "none", "every", "every", "none")])
+def test_bbo_rows_do_not_depend_on_earlier_calls_without_them(modes):
+    """Each book keeps the top the bbo rows last saw, so that an event reads its book's top
+    once (lob.c, lob_book.top): calls without bbo rows in between (the books change unseen),
+    on a flow with halted books, leave every later bbo row and its changed flag as one call
+    with bbo rows for everything gives them; validate() checks the kept top of every book."""
+    flow = _flow_with_halts()
+    ref = flow.session().apply(flow.events, bbo=True)
+    ref_ch = flow.session().apply(flow.events, bbo=True, bbo_changes=True)
+    s = flow.session()
+    cuts = np.linspace(0, len(flow.events), len(modes) + 1).astype(int)
+    for mode, lo, hi in zip(modes, cuts[:-1], cuts[1:]):
+        got = s.apply(flow.events[lo:hi], bbo=mode != "none", bbo_changes=mode == "changes")
+        np.testing.assert_array_equal(got.results, ref.results[lo:hi])
+        if mode == "every":
+            np.testing.assert_array_equal(got.bbo, ref.bbo[lo:hi])
+        elif mode == "changes":
+            keep = (ref_ch.bbo_event >= lo) & (ref_ch.bbo_event < hi)
+            np.testing.assert_array_equal(got.bbo, ref_ch.bbo[keep])
+            np.testing.assert_array_equal(got.bbo_event, ref_ch.bbo_event[keep] - lo)
+        for i in s.instruments():
+            s.book(i).validate()
+
+
 @pytest.mark.parametrize("every", [1, 3, 16])
 def test_timing_every_nth_event_when_batches_stop_for_room(every):
     """An event the core stops before (no room for its executions) keeps its turn to be
@@ -1038,7 +1063,8 @@ def test_orders_of_a_side_best_first_in_queue_order_and_capped():
     ("LEVEL_BIT", "bitmap says 0"), ("SUMMARY_BIT", "summary bit of word"), ("BEST_BID", "cached best bid"),
     ("INDEX_TAG", "index does not lead to it"), ("ORDER_QTY", "non-positive qty"),
     ("LIVE_COUNT", "live count"), ("FREE_LIST", "free list longer than"),
-    ("PARTICIPANT", "has participant 7 in a book that has seen none")])
+    ("PARTICIPANT", "has participant 7 in a book that has seen none"),
+    ("BBO_TOP", "copy of the top .* is not the book's")])
 def test_validate_finds_each_broken_invariant(what, says):
     """validate() is what every other test trusts: each invariant broken on purpose
     (lob_book_break) is reported, by name; the same book unbroken passes."""
