@@ -302,18 +302,25 @@ def convert_bbo(path: Path, day: Day) -> dict:
 
     vals = np.stack([ticks("bid_px"), t["bid_sz"].to_numpy().astype(np.int64), ticks("ask_px"),
                      t["ask_sz"].to_numpy().astype(np.int64)], 1)
+    at = bbo_after(seq, loc, vals, day)  # (seq counts messages from 1: the row's is done after it)
+    return {"checkpoint": at(day.info["checkpoint_message"]), "final": at(None)}
+
+
+def bbo_after(done: np.ndarray, loc: np.ndarray, vals: np.ndarray, day: Day):
+    """at(K): each symbol's last BBO row among those written once K messages were done (done[i]:
+    the messages done when row i was; None: all rows), as {symbol: [bid_px, bid_qty, ask_px,
+    ask_qty]} ([0, 0, 0, 0]: none)."""
     symbols = {int(k): v for k, v in day.info["symbols"].items()}
 
     def at(limit: int | None) -> dict:
-        sel = np.ones(len(seq), bool) if limit is None else seq <= limit
+        sel = np.ones(len(done), bool) if limit is None else done <= limit
         lo, va = loc[sel], vals[sel]
         last = np.zeros((65536, 4), np.int64)
         if len(lo):
             u, first = np.unique(lo[::-1], return_index=True)
             last[u] = va[len(lo) - 1 - first]
         return {s: [int(v) for v in last[k]] for k, s in symbols.items()}
-
-    return {"checkpoint": at(day.info["checkpoint_message"]), "final": at(None)}
+    return at
 
 
 def bbo_from_report(path: Path, day: Day) -> dict:
@@ -324,17 +331,7 @@ def bbo_from_report(path: Path, day: Day) -> dict:
     msg = t["sequence"].to_numpy()
     loc = t["instrument"].to_numpy().astype(np.int64)
     vals = np.stack([t[c].to_numpy().astype(np.int64) for c in ("bid_price", "bid_qty", "ask_price", "ask_qty")], 1)
-    symbols = {int(k): v for k, v in day.info["symbols"].items()}
-
-    def at(limit: int | None) -> dict:
-        sel = np.ones(len(msg), bool) if limit is None else msg < limit
-        lo, va = loc[sel], vals[sel]
-        last = np.zeros((65536, 4), np.int64)
-        if len(lo):
-            u, first = np.unique(lo[::-1], return_index=True)
-            last[u] = va[len(lo) - 1 - first]
-        return {s: [int(v) for v in last[k]] for k, s in symbols.items()}
-
+    at = bbo_after(msg.astype(np.int64) + 1, loc, vals, day)  # (sequence counts messages from 0)
     return {"checkpoint": at(day.info["checkpoint_message"]), "final": at(None),
             "meatpy": at(day.info["meatpy_prefix"])}
 
