@@ -230,9 +230,13 @@ PRIME = {
 }
 
 
+def python_of(tool: str) -> str:
+    """The interpreter a tool runs on: lobreplay's own, or the peers' virtualenv's."""
+    return sys.executable if tool == "lobreplay" else ARGS.peers_python
+
+
 def prime(tool: str) -> None:
-    python = sys.executable if tool == "lobreplay" else ARGS.peers_python
-    subprocess.run([python, "-c", PRIME[tool]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    subprocess.run([python_of(tool), "-c", PRIME[tool]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
 
 
 def convert_config():
@@ -262,8 +266,7 @@ def convert_config():
 def startup_config(tool: str, label: str, imports: str, what: str):
     """A floor, not a row of the table: the interpreter and the imports a replay needs, no input."""
     def run(day: Day, rep: int) -> dict:
-        python = sys.executable if tool == "lobreplay" else ARGS.peers_python
-        m = measure([python, "-c", imports], day.dir / f"{label}.log")
+        m = measure([python_of(tool), "-c", imports], day.dir / f"{label}.log")
         m.update(messages=0, inproc=None, version=None)
         return m
     return {"tool": tool, "label": label, "what": what, "run": run, "needs": None if tool == "lobreplay" else tool,

@@ -47,6 +47,7 @@ from lobreplay.core.events import BBO_DTYPE, EVENT_DTYPE, RESULT_DTYPE  # noqa: 
 from lobreplay.itch.reader import ItchFile  # noqa: E402
 from lobreplay.itch.replay import GROUP_BYTES, all_order_prices, candidates, size_books  # noqa: E402
 
+
 def best(f, reps: int, setup=None) -> float:
     """The least time of reps calls of f (f(setup()) with a setup, made untimed each time)."""
     times = []
