@@ -19,14 +19,20 @@ NOTEBOOKS = ROOT / "notebooks"
 TIMEOUT = 600  # seconds per cell
 
 
-def run(name: str, monkeypatch, **env):
+def run(name: str, monkeypatch, tmp_path, **env):
+    """Execute a notebook; its temporary folders go under tmp_path (TMPDIR), not the system's.
+    Stream outputs are coalesced: the kernel flushes stdout on a timer, so one print() can
+    arrive as two outputs split mid-line when the machine is busy."""
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NOTEBOOKS)}})
-    client.execute()
+    return execute(nbformat.read(NOTEBOOKS / name, as_version=4))
+
+
+def execute(nb):
+    nbclient.NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3", coalesce_streams=True,
+                            resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     return nb
 
 
@@ -46,6 +52,15 @@ def outputs(nb):
             elif o.output_type == "error":
                 errors.append(f"{o.ename}: {o.evalue}")
     return "\n".join(texts), images, errors
+
+
+def test_a_line_the_kernel_flushes_in_two_parts_is_read_whole():
+    """The flake of stop 26: a print() straddling the kernel's timed flush of stdout."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell(
+        'import sys, time\nsys.stdout.write("ok - 64"); sys.stdout.flush(); time.sleep(0.3); print("93 messages")'))
+    text, images, errors = outputs(execute(nb))
+    assert "ok - 6493 messages" in text and not errors
 
 
 def test_kernel_is_this_interpreter():
@@ -72,8 +87,8 @@ def test_committed_notebooks_are_executed_and_small(name):
 
 
 @pytest.mark.slow
-def test_replay_itch_notebook(monkeypatch):
-    nb = run("replay_itch.ipynb", monkeypatch)
+def test_replay_itch_notebook(monkeypatch, tmp_path):
+    nb = run("replay_itch.ipynb", monkeypatch, tmp_path)
     text, images, errors = outputs(nb)
     assert not errors
     assert "'status': 'ok'" in text and "'messages': 65000" in text and "'desyncs': 0" in text
@@ -83,8 +98,8 @@ def test_replay_itch_notebook(monkeypatch):
 
 
 @pytest.mark.slow
-def test_binance_notebook(monkeypatch):
-    nb = run("binance_capture.ipynb", monkeypatch)
+def test_binance_notebook(monkeypatch, tmp_path):
+    nb = run("binance_capture.ipynb", monkeypatch, tmp_path)
     text, images, errors = outputs(nb)
     assert not errors
     m = re.search(r"bookTicker match rate: ([0-9.]+)% \(([0-9,]+) of ([0-9,]+) comparable points", text)
@@ -99,7 +114,7 @@ def test_binance_notebook(monkeypatch):
 
 def test_binance_notebook_stops_clearly_without_data(monkeypatch, tmp_path):
     with pytest.raises(nbclient.exceptions.CellExecutionError, match="recordings are missing"):
-        run("binance_capture.ipynb", monkeypatch, LOBREPLAY_DATA=str(tmp_path / "nothing"))
+        run("binance_capture.ipynb", monkeypatch, tmp_path, LOBREPLAY_DATA=str(tmp_path / "nothing"))
 
 
 # ---------------------------------------------------------------- the public API only
@@ -191,7 +206,7 @@ def test_step_through_notebook(monkeypatch, tmp_path):
     import pyarrow.parquet as pq
 
     import lobreplay as lr
-    nb = run("step_through.ipynb", monkeypatch)
+    nb = run("step_through.ipynb", monkeypatch, tmp_path)
     text, images, errors = outputs(nb)
     assert not errors and images == 1
     sym = re.search(r"^busiest symbol: (\S+) - ", text, re.M)[1]
