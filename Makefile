@@ -110,13 +110,15 @@ bench-itch-full: $(STAMP)
 # (benchmarks/RESULTS.md, "Peers side by side"). The peers get their own virtualenv, made from
 # the pinned benchmarks/peers-requirements.txt; lobreplay runs from $(VENV).
 # R = alternating repetitions, FILES = generated days (wide, narrow; full: the full-size day of
-# bench-itch-full, only the rows of issue 28's two ratios, e.g. `make bench FILES=full R=1`).
+# bench-itch-full, only the rows of issue 28's two ratios, e.g. `make bench FILES=full R=1`);
+# DAY_SEED = the generator's seed of wide and narrow (another: other days of the same kinds).
 # Each day's section of RESULTS.md is replaced by the next run of that day.
 PEERS_VENV := benchmarks/build/peers-venv
 PEERS_STAMP := $(PEERS_VENV)/.installed
 PEERS = itch-book itchcpp meatpy hftbacktest
 R ?= 5
 FILES ?= wide,narrow
+DAY_SEED ?= 7
 $(PEERS_STAMP): benchmarks/peers-requirements.txt
 	rm -rf $(PEERS_VENV)
 	$(PY) -m venv $(PEERS_VENV)
@@ -128,7 +130,8 @@ $(PEERS_STAMP): benchmarks/peers-requirements.txt
 
 bench: $(STAMP) $(PEERS_STAMP)
 	$(VPY) benchmarks/bench_peers.py --peers-python $(PEERS_VENV)/bin/python --reps $(R) --files $(FILES) \
-	  --write benchmarks/RESULTS.md --command "make bench R=$(R) FILES=$(FILES)"
+	  --seed $(DAY_SEED) --write benchmarks/RESULTS.md \
+	  --command "make bench R=$(R) FILES=$(FILES)$(if $(filter-out 7,$(DAY_SEED)), DAY_SEED=$(DAY_SEED))"
 
 clean:
 	rm -rf build *.egg-info lobreplay/_core*.so lobreplay/_core.c lobreplay/_core.o

@@ -721,6 +721,9 @@ def main() -> int:
                          "270M messages, ~8 GB, only lobreplay's and itch-book's rows of issue 28's ratios)")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--millions", type=int, default=5, help="messages per day, in millions")
+    ap.add_argument("--seed", type=int, default=bench_itch.SEED,
+                    help="the generator's seed of the wide and narrow days (another seed: other days of the same "
+                         "kinds, each with its own part of RESULTS.md, named e.g. wide-seed11)")
     ap.add_argument("--meatpy-messages", type=int, default=200_000, help="MeatPy's prefix of the day")
     ap.add_argument("--only", help="comma-separated row labels (book,bbo,all,itch-book-book,...) to run")
     ap.add_argument("--write", help="replace the delimited section of this Markdown file (benchmarks/RESULTS.md)")
@@ -741,7 +744,8 @@ def main() -> int:
         if name == "full":  # the full-size day of `make bench-itch-full` (made once, ~8 GB)
             path = bench_itch.make_full_day("all", bench_itch.FULL_MESSAGES // 1_000_000)
         elif name in bench_itch.DAYS:
-            path = bench_itch.make_day(name, ARGS.millions)
+            path = bench_itch.make_day(name, ARGS.millions, ARGS.seed)
+            name = name if ARGS.seed == bench_itch.SEED else f"{name}-seed{ARGS.seed}"
         else:
             sys.exit(f"unknown day {name!r}; have {sorted(bench_itch.DAYS) + ['full']}")
         days.append(Day(name, path, scan(path, ARGS.meatpy_messages)))
