@@ -16,6 +16,8 @@ from lobreplay.core import _coreapi as core
 from lobreplay.testing.itch_faults import FAULTS, inject
 from lobreplay.testing.itch_synth import FEATURES, generate_day, generate_day_fast
 from lobreplay.itch.reader import ItchFile
+from lobreplay.itch.spec import LAYOUTS
+from lobreplay.itch.writer import framed_struct
 from tests.conftest import REAL_ITCH
 from tests.itch_ref import read_messages
 
@@ -121,6 +123,16 @@ def check(path: str, chunk_bytes: int = 1 << 17) -> tuple[int, int]:
     return sum(w["messages"] for w in want.values()), sum(w["adds"] for w in want.values())
 
 
+def msg(t: str, locate: int, ts: int, *fields) -> bytes:
+    """One framed ITCH message of type t, its fields after the header in spec order
+    (lobreplay.itch.writer.framed_struct: unchecked, fast enough for 160,000 messages)."""
+    return framed_struct(t).pack(LAYOUTS[t].length, t.encode(), locate, 0, ts >> 32, ts & 0xFFFFFFFF, *fields)
+
+
+def add(locate: int, ts: int, ref: int, side: bytes, shares: int, price: int) -> bytes:
+    return msg("A", locate, ts, ref, side, shares, b"XYZ     ", price)
+
+
 def test_scan_agrees_on_a_generated_day(synthetic_day):
     assert check(synthetic_day.path)[1] > 1000
 
@@ -164,20 +176,13 @@ def test_scan_agrees_on_injected_faults(synthetic_day, tmp_path, kind):
 
 def test_scan_agrees_with_repeated_and_odd_prices(tmp_path):
     """Prices repeated (the scan skips a repeat), 0, odd ticks and a duplicate reference."""
-    import struct
-
-    def msg(t, locate, ts, body):
-        payload = struct.pack(">cHH", t.encode(), locate, 0) + ts.to_bytes(6, "big") + body
-        return struct.pack(">H", len(payload)) + payload
-
-    def a(locate, ts, ref, px, shares=100):
-        return msg("A", locate, ts, struct.pack(">QcI8sI", ref, b"B", shares, b"XYZ     ", px))
+    def a(locate, ts, ref, px):
+        return add(locate, ts, ref, b"B", 100, px)
 
     data = b"".join([
         a(5, 1, 1, 0), a(5, 2, 2, 0), a(5, 3, 3, 1500), a(5, 4, 4, 1500), a(5, 5, 5, 2250), a(5, 6, 5, 2250),
-        a(7, 7, 10, 99), msg("U", 7, 8, struct.pack(">QQII", 10, 11, 50, 99)),
-        msg("U", 7, 9, struct.pack(">QQII", 11, 12, 50, 33)), msg("X", 5, 10, struct.pack(">QI", 3, 100)),
-        msg("E", 5, 11, struct.pack(">QIQ", 4, 40, 1)), msg("D", 5, 12, struct.pack(">Q", 99)),
+        a(7, 7, 10, 99), msg("U", 7, 8, 10, 11, 50, 99), msg("U", 7, 9, 11, 12, 50, 33), msg("X", 5, 10, 3, 100),
+        msg("E", 5, 11, 4, 40, 1), msg("D", 5, 12, 99),
     ])
     p = tmp_path / "odd.itch"
     p.write_bytes(data)
@@ -219,24 +224,18 @@ def test_partition_splits_messages_by_owner_in_order_and_threaded_scans_agree(sy
 def _orders_file(path, refs, locates=(3, 4)) -> None:
     """Adds of every ref (alternating locates), then a delete of every other one, an
     execution of part of the rest and a replace of some: an order map's worth of work."""
-    import struct
-
-    def msg(t, locate, ts, body):
-        payload = struct.pack(">cHH", t.encode(), locate, 0) + ts.to_bytes(6, "big") + body
-        return struct.pack(">H", len(payload)) + payload
-
     out, ts = [], 1
     for i, ref in enumerate(refs):
-        out.append(msg("A", locates[i % 2], ts, struct.pack(">QcI8sI", ref, b"B", 100, b"XYZ     ", 1000 + i % 7)))
+        out.append(add(locates[i % 2], ts, ref, b"B", 100, 1000 + i % 7))
         ts += 1
     for i, ref in enumerate(refs):
         loc = locates[i % 2]
         if i % 2:
-            out.append(msg("D", loc, ts, struct.pack(">Q", ref)))
+            out.append(msg("D", loc, ts, ref))
         elif i % 4 == 0:
-            out.append(msg("E", loc, ts, struct.pack(">QIQ", ref, 40, i)))
+            out.append(msg("E", loc, ts, ref, 40, i))
         else:
-            out.append(msg("U", loc, ts, struct.pack(">QQII", ref, ref + 1, 50, 1001)))
+            out.append(msg("U", loc, ts, ref, ref + 1, 50, 1001))
         ts += 1
     path.write_bytes(b"".join(out))
 
@@ -294,19 +293,12 @@ def test_price_gcd_is_the_gcd_of_the_prices(tmp_path_factory, data):
     """The scan's running gcd (csrc/feeds/itch.c, see_price: a repeat skipped, a remainder test
     before Euclid) against math.gcd on prices that share factors, are 0, 1 or 2^32 - 1,
     repeat or change."""
-    import struct
     base = data.draw(st.sampled_from([1, 2, 3, 7, 100, 625, 65521, 65536, 2**31, 4294967291, 4294967295]))
     prices = data.draw(st.lists(st.one_of(st.integers(0, (2**32 - 1) // base).map(lambda k: k * base),
                                           st.integers(0, 2**32 - 1), st.sampled_from([0, 1, 2**32 - 1])),
                                 min_size=1, max_size=40))
-
-    def a(ts, ref, px):
-        payload = struct.pack(">cHH", b"A", 9, 0) + ts.to_bytes(6, "big") + struct.pack(">QcI8sI", ref, b"S", 1,
-                                                                                         b"XYZ     ", px)
-        return struct.pack(">H", len(payload)) + payload
-
     p = tmp_path_factory.mktemp("gcd") / "gcd.itch"
-    p.write_bytes(b"".join(a(i + 1, i + 1, px) for i, px in enumerate(prices)))
+    p.write_bytes(b"".join(add(9, i + 1, i + 1, b"S", 1, px) for i, px in enumerate(prices)))
     assert int(c_scan(str(p), 1 << 17)["price_gcd"][9]) == math.gcd(*prices)
 
 
@@ -316,7 +308,6 @@ def test_distinct_min_counts_the_hash_bits_of_the_prices(tmp_path_factory, data)
     """distinct_min against the set of the prices' hash bits (price_bit), on prices made to
     land on chosen bits: the same bit from different prices, bits 32 and 1 apart in the same
     64-bit word, the first and last of the 4,096; prices of 0 (no bit while every price is 0)."""
-    import struct
     inverse = pow(0x9E3779B1, -1, 2**32)  # px * 0x9E3779B1 (mod 2^32) is a bijection
     word = data.draw(st.integers(0, 63))
     bits = st.one_of(st.sampled_from([[0], [4095], [0, 4095]]), st.integers(0, 4095).map(lambda b: [b]),
@@ -328,14 +319,8 @@ def test_distinct_min_counts_the_hash_bits_of_the_prices(tmp_path_factory, data)
     prices += data.draw(st.lists(st.just(0), max_size=2))
     prices = data.draw(st.permutations(prices))
     assert sorted(price_bit(px) for px in prices if px) == sorted(b for b, low in wanted if b << 20 | low)
-
-    def a(ts, ref, px):
-        payload = struct.pack(">cHH", b"A", 4, 0) + ts.to_bytes(6, "big") + struct.pack(">QcI8sI", ref, b"B", 1,
-                                                                                         b"XYZ     ", px)
-        return struct.pack(">H", len(payload)) + payload
-
     p = tmp_path_factory.mktemp("bits") / "bits.itch"
-    p.write_bytes(b"".join(a(i + 1, i + 1, px) for i, px in enumerate(prices)))
+    p.write_bytes(b"".join(add(4, i + 1, i + 1, b"B", 1, px) for i, px in enumerate(prices)))
     check(str(p))
     want = len({price_bit(px) for px in prices}) if any(prices) else 0
     assert int(c_scan(str(p), 1 << 17)["distinct_min"][4]) == want
@@ -348,30 +333,24 @@ def test_order_map_agrees_on_random_operations(tmp_path_factory, data):
     references among them) on references that share home slots in the order map's
     first 2^20 slots (k * 2^20 + j), sit at its end (a walk from slot 2^20 - 1 wraps to
     slot 0), or are large: every figure is the naive scan's, after chunks of any size."""
-    import struct
     top = 1 << 20
     low = data.draw(st.lists(st.sampled_from([1, 2, 3, top - 2, top - 1]), min_size=1, max_size=3, unique=True))
     pool = [k * top + j for k in range(4) for j in low] + [2**63 + 5, 2**64 - 1]
     refs = st.sampled_from(data.draw(st.lists(st.sampled_from(pool), min_size=2, max_size=6, unique=True)))
-
-    def msg(t, locate, ts, body):
-        payload = struct.pack(">cHH", t.encode(), locate, 0) + ts.to_bytes(6, "big") + body
-        return struct.pack(">H", len(payload)) + payload
-
     ops = data.draw(st.lists(st.tuples(st.sampled_from("AAADDEXU"), refs, refs, st.integers(1, 300),
                                        st.sampled_from([3, 4])), min_size=8, max_size=120))
     out = []
     for ts, (t, ref, new, q, loc) in enumerate(ops, 1):
         if t == "A":
-            out.append(msg("A", loc, ts, struct.pack(">QcI8sI", ref, b"B", q, b"XYZ     ", 1000 + q)))
+            out.append(add(loc, ts, ref, b"B", q, 1000 + q))
         elif t == "D":
-            out.append(msg("D", loc, ts, struct.pack(">Q", ref)))
+            out.append(msg("D", loc, ts, ref))
         elif t == "E":
-            out.append(msg("E", loc, ts, struct.pack(">QIQ", ref, q, ts)))
+            out.append(msg("E", loc, ts, ref, q, ts))
         elif t == "X":
-            out.append(msg("X", loc, ts, struct.pack(">QI", ref, q)))
+            out.append(msg("X", loc, ts, ref, q))
         else:
-            out.append(msg("U", loc, ts, struct.pack(">QQII", ref, new, q, 1000 + q)))
+            out.append(msg("U", loc, ts, ref, new, q, 1000 + q))
     p = tmp_path_factory.mktemp("ops") / "ops.itch"
     p.write_bytes(b"".join(out))
     check(str(p), chunk_bytes=data.draw(st.sampled_from([64, 256, 1 << 17])))
