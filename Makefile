@@ -130,8 +130,7 @@ $(PEERS_STAMP): benchmarks/peers-requirements.txt
 
 bench: $(STAMP) $(PEERS_STAMP)
 	$(VPY) benchmarks/bench_peers.py --peers-python $(PEERS_VENV)/bin/python --reps $(R) --files $(FILES) \
-	  --seed $(DAY_SEED) --write benchmarks/RESULTS.md \
-	  --command "make bench R=$(R) FILES=$(FILES)$(if $(filter-out 7,$(DAY_SEED)), DAY_SEED=$(DAY_SEED))"
+	  --seed $(DAY_SEED) --write benchmarks/RESULTS.md --command "make bench R=$(R) FILES=$(FILES)"
 
 clean:
 	rm -rf build *.egg-info lobreplay/_core*.so lobreplay/_core.c lobreplay/_core.o

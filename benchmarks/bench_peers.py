@@ -727,7 +727,8 @@ def main() -> int:
     ap.add_argument("--meatpy-messages", type=int, default=200_000, help="MeatPy's prefix of the day")
     ap.add_argument("--only", help="comma-separated row labels (book,bbo,all,itch-book-book,...) to run")
     ap.add_argument("--write", help="replace the delimited section of this Markdown file (benchmarks/RESULTS.md)")
-    ap.add_argument("--command", default=None, help="the command to print in the report")
+    ap.add_argument("--command", default=None, help="the command to print in the report (DAY_SEED=N added for a seed "
+                                                   "other than the days' own)")
     ARGS = ap.parse_args()
     compileall.compile_dir(ROOT / "lobreplay", quiet=1)  # as installed (pip compiles bytecode)
     t_start = time.perf_counter()
@@ -823,6 +824,8 @@ def main() -> int:
             if out.exists():
                 day.stages = json.loads(out.read_text())
     cmd = ARGS.command or " ".join(shlex.quote(a) for a in [rel(sys.executable), rel(__file__), *sys.argv[1:]])
+    if ARGS.command and ARGS.seed != bench_itch.SEED:  # (make bench passes its seed as --seed)
+        cmd += f" DAY_SEED={ARGS.seed}"
     if source_note() != source:
         source += (" -- **lobreplay's sources changed during this run** (the checkout is shared): its rows may "
                    "mix builds; now: " + source_note())
